@@ -1,0 +1,25 @@
+package contract
+
+import "time"
+
+// The garbage-collection marks (§8). Every instance a provider creates
+// carries both; how they are stored (native labels or tags, written
+// metadata) is the provider's gc-mark profile (§4.4). A backend whose tag
+// charset cannot hold these keys maps them, and its guide says how; the
+// values below are what ListByTag's key and value arguments carry.
+const (
+	// LabelManaged marks an instance as created by this operator; its value
+	// is always ManagedValue.
+	LabelManaged = "egressproxies.io/managed"
+	// LabelUID carries the owning Proxy's metadata.uid.
+	LabelUID = "egressproxies.io/proxy-uid"
+	// ManagedValue is the value of LabelManaged.
+	ManagedValue = "true"
+)
+
+// DefaultMinAge is the age below which the garbage collector never deletes
+// an instance, whatever its marks say, unless the provider's config sets
+// gc.minAge. It covers the time between a Create and the status write that
+// records it, and any mark window (§8): a provider whose marks are written
+// after the instance exists must keep that window far below MinAge.
+const DefaultMinAge = 15 * time.Minute
