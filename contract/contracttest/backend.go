@@ -1,0 +1,108 @@
+package contracttest
+
+import (
+	"context"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// The capability interfaces a backend control may implement. Each puts the
+// backend into a state the rules need and that only the backend (a
+// simulator's control API, a fake's state, a real backend's admin API) can
+// produce. A control that cannot do one leaves the interface out, and the
+// rules that need it are skipped with the capability's name.
+
+// GuestReporter plays the guest reporting its address, as the guest agent,
+// VMware Tools or a DHCP lease would. Rules: RunningRequiresIP,
+// OnlyRoutableIPv4, and every rule that needs a Running instance.
+type GuestReporter interface {
+	ReportIP(ctx context.Context, providerID, ip string) error
+}
+
+// StateInjector puts an instance into a backend state the provider's state
+// table does not know. Rule: UnknownStateIsStopped.
+type StateInjector interface {
+	SetUnknownState(ctx context.Context, providerID string) error
+}
+
+// UnstartedCreator makes the instance req describes exactly as the provider
+// would, marks included, but never starts it (a clone whose power-on never
+// came, a defined domain). Rule: NeverStartedIsNeverStopped.
+type UnstartedCreator interface {
+	CreateUnstarted(ctx context.Context, req contract.CreateRequest) (providerID string, err error)
+}
+
+// Locker holds a backend lock or runs a long task on an instance until
+// unlock is called. Rule: GetDuringLock.
+type Locker interface {
+	Lock(ctx context.Context, providerID string) (unlock func(), err error)
+}
+
+// DeleteStarter starts the instance's deletion on the backend and holds it
+// in progress (deleting task, task_state deleting) until the returned
+// function is called, which lets it finish. Rule: GetDuringDelete.
+type DeleteStarter interface {
+	BeginDelete(ctx context.Context, providerID string) (finish func(), err error)
+}
+
+// UnmarkedCreator makes an instance named name in the placement's location
+// that carries none of the operator's marks, as a person or another tool
+// would. Rules: ListByTagExcludesUnmarked, CreateNeverAdoptsUnmarked.
+type UnmarkedCreator interface {
+	CreateUnmarked(ctx context.Context, name string, placement contract.Placement) (providerID string, err error)
+}
+
+// Staller makes every backend call hang, until release is called or the
+// call's own context ends. Rules: CancelledContextReturnsPromptly,
+// CallsAreBounded.
+type Staller interface {
+	Stall() (release func())
+}
+
+// FaultInjector makes the backend fail like the real one does. Rules:
+// ErrorsCarryTheirClass, CreateResumesAfterFailure, the sentinel rules.
+type FaultInjector interface {
+	// FailNext makes the next backend call that serves op fail with the
+	// backend's own error of the given class: contract.ErrNotFound,
+	// contract.ErrQuota, contract.ErrPermanent, or nil for a transient one.
+	FailNext(op Op, class error) error
+	// FailAfterCreate makes the next create leave its instance on the
+	// backend and then fail transiently, as a power-on fault after a clone
+	// or a connection cut after the create request.
+	FailAfterCreate() error
+}
+
+// Op names the provider operation a fault targets.
+type Op string
+
+const (
+	OpCreate Op = "create"
+	OpGet    Op = "get"
+	OpDelete Op = "delete"
+	OpList   Op = "list"
+)
+
+// CredentialRejecter makes the backend reject the provider's credential
+// (reject true) or accept it again (false). Rule: SentinelCredential.
+type CredentialRejecter interface {
+	RejectCredentials(reject bool)
+}
+
+// UserDataReader returns the cloud-init user-data as the guest reads it.
+// Rule: CloudInitByteForByte.
+type UserDataReader interface {
+	UserData(ctx context.Context, providerID string) ([]byte, error)
+}
+
+// CallCounter counts the backend calls the provider has made. Rules that
+// check validation happens before any backend call use it.
+type CallCounter interface {
+	Calls() int
+}
+
+// Inventory lists every resource in the provider's scope on the backend
+// (instances, volumes, seed images, tags), one string each, so a rule can
+// tell what a lifecycle left behind. Rule: DeleteLeavesNothing.
+type Inventory interface {
+	Resources(ctx context.Context) ([]string, error)
+}

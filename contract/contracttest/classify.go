@@ -1,0 +1,52 @@
+package contracttest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// ClassifyCase is one row of a provider's classify table (template entry
+// 13): a backend error as the SDK returns it, captured from the real
+// backend or built from its API reference, and the class it must get.
+type ClassifyCase struct {
+	// Name says what the response is ("NoPermission on CloneVM_Task").
+	Name string
+	// Err is the error as the SDK returns it.
+	Err error
+	// Want is contract.ErrNotFound, contract.ErrQuota,
+	// contract.ErrPermanent, or nil for transient.
+	Want error
+	// Source is where the response was captured or which reference it
+	// follows; rows without one fail, so every row is traceable.
+	Source string
+}
+
+// RunClassifyTable runs classify over every case, one subtest each, and
+// checks the class, that the SDK error is still reachable with errors.Is
+// (and so with errors.As), and that the text is kept.
+func RunClassifyTable(t *testing.T, classify func(error) error, cases []ClassifyCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Source == "" {
+				t.Error("the case has no Source: say where the response was captured")
+			}
+			got := classify(c.Err)
+			want := contract.ClassOf(c.Want)
+			if c.Want == nil {
+				want = contract.ClassTransient
+			}
+			if cls := contract.ClassOf(got); cls != want {
+				t.Errorf("classify(%v) has class %s, want %s", c.Err, cls, want)
+			}
+			if !errors.Is(got, c.Err) {
+				t.Errorf("classify(%v) lost the SDK error: errors.Is fails", c.Err)
+			}
+			if got.Error() == "" {
+				t.Errorf("classify(%v) has an empty text", c.Err)
+			}
+		})
+	}
+}

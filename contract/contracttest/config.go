@@ -1,0 +1,92 @@
+package contracttest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// PromptBound is how long a call may take to return once its context is
+// done (DESIGN.md §8: cancelled contexts return within 1 s).
+const PromptBound = time.Second
+
+// Config is what a provider's conformance test supplies.
+type Config struct {
+	// NewProvider returns a provider connected to the backend under test.
+	// Each rule calls it once, and again to play a restarted operator: every
+	// provider it returns must see the same backend. Required.
+	NewProvider func(t *testing.T) contract.Provider
+
+	// Backend controls the backend; it implements any of the capability
+	// interfaces of this package. Nil runs only the rules that need none.
+	Backend any
+
+	// Placement is a valid placement on the backend. Required.
+	Placement contract.Placement
+
+	// IgnoredPlacement names the Placement fields the provider ignores
+	// (contract §2.1): any of "Region", "Zone", "MachineType", "Image".
+	// Rules do not expect an unknown value of these to be rejected.
+	IgnoredPlacement []string
+
+	// Credential is the secret the provider authenticates with. The
+	// SentinelCredential rule checks that it appears in no log line, span
+	// or error; empty skips that rule.
+	Credential string
+
+	// GuestIP is the address the GuestReporter reports. Default 192.0.2.10
+	// (TEST-NET-1): it is only reported, never contacted.
+	GuestIP string
+
+	// CallBudget is the longest one provider call may take against a
+	// hanging backend when the caller set no deadline (contract §1.5).
+	// Zero skips the CallsAreBounded rule.
+	CallBudget time.Duration
+
+	// WaitTimeout bounds every wait for an asynchronous outcome (Running
+	// after a reported IP, NotFound after Delete). Default 30 s.
+	WaitTimeout time.Duration
+
+	// ExtraReasons lists the check reasons of the provider's own that its
+	// spec justifies, allowed beside contract.SharedReasons.
+	ExtraReasons []string
+
+	// NoChildSpans, when set, is the documented reason the provider emits
+	// no child spans (child-spans: none); the ChildSpans rule is skipped
+	// with it.
+	NoChildSpans string
+
+	// NamePrefix starts every instance name the harness makes, so a shared
+	// backend shows whose they are. Default "ct".
+	NamePrefix string
+}
+
+func (c Config) withDefaults(t *testing.T) Config {
+	t.Helper()
+	if c.NewProvider == nil {
+		t.Fatal("contracttest: Config.NewProvider is required")
+	}
+	if c.GuestIP == "" {
+		c.GuestIP = "192.0.2.10"
+	}
+	if !contract.RoutableIPv4(c.GuestIP) {
+		t.Fatalf("contracttest: Config.GuestIP %q is not a routable IPv4 address", c.GuestIP)
+	}
+	if c.WaitTimeout == 0 {
+		c.WaitTimeout = 30 * time.Second
+	}
+	if c.NamePrefix == "" {
+		c.NamePrefix = "ct"
+	}
+	return c
+}
+
+func (c Config) ignores(field string) bool {
+	for _, f := range c.IgnoredPlacement {
+		if f == field {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,29 @@
+// Package contracttest is the provider conformance harness (contract §11).
+//
+// A provider's test builds a [Config] — how to make the provider, a valid
+// placement, and a backend control — and calls [Run]. Each rule of the
+// contract is one named subtest, named as the rule is named in
+// docs/provider-contract.md §11, so a failure points at its rule:
+//
+//	func TestContract(t *testing.T) {
+//		backend := startFakeBackend(t)
+//		contracttest.Run(t, contracttest.Config{
+//			NewProvider: func(t *testing.T) contract.Provider { return newProvider(t, backend.URL) },
+//			Placement:   contract.Placement{Region: "r1", MachineType: "small", Image: "debian-12"},
+//			Backend:     backend.Control(),
+//			Credential:  "sentinel-token-3f9a",
+//		})
+//	}
+//
+// The backend control may implement any of the capability interfaces in
+// backend.go (GuestReporter, Locker, Staller, …). A rule that needs a
+// capability the control lacks is skipped with a message naming it, never
+// passed silently. Every instance a rule creates is deleted when the rule
+// ends.
+//
+// This is a module of its own so that the contract module stays free of the
+// OpenTelemetry SDK, which the harness needs to record spans.
+//
+// The harness also offers [RunClassifyTable] for a provider's classify table
+// test and [RunLifecycle] for its real-backend lifecycle test.
+package contracttest

@@ -1,0 +1,299 @@
+package contracttest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// env is one rule's world: a provider, what it logged, the spans it made,
+// the errors it returned and the instances to clean up afterwards.
+type env struct {
+	t     *testing.T
+	cfg   Config
+	p     contract.Provider
+	logs  *logSink
+	spans *spanRecorder
+
+	mu      sync.Mutex
+	errs    []error
+	created []string
+	seq     int
+}
+
+func newEnv(t *testing.T, cfg Config) *env {
+	e := &env{t: t, cfg: cfg, logs: &logSink{}, spans: newSpanRecorder()}
+	e.p = cfg.NewProvider(t)
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+// ctx is what the operator passes: its logger, carrying the provider key,
+// and no deadline (contract §1.5).
+func (e *env) ctx() context.Context {
+	log := e.logs.logger().WithValues(contract.LogKeyProvider, "contracttest")
+	return logr.NewContext(context.Background(), log)
+}
+
+// request returns a valid CreateRequest with a name and UID unique to this
+// rule and call.
+func (e *env) request() contract.CreateRequest {
+	e.mu.Lock()
+	e.seq++
+	n := e.seq
+	e.mu.Unlock()
+	return contract.CreateRequest{
+		Name:      fmt.Sprintf("%s-%s-%d", e.cfg.NamePrefix, randomHex(3), n),
+		UID:       newUID(),
+		Placement: e.cfg.Placement,
+		CloudInit: []byte("#cloud-config\npackages: [tinyproxy]\n"),
+		Port:      3128,
+	}
+}
+
+// op runs one provider call under an operation span, as the operator does,
+// and records the error it returns.
+func (e *env) op(ctx context.Context, name string, call func(context.Context) error) (trace.SpanContext, error) {
+	ctx, span := contract.StartOperation(ctx, e.spans.tp, name)
+	err := call(ctx)
+	contract.EndSpan(span, err)
+	if err != nil {
+		e.mu.Lock()
+		e.errs = append(e.errs, err)
+		e.mu.Unlock()
+	}
+	return span.SpanContext(), err
+}
+
+func (e *env) create(ctx context.Context, p contract.Provider, req contract.CreateRequest) (contract.Instance, error) {
+	var inst contract.Instance
+	_, err := e.op(ctx, "Create", func(ctx context.Context) (err error) {
+		inst, err = p.Create(ctx, req)
+		return err
+	})
+	if err == nil {
+		e.track(inst.ProviderID)
+		e.checkInstance("Create", inst)
+		if inst.Name != req.Name || inst.UID != req.UID {
+			e.t.Errorf("Create returned name %q UID %q, want %q %q", inst.Name, inst.UID, req.Name, req.UID)
+		}
+		if inst.State != contract.StateProvisioning && inst.State != contract.StateRunning {
+			e.t.Errorf("Create returned state %s, want Provisioning or Running", inst.State)
+		}
+	}
+	return inst, err
+}
+
+func (e *env) get(ctx context.Context, p contract.Provider, id string) (contract.Instance, error) {
+	var inst contract.Instance
+	_, err := e.op(ctx, "Get", func(ctx context.Context) (err error) {
+		inst, err = p.Get(ctx, id)
+		return err
+	})
+	if err == nil {
+		e.checkInstance("Get", inst)
+		if inst.ProviderID != id {
+			e.t.Errorf("Get(%q) returned providerID %q", id, inst.ProviderID)
+		}
+	}
+	return inst, err
+}
+
+func (e *env) delete(ctx context.Context, p contract.Provider, id string) error {
+	_, err := e.op(ctx, "Delete", func(ctx context.Context) error { return p.Delete(ctx, id) })
+	return err
+}
+
+func (e *env) list(ctx context.Context, p contract.Provider, key, value string) ([]contract.Instance, error) {
+	var out []contract.Instance
+	_, err := e.op(ctx, "ListByTag", func(ctx context.Context) (err error) {
+		out, err = p.ListByTag(ctx, key, value)
+		return err
+	})
+	for _, inst := range out {
+		e.checkInstance("ListByTag", inst)
+	}
+	return out, err
+}
+
+// mustCreate creates req and fails the rule on error.
+func (e *env) mustCreate(req contract.CreateRequest) contract.Instance {
+	e.t.Helper()
+	inst, err := e.create(e.ctx(), e.p, req)
+	if err != nil {
+		e.t.Fatalf("Create(%s): %v", req.Name, err)
+	}
+	return inst
+}
+
+// running creates req, plays the guest reporting its address, and waits
+// until Get says Running.
+func (e *env) running(req contract.CreateRequest) contract.Instance {
+	e.t.Helper()
+	guest := need[GuestReporter](e.t, e.cfg.Backend)
+	inst := e.mustCreate(req)
+	if err := guest.ReportIP(e.ctx(), inst.ProviderID, e.cfg.GuestIP); err != nil {
+		e.t.Fatalf("backend control ReportIP: %v", err)
+	}
+	return e.waitState(inst.ProviderID, contract.StateRunning)
+}
+
+// waitState polls Get until the instance reaches want.
+func (e *env) waitState(id string, want contract.State) contract.Instance {
+	e.t.Helper()
+	var last contract.Instance
+	var err error
+	deadline := time.Now().Add(e.cfg.WaitTimeout)
+	for time.Now().Before(deadline) {
+		last, err = e.get(e.ctx(), e.p, id)
+		if err == nil && last.State == want {
+			return last
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("%s did not reach %s within %s: last state %q, error %v", id, want, e.cfg.WaitTimeout, last.State, err)
+	return last
+}
+
+// waitGone polls Get after a Delete until it returns ErrNotFound; every
+// answer before that must be StateTerminated.
+func (e *env) waitGone(p contract.Provider, id string) {
+	e.t.Helper()
+	deadline := time.Now().Add(e.cfg.WaitTimeout)
+	for {
+		inst, err := e.get(e.ctx(), p, id)
+		switch {
+		case errors.Is(err, contract.ErrNotFound):
+			return
+		case err == nil && inst.State != contract.StateTerminated:
+			e.t.Fatalf("Get after Delete returned state %s, want Terminated or ErrNotFound", inst.State)
+		case err != nil && contract.ClassOf(err) != contract.ClassTransient:
+			e.t.Fatalf("Get after Delete returned %v (class %s), want ErrNotFound", err, contract.ClassOf(err))
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("Get after Delete still finds %s after %s", id, e.cfg.WaitTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkInstance holds every Instance a provider returns to the contract's
+// invariants (§3).
+func (e *env) checkInstance(call string, inst contract.Instance) {
+	e.t.Helper()
+	if !inst.State.Valid() {
+		e.t.Errorf("%s returned state %q, not one of %v", call, inst.State, contract.States)
+	}
+	if inst.ProviderID == "" {
+		e.t.Errorf("%s returned an instance without a providerID", call)
+	}
+	if inst.State == contract.StateRunning && !contract.RoutableIPv4(inst.IP) {
+		e.t.Errorf("%s returned %s Running with IP %q: Running requires a routable IPv4 address", call, inst.ProviderID, inst.IP)
+	}
+	if inst.IP != "" && !contract.RoutableIPv4(inst.IP) {
+		e.t.Errorf("%s returned %s with IP %q: only routable IPv4 is reported", call, inst.ProviderID, inst.IP)
+	}
+}
+
+func (e *env) track(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, known := range e.created {
+		if known == id {
+			return
+		}
+	}
+	e.created = append(e.created, id)
+}
+
+// cleanup deletes every instance the rule made, with a fresh provider so a
+// provider the rule broke on purpose does not leak instances.
+func (e *env) cleanup() {
+	if len(e.created) == 0 {
+		return
+	}
+	p := e.cfg.NewProvider(e.t)
+	for _, id := range e.created {
+		ctx, cancel := context.WithTimeout(e.ctx(), e.cfg.WaitTimeout)
+		err := p.Delete(ctx, id)
+		for err == nil {
+			_, err = p.Get(ctx, id)
+			if err == nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		cancel()
+		if !errors.Is(err, contract.ErrNotFound) {
+			e.t.Errorf("cleanup: %s was not deleted: %v", id, err)
+		}
+	}
+}
+
+// texts returns everything the provider produced that a person or a
+// collector can read: log lines, span contents and error texts.
+func (e *env) texts() []string {
+	out := e.logs.snapshot()
+	out = append(out, e.spans.texts()...)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, err := range e.errs {
+		out = append(out, err.Error(), fmt.Sprintf("%+v", err))
+	}
+	return out
+}
+
+// assertAbsent fails the rule if secret appears in anything the provider
+// produced.
+func (e *env) assertAbsent(what, secret string) {
+	e.t.Helper()
+	for _, text := range e.texts() {
+		if strings.Contains(text, secret) {
+			e.t.Errorf("the %s sentinel appears in provider output: %.300s", what, text)
+		}
+	}
+}
+
+// calls returns the backend's call count, or -1 without a CallCounter.
+func (e *env) calls() int {
+	if c, ok := e.cfg.Backend.(CallCounter); ok {
+		return c.Calls()
+	}
+	return -1
+}
+
+// need returns the backend control as capability T, or skips the rule
+// naming the missing capability.
+func need[T any](t *testing.T, backend any) T {
+	t.Helper()
+	c, ok := backend.(T)
+	if !ok {
+		t.Skipf("skipped: the backend control does not implement contracttest.%s", reflect.TypeFor[T]().Name())
+	}
+	return c
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+// newUID returns a random RFC 4122 version 4 UID, as Kubernetes makes.
+func newUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

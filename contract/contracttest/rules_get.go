@@ -1,0 +1,175 @@
+package contracttest
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// malformedIDs are providerIDs no provider's format accepts.
+var malformedIDs = []string{
+	"", "/", "//", "no/such/shape/at/all", "../../etc/passwd", "white space/x",
+	"x/" + strings.Repeat("a", contract.MaxProviderIDLength), "\x00/\xff",
+}
+
+// malformedID: Get and Delete reject a malformed providerID with
+// ErrPermanent naming it, before any backend call (§6).
+func malformedID(e *env) {
+	for _, id := range malformedIDs {
+		before := e.calls()
+		_, getErr := e.get(e.ctx(), e.p, id)
+		delErr := e.delete(e.ctx(), e.p, id)
+		for call, err := range map[string]error{"Get": getErr, "Delete": delErr} {
+			if !errors.Is(err, contract.ErrPermanent) {
+				e.t.Errorf("%s(%q) = %v (class %s), want ErrPermanent", call, id, err, contract.ClassOf(err))
+			}
+		}
+		if after := e.calls(); before >= 0 && after != before {
+			e.t.Errorf("Get and Delete of malformed %q made %d backend calls, want 0", id, after-before)
+		}
+	}
+}
+
+// unknownStateIsStopped: a backend state the provider's table does not know
+// maps to StateStopped, without an error (§3).
+func unknownStateIsStopped(e *env) {
+	injector := need[StateInjector](e.t, e.cfg.Backend)
+	inst := e.running(e.request())
+	if err := injector.SetUnknownState(e.ctx(), inst.ProviderID); err != nil {
+		e.t.Fatalf("backend control SetUnknownState: %v", err)
+	}
+	got, err := e.get(e.ctx(), e.p, inst.ProviderID)
+	if err != nil || got.State != contract.StateStopped {
+		e.t.Errorf("Get of an instance in an unknown state = %s, %v; want Stopped, nil", got.State, err)
+	}
+}
+
+// runningRequiresIP: an instance is Running only with a routable IPv4
+// address; before the guest reports one it is Provisioning (§3). Every Get
+// in every rule also checks the first half.
+func runningRequiresIP(e *env) {
+	guest := need[GuestReporter](e.t, e.cfg.Backend)
+	inst := e.mustCreate(e.request())
+	got, err := e.get(e.ctx(), e.p, inst.ProviderID)
+	if err != nil {
+		e.t.Fatalf("Get: %v", err)
+	}
+	if got.State == contract.StateRunning && got.IP != e.cfg.GuestIP && got.IP != "" {
+		// ip-source: assigned-at-create; the invariant check has done its part.
+		return
+	}
+	if got.State != contract.StateProvisioning {
+		e.t.Errorf("before the guest reported an address Get = %s, want Provisioning", got.State)
+	}
+	if err := guest.ReportIP(e.ctx(), inst.ProviderID, e.cfg.GuestIP); err != nil {
+		e.t.Fatalf("backend control ReportIP: %v", err)
+	}
+	running := e.waitState(inst.ProviderID, contract.StateRunning)
+	if running.IP != e.cfg.GuestIP {
+		e.t.Errorf("Running with IP %q, the guest reported %q", running.IP, e.cfg.GuestIP)
+	}
+}
+
+// onlyRoutableIPv4: loopback, link-local and IPv6 addresses the guest
+// reports are never Instance.IP, and do not make the instance Running.
+func onlyRoutableIPv4(e *env) {
+	guest := need[GuestReporter](e.t, e.cfg.Backend)
+	inst := e.mustCreate(e.request())
+	for _, ip := range []string{"127.0.0.1", "169.254.7.7", "2001:db8::7", "fe80::7"} {
+		if err := guest.ReportIP(e.ctx(), inst.ProviderID, ip); err != nil {
+			e.t.Fatalf("backend control ReportIP(%s): %v", ip, err)
+		}
+		got, err := e.get(e.ctx(), e.p, inst.ProviderID)
+		if err != nil {
+			e.t.Fatalf("Get: %v", err)
+		}
+		if got.IP == ip || (got.State == contract.StateRunning && got.IP == "") {
+			e.t.Errorf("with only %s reported, Get = %s with IP %q", ip, got.State, got.IP)
+		}
+	}
+}
+
+// uidAndCreatedAtReadBack: UID and CreatedAt come back from the backend,
+// through Get, through ListByTag, and through a restarted provider (§8).
+func uidAndCreatedAtReadBack(e *env) {
+	req := e.request()
+	// Backends keep time at second or coarser resolution, and a remote
+	// backend's clock differs from ours: allow a margin either side.
+	const skew = 2 * time.Minute
+	before := time.Now().Add(-skew)
+	inst := e.mustCreate(req)
+	after := time.Now().Add(skew)
+
+	restarted, err := e.get(e.ctx(), e.cfg.NewProvider(e.t), inst.ProviderID)
+	if err != nil {
+		e.t.Fatalf("Get from a restarted provider: %v", err)
+	}
+	listed, err := e.list(e.ctx(), e.p, contract.LabelUID, req.UID)
+	if err != nil || len(listed) != 1 {
+		e.t.Fatalf("ListByTag(%s, %s) = %d instances, %v; want 1", contract.LabelUID, req.UID, len(listed), err)
+	}
+	for source, got := range map[string]contract.Instance{"Get from a restarted provider": restarted, "ListByTag": listed[0]} {
+		if got.UID != req.UID {
+			e.t.Errorf("%s: UID %q, want %q", source, got.UID, req.UID)
+		}
+		if got.Name != req.Name {
+			e.t.Errorf("%s: Name %q, want %q", source, got.Name, req.Name)
+		}
+		if got.CreatedAt.Before(before) || got.CreatedAt.After(after) {
+			e.t.Errorf("%s: CreatedAt %s, want between %s and %s", source, got.CreatedAt, before, after)
+		}
+	}
+}
+
+// getDuringLock: while the backend holds a lock or runs a task on an
+// instance that has not yet run, Get returns Provisioning, not an error
+// class that stops the reconcile, and never Stopped (§4.6, §4.8).
+func getDuringLock(e *env) {
+	locker := need[Locker](e.t, e.cfg.Backend)
+	req := e.request()
+	inst := e.mustCreate(req)
+	unlock, err := locker.Lock(e.ctx(), inst.ProviderID)
+	if err != nil {
+		e.t.Fatalf("backend control Lock: %v", err)
+	}
+	defer unlock()
+	got, err := e.get(e.ctx(), e.p, inst.ProviderID)
+	switch {
+	case err != nil && contract.ClassOf(err) != contract.ClassTransient:
+		e.t.Errorf("Get of a locked instance = %v (class %s), want Provisioning or a transient error", err, contract.ClassOf(err))
+	case err == nil && got.State != contract.StateProvisioning:
+		e.t.Errorf("Get of a locked, never-run instance = %s, want Provisioning", got.State)
+	}
+	// A repeat Create while locked must not make a second instance either.
+	if _, err := e.create(e.ctx(), e.p, req); err != nil && contract.ClassOf(err) != contract.ClassTransient {
+		e.t.Errorf("repeat Create of a locked instance = %v (class %s), want success or transient", err, contract.ClassOf(err))
+	}
+	e.expectOne(req)
+}
+
+// neverStartedIsNeverStopped: an instance that exists but has never run is
+// Provisioning, never Stopped, and Create finishes it rather than making
+// another (§3).
+func neverStartedIsNeverStopped(e *env) {
+	creator := need[UnstartedCreator](e.t, e.cfg.Backend)
+	req := e.request()
+	id, err := creator.CreateUnstarted(e.ctx(), req)
+	if err != nil {
+		e.t.Fatalf("backend control CreateUnstarted: %v", err)
+	}
+	e.track(id)
+	got, err := e.get(e.ctx(), e.p, id)
+	if err != nil || got.State != contract.StateProvisioning {
+		e.t.Errorf("Get of a never-started instance = %s, %v; want Provisioning, nil", got.State, err)
+	}
+	inst, err := e.create(e.ctx(), e.p, req)
+	if err != nil {
+		e.t.Fatalf("Create over its own never-started instance: %v", err)
+	}
+	if inst.ProviderID != id {
+		e.t.Errorf("Create returned %s, want the never-started %s", inst.ProviderID, id)
+	}
+	e.expectOne(req)
+}

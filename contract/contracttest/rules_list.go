@@ -1,0 +1,59 @@
+package contracttest
+
+import (
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// listByTagExcludesUnmarked: ListByTag never returns an instance that does
+// not carry the mark, even one whose name looks like the operator's (§8).
+func listByTagExcludesUnmarked(e *env) {
+	foreign := need[UnmarkedCreator](e.t, e.cfg.Backend)
+	req := e.request()
+	foreignID, err := foreign.CreateUnmarked(e.ctx(), req.Name+"-x", req.Placement)
+	if err != nil {
+		e.t.Fatalf("backend control CreateUnmarked: %v", err)
+	}
+	e.track(foreignID)
+	e.mustCreate(req)
+	for _, filter := range [][2]string{{contract.LabelManaged, contract.ManagedValue}, {contract.LabelUID, req.UID}} {
+		found, err := e.list(e.ctx(), e.p, filter[0], filter[1])
+		if err != nil {
+			e.t.Fatalf("ListByTag(%s, %s): %v", filter[0], filter[1], err)
+		}
+		for _, inst := range found {
+			if inst.ProviderID == foreignID {
+				e.t.Errorf("ListByTag(%s, %s) returned the unmarked instance %s", filter[0], filter[1], foreignID)
+			}
+		}
+	}
+}
+
+// listByTagFindsMarked: ListByTag finds every marked instance by
+// LabelManaged and each by its LabelUID, and nothing else for a UID.
+func listByTagFindsMarked(e *env) {
+	reqs := []contract.CreateRequest{e.request(), e.request()}
+	ids := map[string]string{}
+	for _, req := range reqs {
+		ids[e.mustCreate(req).ProviderID] = req.UID
+	}
+	managed, err := e.list(e.ctx(), e.p, contract.LabelManaged, contract.ManagedValue)
+	if err != nil {
+		e.t.Fatalf("ListByTag(%s): %v", contract.LabelManaged, err)
+	}
+	seen := map[string]bool{}
+	for _, inst := range managed {
+		seen[inst.ProviderID] = true
+	}
+	for id := range ids {
+		if !seen[id] {
+			e.t.Errorf("ListByTag(%s, %s) misses %s", contract.LabelManaged, contract.ManagedValue, id)
+		}
+	}
+	for _, req := range reqs {
+		e.expectOne(req)
+	}
+	none, err := e.list(e.ctx(), e.p, contract.LabelUID, newUID())
+	if err != nil || len(none) != 0 {
+		e.t.Errorf("ListByTag for a UID nobody has = %d instances, %v; want none", len(none), err)
+	}
+}

@@ -1,0 +1,65 @@
+package contracttest
+
+import "testing"
+
+// rule is one contract rule: its name in docs/provider-contract.md §11 and
+// the check.
+type rule struct {
+	name  string
+	check func(e *env)
+}
+
+// rules lists every rule in the order of the contract's §11 list; the
+// template's entry 21 items come first, the harness's further checks after.
+var rules = []rule{
+	{"RepeatCreate", repeatCreate},
+	{"GetAfterDelete", getAfterDelete},
+	{"DeleteTwice", deleteTwice},
+	{"MalformedID", malformedID},
+	{"UnknownStateIsStopped", unknownStateIsStopped},
+	{"RunningRequiresIP", runningRequiresIP},
+	{"UIDAndCreatedAtReadBack", uidAndCreatedAtReadBack},
+	{"ListByTagExcludesUnmarked", listByTagExcludesUnmarked},
+	{"GetDuringDelete", getDuringDelete},
+	{"GetDuringLock", getDuringLock},
+	{"NeverStartedIsNeverStopped", neverStartedIsNeverStopped},
+	{"CancelledContextReturnsPromptly", cancelledContextReturnsPromptly},
+	{"CheckerReasons", checkerReasons},
+	{"SentinelCloudInit", sentinelCloudInit},
+	{"SentinelCredential", sentinelCredential},
+	{"ChildSpans", childSpans},
+
+	{"InvalidRequestRejectedBeforeBackend", invalidRequestRejectedBeforeBackend},
+	{"CloudInitByteForByte", cloudInitByteForByte},
+	{"CreateResumesAfterFailure", createResumesAfterFailure},
+	{"CreateNeverAdoptsUnmarked", createNeverAdoptsUnmarked},
+	{"ListByTagFindsMarked", listByTagFindsMarked},
+	{"OnlyRoutableIPv4", onlyRoutableIPv4},
+	{"ErrorsCarryTheirClass", errorsCarryTheirClass},
+	{"CallsAreBounded", callsAreBounded},
+	{"DeleteLeavesNothing", deleteLeavesNothing},
+	{"LogLinesNameTheInstance", logLinesNameTheInstance},
+}
+
+// Run checks the provider cfg describes against every rule of the
+// contract, one subtest per rule. Rules run one after another: the backend
+// control's faults and stalls are global to the backend.
+func Run(t *testing.T, cfg Config) {
+	t.Helper()
+	cfg = cfg.withDefaults(t)
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			r.check(newEnv(t, cfg))
+		})
+	}
+}
+
+// RuleNames lists the subtest names Run uses, in order; the contract
+// document's §11 table is checked against it.
+func RuleNames() []string {
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.name
+	}
+	return names
+}
