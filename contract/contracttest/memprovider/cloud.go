@@ -1,0 +1,306 @@
+package memprovider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Cloud is an in-memory IaaS backend with the habits of a real one: regions,
+// VMs whose names are unique per region, labels filtered on the server,
+// volumes that outlive a VM unless deleted, a token on every call, locks,
+// asynchronous deletion, and errors that carry an HTTP-like status and a
+// code. It is the backend the reference provider talks to; the harness
+// drives it through Control.
+type Cloud struct {
+	mu      sync.Mutex
+	token   string
+	regions map[string]*region
+	images  []string
+	// DeleteDelay is how long a deleted VM stays in state "deleting" before
+	// it is gone; zero removes it at once.
+	deleteDelay time.Duration
+
+	calls     int
+	stalled   chan struct{} // closed to release stalled calls; nil when not stalled
+	faults    map[string][]*APIError
+	afterOp   map[string]*APIError // fail after the op took effect
+	rejecting bool
+}
+
+type region struct {
+	vms     map[string]*VM
+	volumes map[string][]byte
+}
+
+// VM is one virtual machine as the Cloud stores it.
+type VM struct {
+	Region      string
+	Name        string
+	Power       string // building, defined, running, stopped, paused, or anything else
+	Lock        string // a task holding the VM ("clone", "backup"), empty when free
+	Started     bool   // has run at least once
+	Deleting    bool
+	Labels      map[string]string
+	SeedVolume  string
+	IPs         []string
+	MachineType string
+	Image       string
+	CPUs        int
+	MemoryMiB   int
+	Created     time.Time
+}
+
+// VMSpec is what CreateVM takes.
+type VMSpec struct {
+	Name        string
+	Labels      map[string]string
+	SeedVolume  string
+	MachineType string
+	Image       string
+	CPUs        int
+	MemoryMiB   int
+}
+
+// APIError is the Cloud's error: an HTTP-like status, a machine code and a
+// message, as a REST API's error body carries them.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("memcloud: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// NewCloud returns a Cloud with the given regions, images and API token.
+func NewCloud(token string, regions, images []string, deleteDelay time.Duration) *Cloud {
+	c := &Cloud{
+		token: token, regions: map[string]*region{}, images: images, deleteDelay: deleteDelay,
+		faults: map[string][]*APIError{}, afterOp: map[string]*APIError{},
+	}
+	for _, r := range regions {
+		c.regions[r] = &region{vms: map[string]*VM{}, volumes: map[string][]byte{}}
+	}
+	return c
+}
+
+// enter starts one API call: it counts it, honours a stall and ctx, checks
+// the token and returns any fault injected for op.
+func (c *Cloud) enter(ctx context.Context, token, op string) error {
+	c.mu.Lock()
+	c.calls++
+	stalled := c.stalled
+	c.mu.Unlock()
+	if stalled != nil {
+		select {
+		case <-stalled:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rejecting || token != c.token {
+		return &APIError{401, "unauthorized", "the API token is invalid or expired"}
+	}
+	if queue := c.faults[op]; len(queue) > 0 {
+		c.faults[op] = queue[1:]
+		return queue[0]
+	}
+	return nil
+}
+
+// region returns a region; the caller holds c.mu.
+func (c *Cloud) region(name string) (*region, error) {
+	r, ok := c.regions[name]
+	if !ok {
+		return nil, &APIError{404, "region_not_found", fmt.Sprintf("region %q does not exist", name)}
+	}
+	return r, nil
+}
+
+// WhoAmI checks the token.
+func (c *Cloud) WhoAmI(ctx context.Context, token string) error {
+	return c.enter(ctx, token, "whoami")
+}
+
+// GetRegion checks that a region exists.
+func (c *Cloud) GetRegion(ctx context.Context, token, regionName string) error {
+	if err := c.enter(ctx, token, "getregion"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.region(regionName)
+	return err
+}
+
+// GetImage checks that an image exists.
+func (c *Cloud) GetImage(ctx context.Context, token, image string) error {
+	if err := c.enter(ctx, token, "getimage"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.images, image) {
+		return &APIError{404, "image_not_found", fmt.Sprintf("image %q does not exist", image)}
+	}
+	return nil
+}
+
+// inRegion runs one API call that works on a region, under c.mu.
+func (c *Cloud) inRegion(ctx context.Context, token, op, regionName string, fn func(*region) error) error {
+	if err := c.enter(ctx, token, op); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := c.region(regionName)
+	if err != nil {
+		return err
+	}
+	return fn(r)
+}
+
+// onVM runs one API call that works on an existing VM, under c.mu.
+func (c *Cloud) onVM(ctx context.Context, token, op, regionName, name string, fn func(*VM) error) error {
+	return c.inRegion(ctx, token, op, regionName, func(r *region) error {
+		vm, ok := r.vms[name]
+		if !ok {
+			return &APIError{404, "vm_not_found", fmt.Sprintf("VM %q does not exist", name)}
+		}
+		return fn(vm)
+	})
+}
+
+// CreateVolume stores data as a volume; an existing volume of that name is
+// a 409.
+func (c *Cloud) CreateVolume(ctx context.Context, token, regionName, name string, data []byte) error {
+	return c.inRegion(ctx, token, "createvolume", regionName, func(r *region) error {
+		if _, ok := r.volumes[name]; ok {
+			return &APIError{409, "volume_exists", fmt.Sprintf("volume %q already exists", name)}
+		}
+		r.volumes[name] = slices.Clone(data)
+		return nil
+	})
+}
+
+// DeleteVolume removes a volume; a missing one is a 404.
+func (c *Cloud) DeleteVolume(ctx context.Context, token, regionName, name string) error {
+	return c.inRegion(ctx, token, "deletevolume", regionName, func(r *region) error {
+		if _, ok := r.volumes[name]; !ok {
+			return &APIError{404, "volume_not_found", fmt.Sprintf("volume %q does not exist", name)}
+		}
+		delete(r.volumes, name)
+		return nil
+	})
+}
+
+// CreateVM defines a VM in state "defined"; a taken name is a 409.
+func (c *Cloud) CreateVM(ctx context.Context, token, regionName string, spec VMSpec) (VM, error) {
+	var out VM
+	err := c.inRegion(ctx, token, "createvm", regionName, func(r *region) error {
+		if _, ok := r.vms[spec.Name]; ok {
+			return &APIError{409, "name_taken", fmt.Sprintf("a VM named %q already exists", spec.Name)}
+		}
+		if !slices.Contains(c.images, spec.Image) {
+			return &APIError{400, "invalid_image", fmt.Sprintf("image %q does not exist", spec.Image)}
+		}
+		vm := &VM{
+			Region: regionName, Name: spec.Name, Power: "defined", Labels: maps.Clone(spec.Labels),
+			SeedVolume: spec.SeedVolume, MachineType: spec.MachineType, Image: spec.Image,
+			CPUs: spec.CPUs, MemoryMiB: spec.MemoryMiB, Created: time.Now().UTC().Truncate(time.Second),
+		}
+		r.vms[spec.Name] = vm
+		if fault := c.afterOp["createvm"]; fault != nil {
+			delete(c.afterOp, "createvm")
+			return fault
+		}
+		out = vm.copy()
+		return nil
+	})
+	return out, err
+}
+
+// StartVM powers a VM on.
+func (c *Cloud) StartVM(ctx context.Context, token, regionName, name string) error {
+	return c.onVM(ctx, token, "startvm", regionName, name, func(vm *VM) error {
+		switch {
+		case vm.Lock != "":
+			return &APIError{409, "locked", fmt.Sprintf("VM %q is locked (%s)", name, vm.Lock)}
+		case vm.Deleting:
+			return &APIError{409, "deleting", fmt.Sprintf("VM %q is being deleted", name)}
+		}
+		vm.Power, vm.Started = "running", true
+		return nil
+	})
+}
+
+// GetVM returns a VM.
+func (c *Cloud) GetVM(ctx context.Context, token, regionName, name string) (VM, error) {
+	var out VM
+	err := c.onVM(ctx, token, "getvm", regionName, name, func(vm *VM) error {
+		out = vm.copy()
+		return nil
+	})
+	return out, err
+}
+
+// ListVMs returns the VMs of a region whose label key has value, filtered
+// on the server.
+func (c *Cloud) ListVMs(ctx context.Context, token, regionName, key, value string) ([]VM, error) {
+	var out []VM
+	err := c.inRegion(ctx, token, "listvms", regionName, func(r *region) error {
+		for _, name := range slices.Sorted(maps.Keys(r.vms)) {
+			if vm := r.vms[name]; vm.Labels[key] == value {
+				out = append(out, vm.copy())
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteVM starts a VM's deletion and answers at once; the VM is
+// "deleting" for deleteDelay, then gone. A locked VM is a 409.
+func (c *Cloud) DeleteVM(ctx context.Context, token, regionName, name string) error {
+	return c.onVM(ctx, token, "deletevm", regionName, name, func(vm *VM) error {
+		switch {
+		case vm.Lock != "":
+			return &APIError{409, "locked", fmt.Sprintf("VM %q is locked (%s)", name, vm.Lock)}
+		case vm.Deleting:
+			return nil
+		}
+		vm.Deleting, vm.Power = true, "stopped"
+		if c.deleteDelay == 0 {
+			delete(c.regions[regionName].vms, name)
+			return nil
+		}
+		time.AfterFunc(c.deleteDelay, func() { c.remove(vm) })
+		return nil
+	})
+}
+
+// remove forgets vm if it is still the VM stored under its name.
+func (c *Cloud) remove(vm *VM) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.regions[vm.Region]; r.vms[vm.Name] == vm {
+		delete(r.vms, vm.Name)
+	}
+}
+
+func (vm *VM) copy() VM {
+	out := *vm
+	out.Labels = maps.Clone(vm.Labels)
+	out.IPs = slices.Clone(vm.IPs)
+	return out
+}

@@ -1,0 +1,211 @@
+package memprovider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+)
+
+// Control is the harness's backend control over a Cloud: it implements
+// every capability interface of contracttest, reaching into the Cloud the
+// way a simulator's control API would, never through the provider.
+type Control struct {
+	Cloud *Cloud
+}
+
+var (
+	_ contracttest.GuestReporter      = Control{}
+	_ contracttest.StateInjector      = Control{}
+	_ contracttest.UnstartedCreator   = Control{}
+	_ contracttest.Locker             = Control{}
+	_ contracttest.DeleteStarter      = Control{}
+	_ contracttest.UnmarkedCreator    = Control{}
+	_ contracttest.Staller            = Control{}
+	_ contracttest.FaultInjector      = Control{}
+	_ contracttest.CredentialRejecter = Control{}
+	_ contracttest.UserDataReader     = Control{}
+	_ contracttest.CallCounter        = Control{}
+	_ contracttest.Inventory          = Control{}
+)
+
+// withVM runs fn on the VM a providerID names, under the Cloud's lock.
+func (c Control) withVM(providerID string, fn func(*VM, *region)) error {
+	regionName, name, err := ids.Parse(providerID)
+	if err != nil {
+		return err
+	}
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	r, err := c.Cloud.region(regionName)
+	if err != nil {
+		return err
+	}
+	vm, ok := r.vms[name]
+	if !ok {
+		return fmt.Errorf("control: no VM %s", providerID)
+	}
+	fn(vm, r)
+	return nil
+}
+
+// ReportIP plays the guest reporting its address.
+func (c Control) ReportIP(_ context.Context, providerID, ip string) error {
+	return c.withVM(providerID, func(vm *VM, _ *region) { vm.IPs = []string{ip} })
+}
+
+// SetUnknownState puts the VM into a power state the state table lacks.
+func (c Control) SetUnknownState(_ context.Context, providerID string) error {
+	return c.withVM(providerID, func(vm *VM, _ *region) { vm.Power = "hibernating" })
+}
+
+// CreateUnstarted defines the VM as the provider would, without starting it.
+func (c Control) CreateUnstarted(ctx context.Context, req contract.CreateRequest) (string, error) {
+	p, err := New(Config{Token: c.Cloud.token, Regions: []string{req.Placement.Region},
+		MachineTypes: map[string]MachineType{req.Placement.MachineType: {CPUs: 1, MemoryMiB: 512}},
+		Images:       map[string]string{req.Placement.Image: c.Cloud.images[0]}}, c.Cloud)
+	if err != nil {
+		return "", err
+	}
+	spec, err := p.vmSpec(req)
+	if err != nil {
+		return "", err
+	}
+	if err := c.Cloud.CreateVolume(ctx, c.Cloud.token, req.Placement.Region, spec.SeedVolume, req.CloudInit); err != nil {
+		return "", err
+	}
+	vm, err := c.Cloud.CreateVM(ctx, c.Cloud.token, req.Placement.Region, spec)
+	if err != nil {
+		return "", err
+	}
+	return ids.Format(vm.Region, vm.Name), nil
+}
+
+// Lock holds the VM as a clone task would.
+func (c Control) Lock(_ context.Context, providerID string) (func(), error) {
+	err := c.withVM(providerID, func(vm *VM, _ *region) { vm.Lock = "clone" })
+	return func() { _ = c.withVM(providerID, func(vm *VM, _ *region) { vm.Lock = "" }) }, err
+}
+
+// BeginDelete marks the VM deleting and holds it until finish.
+func (c Control) BeginDelete(_ context.Context, providerID string) (func(), error) {
+	var held *VM
+	err := c.withVM(providerID, func(vm *VM, _ *region) { vm.Deleting, held = true, vm })
+	return func() {
+		if held != nil {
+			c.Cloud.remove(held)
+		}
+	}, err
+}
+
+// CreateUnmarked makes a VM without labels, as a person would.
+func (c Control) CreateUnmarked(ctx context.Context, name string, pl contract.Placement) (string, error) {
+	vm, err := c.Cloud.CreateVM(ctx, c.Cloud.token, pl.Region, VMSpec{Name: name, Image: c.Cloud.images[0], CPUs: 1, MemoryMiB: 512})
+	if err != nil {
+		return "", err
+	}
+	return ids.Format(vm.Region, vm.Name), nil
+}
+
+// Stall makes every Cloud call hang until release.
+func (c Control) Stall() func() {
+	ch := make(chan struct{})
+	c.Cloud.mu.Lock()
+	c.Cloud.stalled = ch
+	c.Cloud.mu.Unlock()
+	return func() {
+		c.Cloud.mu.Lock()
+		defer c.Cloud.mu.Unlock()
+		if c.Cloud.stalled == ch {
+			c.Cloud.stalled = nil
+			close(ch)
+		}
+	}
+}
+
+// opCalls says which Cloud call serves each provider operation.
+var opCalls = map[contracttest.Op]string{
+	contracttest.OpCreate: "createvm",
+	contracttest.OpGet:    "getvm",
+	contracttest.OpDelete: "deletevm",
+	contracttest.OpList:   "listvms",
+}
+
+// faultFor is the Cloud's own error for each class.
+func faultFor(class error) *APIError {
+	switch class {
+	case contract.ErrNotFound:
+		return &APIError{404, "vm_not_found", "the VM does not exist"}
+	case contract.ErrQuota:
+		return &APIError{403, "quota_exceeded", "Quota exceeded for cores: requested 2, limit 20, in use 20"}
+	case contract.ErrPermanent:
+		return &APIError{403, "forbidden", "the token lacks the vm.create privilege"}
+	default:
+		return &APIError{503, "unavailable", "the service is temporarily unavailable"}
+	}
+}
+
+// FailNext queues a fault of class for the Cloud call serving op.
+func (c Control) FailNext(op contracttest.Op, class error) error {
+	call, ok := opCalls[op]
+	if !ok {
+		return fmt.Errorf("control: unknown op %q", op)
+	}
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	c.Cloud.faults[call] = append(c.Cloud.faults[call], faultFor(class))
+	return nil
+}
+
+// FailAfterCreate makes the next CreateVM define the VM, then answer 502.
+func (c Control) FailAfterCreate() error {
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	c.Cloud.afterOp["createvm"] = &APIError{502, "bad_gateway", "the connection to the compute service was reset"}
+	return nil
+}
+
+// RejectCredentials makes the Cloud refuse every token, or accept it again.
+func (c Control) RejectCredentials(reject bool) {
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	c.Cloud.rejecting = reject
+}
+
+// UserData returns the seed volume the guest reads its user-data from.
+func (c Control) UserData(_ context.Context, providerID string) ([]byte, error) {
+	var data []byte
+	var found bool
+	err := c.withVM(providerID, func(vm *VM, r *region) { data, found = r.volumes[vm.SeedVolume] })
+	if err == nil && !found {
+		err = fmt.Errorf("control: %s has no seed volume", providerID)
+	}
+	return slices.Clone(data), err
+}
+
+// Calls counts Cloud calls so far.
+func (c Control) Calls() int {
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	return c.Cloud.calls
+}
+
+// Resources lists every VM and volume in the Cloud.
+func (c Control) Resources(context.Context) ([]string, error) {
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	var out []string
+	for _, rn := range slices.Sorted(maps.Keys(c.Cloud.regions)) {
+		r := c.Cloud.regions[rn]
+		for name := range r.vms {
+			out = append(out, "vm "+rn+"/"+name)
+		}
+		for name := range r.volumes {
+			out = append(out, "volume "+rn+"/"+name)
+		}
+	}
+	return out, nil
+}

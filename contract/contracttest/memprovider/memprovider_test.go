@@ -1,0 +1,48 @@
+package memprovider
+
+import (
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+)
+
+const testToken = "sentinel-token-7c1d9e"
+
+// testSetup is one Cloud and the Config the harness runs the provider with.
+func testSetup(t *testing.T) (*Cloud, Config) {
+	t.Helper()
+	cloud := NewCloud(testToken, []string{"r1", "r2"}, []string{"debian-12-proxy"}, 30*time.Millisecond)
+	cfg := Config{
+		Token:        testToken,
+		Regions:      []string{"r1", "r2"},
+		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
+		Images:       map[string]string{"debian-12": "debian-12-proxy"},
+		CallTimeout:  300 * time.Millisecond,
+	}
+	return cloud, cfg
+}
+
+// harnessConfig wires any provider constructor over cloud into the harness.
+func harnessConfig(cloud *Cloud, newProvider func(t *testing.T) contract.Provider) contracttest.Config {
+	return contracttest.Config{
+		NewProvider: newProvider,
+		Backend:     Control{Cloud: cloud},
+		Placement:   contract.Placement{Region: "r2", MachineType: "small", Image: "debian-12"},
+		Credential:  testToken,
+		CallBudget:  300 * time.Millisecond,
+		WaitTimeout: 5 * time.Second,
+	}
+}
+
+func TestContract(t *testing.T) {
+	cloud, cfg := testSetup(t)
+	contracttest.Run(t, harnessConfig(cloud, func(t *testing.T) contract.Provider {
+		p, err := New(cfg, cloud)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}))
+}
