@@ -31,6 +31,7 @@ var ErrPartialList = errors.New("partial list: some locations could not be read"
 // carry.
 type Class string
 
+// The classes ClassOf returns; ClassNone is the class of a nil error.
 const (
 	ClassNone      Class = ""
 	ClassNotFound  Class = "NotFound"

@@ -21,7 +21,7 @@ type Provider interface {
 	// returns an error of class ErrPermanent whose text names the field and
 	// the value (§2).
 	//
-	// Create MUST be idempotent (§4.2, §4.7): a repeat call with the same
+	// Create MUST be idempotent (§4.1, §4.7): a repeat call with the same
 	// Name and UID, from this or from a freshly started process, returns the
 	// same instance and never makes a second one, even when the previous
 	// call was cut off between any two of its steps. An existing instance
@@ -43,7 +43,7 @@ type Provider interface {
 	// any backend call, and ErrNotFound once the instance no longer exists.
 	// While a delete is in progress Get returns StateTerminated or ErrNotFound;
 	// while the backend holds a lock or runs a task on an instance that has
-	// not yet run, Get returns StateProvisioning (§3, §4.6).
+	// not yet run, Get returns StateProvisioning (§3, §4.6, §4.8).
 	//
 	// Get MUST read UID and CreatedAt back from the backend, not from memory
 	// of an earlier Create (§8).

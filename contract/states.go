@@ -4,19 +4,19 @@ package contract
 type State string
 
 const (
-	// StateProvisioning: the instance exists but is not yet usable: being
+	// StateProvisioning means the instance exists but is not yet usable: being
 	// created, defined but never started, locked by a backend task, or
 	// running without a routable IP yet. An instance that has never run is
 	// always Provisioning, never Stopped.
 	StateProvisioning State = "Provisioning"
-	// StateRunning: the instance runs and has a routable IPv4 address in
+	// StateRunning means the instance runs and has a routable IPv4 address in
 	// Instance.IP. A running instance without one is Provisioning.
 	StateRunning State = "Running"
-	// StateStopped: the instance ran and is no longer running (powered off,
+	// StateStopped means the instance ran and is no longer running (powered off,
 	// paused, suspended, crashed), or its backend state is unknown to the
 	// provider's state table. The operator replaces it.
 	StateStopped State = "Stopped"
-	// StateTerminated: the instance is being deleted or is deleted but
+	// StateTerminated means the instance is being deleted or is deleted but
 	// still listed.
 	StateTerminated State = "Terminated"
 )

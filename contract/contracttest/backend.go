@@ -75,6 +75,7 @@ type FaultInjector interface {
 // Op names the provider operation a fault targets.
 type Op string
 
+// The operations a FaultInjector can fail.
 const (
 	OpCreate Op = "create"
 	OpGet    Op = "get"

@@ -65,12 +65,12 @@ func (r *spanRecorder) texts() []string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "span %q status %q", s.Name(), s.Status().Description)
 		for _, a := range s.Attributes() {
-			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.String())
 		}
 		for _, ev := range s.Events() {
 			fmt.Fprintf(&b, " event %q", ev.Name)
 			for _, a := range ev.Attributes {
-				fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+				fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.String())
 			}
 		}
 		out = append(out, b.String())

@@ -49,7 +49,7 @@ func cancelledContextReturnsPromptly(e *env) {
 			} else {
 				ctx, cancel = context.WithTimeout(e.ctx(), after)
 			}
-			err, returned := within(&pending, after+PromptBound, func() error { return c.call(ctx) })
+			returned, err := within(&pending, after+PromptBound, func() error { return c.call(ctx) })
 			cancel()
 			switch {
 			case !returned:
@@ -64,7 +64,7 @@ func cancelledContextReturnsPromptly(e *env) {
 	if checker, ok := e.p.(contract.Checker); ok {
 		ctx, cancel := context.WithTimeout(e.ctx(), after)
 		var results []contract.CheckResult
-		_, returned := within(&pending, after+PromptBound, func() error { results = checker.Check(ctx); return nil })
+		returned, _ := within(&pending, after+PromptBound, func() error { results = checker.Check(ctx); return nil })
 		cancel()
 		if !returned {
 			e.t.Errorf("Check with ctx past its deadline had not returned after %s", after+PromptBound)
@@ -90,7 +90,7 @@ func callsAreBounded(e *env) {
 	var pending sync.WaitGroup
 	defer func() { release(); pending.Wait() }()
 	for _, c := range stalledCalls(e, inst) {
-		err, returned := within(&pending, e.cfg.CallBudget+PromptBound, func() error { return c.call(e.ctx()) })
+		returned, err := within(&pending, e.cfg.CallBudget+PromptBound, func() error { return c.call(e.ctx()) })
 		switch {
 		case !returned:
 			e.t.Errorf("%s against a hanging backend had not returned after %s, the call budget is %s", c.name, e.cfg.CallBudget+PromptBound, e.cfg.CallBudget)
@@ -106,13 +106,13 @@ func callsAreBounded(e *env) {
 // is left to finish once the rule releases the backend (the rule waits for
 // pending before it ends), so a provider that ignores its context fails the
 // rule instead of hanging the test binary.
-func within(pending *sync.WaitGroup, d time.Duration, call func() error) (err error, returned bool) {
+func within(pending *sync.WaitGroup, d time.Duration, call func() error) (returned bool, err error) {
 	done := make(chan error, 1)
 	pending.Go(func() { done <- call() })
 	select {
 	case err := <-done:
-		return err, true
+		return true, err
 	case <-time.After(d):
-		return nil, false
+		return false, nil
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // repeatCreate: a repeat Create, from the same provider or from a restarted
-// one, returns the same instance and never makes a second (§4.2, §4.7).
+// one, returns the same instance and never makes a second (§4.1, §4.7).
 func repeatCreate(e *env) {
 	req := e.request()
 	first := e.mustCreate(req)

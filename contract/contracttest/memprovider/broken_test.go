@@ -381,7 +381,7 @@ func TestBrokenVariantsAreCaught(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenVariant$/^"+v.rule+"$", "-test.v", "-test.timeout=2m")
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBrokenVariant$/^"+v.rule+"$", "-test.v", "-test.timeout=2m")
 			cmd.Env = append(os.Environ(), brokenEnv+"="+v.name)
 			out, err := cmd.CombinedOutput()
 			if err == nil {

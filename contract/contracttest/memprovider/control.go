@@ -2,6 +2,7 @@ package memprovider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -136,12 +137,12 @@ var opCalls = map[contracttest.Op]string{
 
 // faultFor is the Cloud's own error for each class.
 func faultFor(class error) *APIError {
-	switch class {
-	case contract.ErrNotFound:
+	switch {
+	case errors.Is(class, contract.ErrNotFound):
 		return &APIError{404, "vm_not_found", "the VM does not exist"}
-	case contract.ErrQuota:
+	case errors.Is(class, contract.ErrQuota):
 		return &APIError{403, "quota_exceeded", "Quota exceeded for cores: requested 2, limit 20, in use 20"}
-	case contract.ErrPermanent:
+	case errors.Is(class, contract.ErrPermanent):
 		return &APIError{403, "forbidden", "the token lacks the vm.create privilege"}
 	default:
 		return &APIError{503, "unavailable", "the service is temporarily unavailable"}

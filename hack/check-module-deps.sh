@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Checks that a module's dependency graph, as a downstream user resolves it
+# (GOWORK=off), holds none of the modules it must not: the contract stays
+# free of every SDK and of Kubernetes; a provider module holds no other
+# provider's SDK (DESIGN.md §2: that isolation is why the modules exist).
+set -euo pipefail
+module=${1:?usage: check-module-deps.sh <module-dir>}
+
+sdk_vsphere='github.com/vmware/govmomi'
+sdk_proxmox='github.com/luthermonson/go-proxmox'
+sdk_libvirt='libvirt.org/go/'
+sdk_openstack='github.com/gophercloud/'
+kubernetes='k8s.io/|sigs.k8s.io/'
+otel_sdk='go.opentelemetry.io/otel/sdk'
+
+case "$module" in
+  contract) deny="$sdk_vsphere|$sdk_proxmox|$sdk_libvirt|$sdk_openstack|$kubernetes|$otel_sdk" ;;
+  contract/contracttest) deny="$sdk_vsphere|$sdk_proxmox|$sdk_libvirt|$sdk_openstack|$kubernetes" ;;
+  providers/vsphere) deny="$sdk_proxmox|$sdk_libvirt|$sdk_openstack|$kubernetes" ;;
+  providers/proxmox) deny="$sdk_vsphere|$sdk_libvirt|$sdk_openstack|$kubernetes" ;;
+  providers/libvirt) deny="$sdk_vsphere|$sdk_proxmox|$sdk_openstack|$kubernetes" ;;
+  providers/openstack) deny="$sdk_vsphere|$sdk_proxmox|$sdk_libvirt|$kubernetes" ;;
+  images) deny="$sdk_vsphere|$sdk_proxmox|$sdk_libvirt|$sdk_openstack|$kubernetes" ;;
+  *) echo "deps/$module: no rule; nothing to check"; exit 0 ;;
+esac
+
+found=$(cd "$module" && GOWORK=off go list -m all | grep -E "^($deny)" || true)
+if [ -n "$found" ]; then
+  echo "deps/$module: depends on modules it must not:" >&2
+  echo "$found" >&2
+  exit 1
+fi
+echo "deps/$module: ok ($(cd "$module" && GOWORK=off go list -m all | wc -l) modules)"
