@@ -31,9 +31,8 @@ vet/%:
 	cd $* && $(GO) vet ./...
 lint/%: $(GOLANGCI_LINT)
 	cd $* && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
-# go mod tidy reads each module's go.mod alone, not go.work (DESIGN.md §2).
 tidy/%:
-	cd $* && GOWORK=off $(GO) mod tidy
+	hack/tidy.sh $*
 build/%:
 	cd $* && $(GO) build ./...
 deps/%:

@@ -19,7 +19,3 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-// For go mod tidy, which does not read go.work. Ignored by consumers, who
-// get contract at the version required above (DESIGN.md §2).
-replace github.com/egress-proxies/egress-proxies-operator/contract => ../

@@ -1,0 +1,187 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ProxySpec is what the user asks for: a forward proxy on a configured
+// provider.
+type ProxySpec struct {
+	// Provider is the name of a provider in the operator's providers config.
+	// It cannot change: to move a proxy to another backend, create a new
+	// Proxy.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="provider is immutable; create a new Proxy to use another provider"
+	Provider string `json:"provider"`
+
+	// Placement says where and on what the VM runs; each field is a key the
+	// provider's config knows (a region, a zone, a machine-type or image
+	// catalogue key). Empty fields take the provider's default where it has
+	// one. A change replaces the VM.
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
+
+	// Port is the TCP port the proxy listens on.
+	// +kubebuilder:default=3128
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// AllowedClients are the networks allowed to use the proxy, as CIDRs.
+	// Empty means the cluster's pod and node ranges the operator is
+	// configured with. A proxy is never open to the world: a /0 is refused.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	AllowedClients []CIDR `json:"allowedClients,omitempty"`
+
+	// CloudInit, when set, names a Secret key whose content is the VM's
+	// cloud-init user-data, passed byte for byte; the user then owns the
+	// proxy's configuration. When unset, the operator renders the default
+	// proxy cloud-init from port and allowedClients.
+	// +optional
+	CloudInit *corev1.SecretKeySelector `json:"cloudInit,omitempty"`
+}
+
+// CIDR is an IPv4 or IPv6 network in CIDR notation.
+// +kubebuilder:validation:MaxLength=43
+// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.0.0.0/8"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() > 0",message="a /0 opens the proxy to the world; list the client networks instead"
+type CIDR string
+
+// Placement selects where and on what a proxy's VM runs.
+type Placement struct {
+	// Region is the provider's location: a datacenter, a host, a region.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +optional
+	Region string `json:"region,omitempty"`
+	// Zone is a location inside the region: a cluster, a node, an
+	// availability zone.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +optional
+	Zone string `json:"zone,omitempty"`
+	// MachineType is a key of the provider's machine-type catalogue.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +optional
+	MachineType string `json:"machineType,omitempty"`
+	// Image is a key of the provider's image catalogue.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// ProxyPhase is a one-word summary of a Proxy's state.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Replacing;Failed;Deleting
+type ProxyPhase string
+
+// The phases of a Proxy.
+const (
+	PhasePending      ProxyPhase = "Pending"
+	PhaseProvisioning ProxyPhase = "Provisioning"
+	PhaseReady        ProxyPhase = "Ready"
+	PhaseReplacing    ProxyPhase = "Replacing"
+	PhaseFailed       ProxyPhase = "Failed"
+	PhaseDeleting     ProxyPhase = "Deleting"
+)
+
+// InstanceRef records one VM the operator made for a Proxy.
+type InstanceRef struct {
+	// Name is the instance name, derived from the Proxy and its spec hash.
+	Name string `json:"name"`
+	// ProviderID identifies the VM on the provider; empty until Create
+	// returned.
+	// +optional
+	ProviderID string `json:"providerID,omitempty"`
+	// SpecHash is the hash of the spec (and cloud-init) the VM was made
+	// from.
+	SpecHash string `json:"specHash"`
+	// State is the provider's last word on the VM: Provisioning, Running,
+	// Stopped or Terminated.
+	// +optional
+	State string `json:"state,omitempty"`
+	// IP is the VM's routable IPv4 address once it runs.
+	// +optional
+	IP string `json:"ip,omitempty"`
+	// CreatedAt is when the provider says the VM was created.
+	// +optional
+	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
+}
+
+// LastError is the last provider error a reconcile met.
+type LastError struct {
+	// Class is NotFound, Quota, Permanent or Transient.
+	Class string `json:"class"`
+	// Message is the provider's error text.
+	Message string `json:"message"`
+	// Time is when it happened.
+	Time metav1.Time `json:"time"`
+}
+
+// ProxyStatus is what the operator observed.
+type ProxyStatus struct {
+	// Phase summarises the conditions.
+	// +optional
+	Phase ProxyPhase `json:"phase,omitempty"`
+	// Conditions: Ready (the proxy answers on its port at Address) and
+	// Provisioned (the VM runs with an address).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Address is the serving VM's IP address: the one to allow-list.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// Endpoint is the URL pods use: http://<proxy>.<namespace>.svc:<port>.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// Instance is the VM serving the proxy.
+	// +optional
+	Instance *InstanceRef `json:"instance,omitempty"`
+	// Replacement is the VM being made for a changed spec; it becomes
+	// Instance once Ready, and the old one is deleted.
+	// +optional
+	Replacement *InstanceRef `json:"replacement,omitempty"`
+	// LastError is the last provider error, cleared when the proxy is Ready.
+	// +optional
+	LastError *LastError `json:"lastError,omitempty"`
+}
+
+// Proxy is a forward proxy on a VM of a configured provider, with a stable
+// address to allow-list.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,categories=egressproxies
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Proxy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProxySpec   `json:"spec"`
+	Status ProxyStatus `json:"status,omitempty"`
+}
+
+// ProxyList is a list of Proxies.
+// +kubebuilder:object:root=true
+type ProxyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Proxy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Proxy{}, &ProxyList{})
+}

@@ -1,0 +1,240 @@
+// Package config reads the operator's providers config file (contract §10):
+// a list of configured providers, each with exactly the block of its type,
+// plus the operator-wide defaults. Every problem is reported at once, each
+// naming the field and the value.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// KnownTypes are the provider types this project has, compiled in or not;
+// a config naming one that is not compiled in is told which tag to build
+// with.
+var KnownTypes = []string{"libvirt", "memory", "openstack", "proxmox", "vsphere"}
+
+// Defaults for the optional per-provider settings.
+const (
+	DefaultGCInterval    = 5 * time.Minute
+	DefaultCheckInterval = time.Minute
+	DefaultQPS           = 5
+	DefaultBurst         = 10
+	DefaultConcurrency   = 4
+)
+
+// Config is the parsed, validated providers config.
+type Config struct {
+	Providers []Provider
+	// DefaultAllowedClients is what a Proxy without allowedClients allows:
+	// the cluster's pod and node ranges.
+	DefaultAllowedClients []string
+}
+
+// Provider is one configured provider.
+type Provider struct {
+	Name          string
+	Type          string
+	Block         json.RawMessage
+	GC            providers.GC
+	Limits        providers.Limits
+	CheckInterval time.Duration
+}
+
+// file is the document as written.
+type file struct {
+	Providers             []map[string]json.RawMessage `json:"providers"`
+	DefaultAllowedClients []string                     `json:"defaultAllowedClients"`
+}
+
+type gcBlock struct {
+	MinAge   *metav1.Duration `json:"minAge"`
+	Interval *metav1.Duration `json:"interval"`
+}
+
+type limitsBlock struct {
+	QPS         *float64 `json:"qps"`
+	Burst       *int     `json:"burst"`
+	Concurrency *int     `json:"concurrency"`
+}
+
+// commonKeys are the keys every provider entry may have besides its block.
+var commonKeys = []string{"name", "type", "gc", "limits", "checkInterval"}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Load reads and validates the file at path.
+func Load(path string, reg providers.Registry) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("providers config: %w", err)
+	}
+	cfg, err := Parse(data, reg)
+	if err != nil {
+		return nil, fmt.Errorf("providers config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates a providers config document.
+func Parse(data []byte, reg providers.Registry) (*Config, error) {
+	raw, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("not YAML: %w", err)
+	}
+	var f file
+	if err := strictDecode(raw, &f); err != nil {
+		return nil, err
+	}
+	v := &validator{reg: reg}
+	cfg := &Config{DefaultAllowedClients: f.DefaultAllowedClients}
+	if len(f.Providers) == 0 {
+		v.addf("providers: at least one provider is required")
+	}
+	for i, entry := range f.Providers {
+		if p, ok := v.provider(fmt.Sprintf("providers[%d]", i), entry); ok {
+			cfg.Providers = append(cfg.Providers, p)
+		}
+	}
+	seen := map[string]int{}
+	for i, p := range cfg.Providers {
+		if j, dup := seen[p.Name]; dup {
+			v.addf("providers[%d].name %q: already used by providers[%d]", i, p.Name, j)
+		}
+		seen[p.Name] = i
+	}
+	for i, c := range cfg.DefaultAllowedClients {
+		if pfx, err := netip.ParsePrefix(c); err != nil || pfx.Bits() == 0 {
+			v.addf("defaultAllowedClients[%d] %q: want a CIDR with a non-zero prefix, such as 10.0.0.0/8", i, c)
+		}
+	}
+	return cfg, errors.Join(v.errs...)
+}
+
+type validator struct {
+	reg  providers.Registry
+	errs []error
+}
+
+func (v *validator) addf(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf(format, args...))
+}
+
+// provider validates one entry at path; ok is false when it cannot be used.
+func (v *validator) provider(path string, entry map[string]json.RawMessage) (Provider, bool) {
+	before := len(v.errs)
+	p := Provider{GC: providers.GC{MinAge: contract.DefaultMinAge, Interval: DefaultGCInterval},
+		Limits:        providers.Limits{QPS: DefaultQPS, Burst: DefaultBurst, Concurrency: DefaultConcurrency},
+		CheckInterval: DefaultCheckInterval}
+	v.decode(path+".name", entry["name"], &p.Name)
+	v.decode(path+".type", entry["type"], &p.Type)
+	if !nameRE.MatchString(p.Name) {
+		v.addf("%s.name %q: must be a DNS-1123 label (lowercase letters, digits, '-'; at most 63)", path, p.Name)
+	}
+	blocks := setBlocks(entry)
+	switch {
+	case p.Type == "":
+		v.addf("%s.type: required; one of %s", path, strings.Join(KnownTypes, ", "))
+	case !slices.Contains(KnownTypes, p.Type):
+		v.addf("%s.type %q: unknown; one of %s", path, p.Type, strings.Join(KnownTypes, ", "))
+	case v.reg[p.Type].New == nil:
+		v.addf("%s.type %q: not compiled into this operator (compiled in: %s); build with -tags %q", path, p.Type, strings.Join(v.reg.Types(), ", "), p.Type)
+	case !slices.Contains(blocks, p.Type):
+		v.addf("%s.%s: the block for type %q is missing", path, p.Type, p.Type)
+	default:
+		p.Block = entry[p.Type]
+		if err := v.reg[p.Type].Validate(p.Block); err != nil {
+			v.addf("%s.%s: %w", path, p.Type, err)
+		}
+	}
+	for _, b := range blocks {
+		if b != p.Type {
+			v.addf("%s.%s: not a field of a provider of type %q (a provider has %s and the block of its own type)", path, b, p.Type, strings.Join(commonKeys, ", "))
+		}
+	}
+	var gc gcBlock
+	if v.decode(path+".gc", entry["gc"], &gc) {
+		if gc.MinAge != nil {
+			p.GC.MinAge = gc.MinAge.Duration
+		}
+		if gc.Interval != nil {
+			p.GC.Interval = gc.Interval.Duration
+		}
+		if p.GC.MinAge < time.Minute {
+			v.addf("%s.gc.minAge %q: at least 1m, so an instance is never collected between its Create and the status write", path, p.GC.MinAge)
+		}
+		if p.GC.Interval < 10*time.Second {
+			v.addf("%s.gc.interval %q: at least 10s", path, p.GC.Interval)
+		}
+	}
+	var lim limitsBlock
+	if v.decode(path+".limits", entry["limits"], &lim) {
+		p.Limits.QPS = deref(lim.QPS, p.Limits.QPS)
+		p.Limits.Burst = deref(lim.Burst, p.Limits.Burst)
+		p.Limits.Concurrency = deref(lim.Concurrency, p.Limits.Concurrency)
+		if p.Limits.QPS <= 0 || p.Limits.Burst < 1 || p.Limits.Concurrency < 1 {
+			v.addf("%s.limits {qps: %g, burst: %d, concurrency: %d}: each must be positive", path, p.Limits.QPS, p.Limits.Burst, p.Limits.Concurrency)
+		}
+	}
+	var interval metav1.Duration
+	if entry["checkInterval"] != nil && v.decode(path+".checkInterval", entry["checkInterval"], &interval) {
+		p.CheckInterval = interval.Duration
+		if p.CheckInterval < 10*time.Second {
+			v.addf("%s.checkInterval %q: at least 10s", path, p.CheckInterval)
+		}
+	}
+	return p, len(v.errs) == before
+}
+
+// setBlocks returns the keys of entry that are not common keys: the type
+// blocks it sets. A valid entry sets exactly one, its type's.
+func setBlocks(entry map[string]json.RawMessage) []string {
+	var blocks []string
+	for k := range entry {
+		if !slices.Contains(commonKeys, k) {
+			blocks = append(blocks, k)
+		}
+	}
+	slices.Sort(blocks)
+	return blocks
+}
+
+// decode strictly decodes raw (if present) into out, recording an error
+// at path; it reports whether out is usable.
+func (v *validator) decode(path string, raw json.RawMessage, out any) bool {
+	if raw == nil {
+		return true
+	}
+	if err := strictDecode(raw, out); err != nil {
+		v.addf("%s: %w", path, err)
+		return false
+	}
+	return true
+}
+
+func strictDecode(raw []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(out)
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

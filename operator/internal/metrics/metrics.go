@@ -1,0 +1,48 @@
+// Package metrics defines the operator's Prometheus metrics, registered in
+// controller-runtime's registry so the manager's metrics endpoint serves
+// them beside the controller metrics.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// ProviderCallDuration is the duration of provider calls, by provider,
+	// operation and error class ("" for success).
+	ProviderCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "egressproxies_provider_call_duration_seconds",
+		Help:    "Duration of provider calls by provider, type, operation and error class (empty on success).",
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"provider", "type", "operation", "class"})
+
+	// ProviderCallErrors counts failed provider calls by class.
+	ProviderCallErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "egressproxies_provider_call_errors_total",
+		Help: "Failed provider calls by provider, type, operation and error class.",
+	}, []string{"provider", "type", "operation", "class"})
+
+	// GCDeletions counts instances the garbage collector deleted.
+	GCDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "egressproxies_gc_deletions_total",
+		Help: "Instances deleted by the garbage collector, by provider and reason.",
+	}, []string{"provider", "reason"})
+
+	// CheckOK is 1 when a provider's check target passed its last check.
+	CheckOK = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "egressproxies_provider_check_ok",
+		Help: "1 when the provider's check target passed its last check, 0 when it failed.",
+	}, []string{"provider", "target", "reason"})
+
+	// Proxies counts Proxies by phase; it is set from the cache by the
+	// Proxy reconciler's phase accounting.
+	Proxies = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "egressproxies_proxies",
+		Help: "Proxies by phase.",
+	}, []string{"phase"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, GCDeletions, CheckOK, Proxies)
+}
