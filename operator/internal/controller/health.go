@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// CheckTimeout bounds one check round of one provider.
+const CheckTimeout = 30 * time.Second
+
+// HealthChecker keeps one ProviderHealth per configured provider up to
+// date: it runs the provider's Checker every checkInterval, and deletes the
+// ProviderHealth of a provider no longer in the config.
+type HealthChecker struct {
+	Client    client.Client
+	Providers *providers.Set
+}
+
+// +kubebuilder:rbac:groups=egressproxies.io,resources=providerhealths,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=egressproxies.io,resources=providerhealths/status,verbs=get;update;patch
+
+// Start prunes stale ProviderHealths, then checks each provider on its own
+// interval until ctx ends.
+func (h *HealthChecker) Start(ctx context.Context) error {
+	if err := h.Prune(ctx); err != nil {
+		logf.FromContext(ctx).Error(err, "pruning ProviderHealths of removed providers")
+	}
+	done := make(chan struct{})
+	entries := h.Providers.All()
+	for _, e := range entries {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			t := time.NewTicker(e.CheckInterval)
+			defer t.Stop()
+			for {
+				if err := h.Check(ctx, e); err != nil && ctx.Err() == nil {
+					logf.FromContext(ctx).Error(err, "writing ProviderHealth", contract.LogKeyProvider, e.Name)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	for range entries {
+		<-done
+	}
+	return nil
+}
+
+// NeedLeaderElection keeps checks to one replica.
+func (h *HealthChecker) NeedLeaderElection() bool { return true }
+
+// Prune deletes the ProviderHealth of every provider not configured.
+func (h *HealthChecker) Prune(ctx context.Context) error {
+	var list v1alpha1.ProviderHealthList
+	if err := h.Client.List(ctx, &list); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if _, ok := h.Providers.Get(list.Items[i].Name); !ok {
+			if err := h.Client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Check runs one check round of e and writes its ProviderHealth.
+func (h *HealthChecker) Check(ctx context.Context, e *providers.Entry) error {
+	results := []contract.CheckResult{{Target: "provider", Reason: contract.ReasonNotChecked, Message: "the provider does not implement health checks"}}
+	if checker, ok := e.Provider.(contract.Checker); ok {
+		cctx, cancel := context.WithTimeout(logf.IntoContext(ctx, logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)), CheckTimeout)
+		results = checker.Check(cctx)
+		cancel()
+	}
+	ph := &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: e.Name}}
+	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(ph), ph); apierrors.IsNotFound(err) {
+		if err := h.Client.Create(ctx, ph); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	previous := map[string]v1alpha1.ProviderCheck{}
+	for _, c := range ph.Status.Checks {
+		previous[c.Target] = c
+	}
+	var failed []string
+	checks := make([]v1alpha1.ProviderCheck, 0, len(results))
+	for _, r := range results {
+		c := v1alpha1.ProviderCheck{Target: r.Target, OK: r.OK, Reason: r.Reason, Message: r.Message, Details: r.Details, LastCheckTime: now, LastTransitionTime: now}
+		if old, ok := previous[r.Target]; ok && old.OK == r.OK {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		checks = append(checks, c)
+		ok := 0.0
+		if r.OK {
+			ok = 1
+		} else {
+			failed = append(failed, fmt.Sprintf("%s (%s)", r.Target, r.Reason))
+		}
+		metrics.CheckOK.DeletePartialMatch(map[string]string{"provider": e.Name, "target": r.Target})
+		metrics.CheckOK.WithLabelValues(e.Name, r.Target, r.Reason).Set(ok)
+	}
+	ph.Status.Type = e.Type
+	ph.Status.Checks = checks
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonChecksPassed,
+		Message: fmt.Sprintf("%d checks passed", len(checks)), ObservedGeneration: ph.Generation}
+	if len(failed) > 0 {
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonChecksFailed
+		cond.Message = "failing: " + strings.Join(failed, ", ")
+	}
+	meta.SetStatusCondition(&ph.Status.Conditions, cond)
+	return h.Client.Status().Update(ctx, ph)
+}

@@ -1,0 +1,402 @@
+// Package controller holds the operator's reconcilers and runnables: the
+// Proxy reconciler, the garbage collector and the health checker.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// Finalizer holds a Proxy until its VMs are gone.
+const Finalizer = "egressproxies.io/instances"
+
+// ProxyReconciler makes each Proxy's VM exist, run, answer, and be
+// reachable through a Service; and removes it when the Proxy goes.
+type ProxyReconciler struct {
+	client.Client
+	Scheme    *runtime.Scheme
+	Recorder  recorder.EventRecorder
+	Providers *providers.Set
+	Prober    probe.Prober
+	// DefaultAllowedClients is what a Proxy without allowedClients allows.
+	DefaultAllowedClients []string
+	Timing                Timing
+}
+
+// Timing holds the reconciler's waits; zero values take the defaults.
+type Timing struct {
+	// Poll is the wait between checks of a VM that is not ready yet.
+	Poll time.Duration
+	// Resync is the wait between checks of a Ready proxy, which notice a VM
+	// deleted or stopped behind the operator's back.
+	Resync time.Duration
+	// QuotaBackoff is the wait after a quota error.
+	QuotaBackoff time.Duration
+	// PermanentRetry is the wait after a permanent error: long, since only
+	// a person's change can fix it, and a spec change reconciles at once.
+	PermanentRetry time.Duration
+}
+
+func (t Timing) withDefaults() Timing {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&t.Poll, 5*time.Second)
+	def(&t.Resync, time.Minute)
+	def(&t.QuotaBackoff, 5*time.Minute)
+	def(&t.PermanentRetry, 30*time.Minute)
+	return t
+}
+
+// +kubebuilder:rbac:groups=egressproxies.io,resources=proxies,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=egressproxies.io,resources=proxies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=egressproxies.io,resources=proxies/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler: at most three reconciles at
+// once (DESIGN.md §4), reacting to spec changes and to the Services and
+// EndpointSlices it owns.
+func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.Timing = r.Timing.withDefaults()
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Proxy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.Service{}).
+		Owns(&discoveryv1.EndpointSlice{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 3}).
+		Named("proxy").
+		Complete(r)
+}
+
+// Reconcile moves one Proxy a step towards its spec. Status is written
+// after every step that changed the world, so a crash anywhere resumes
+// without a duplicate VM: the instance name is deterministic, and Create
+// finds what an interrupted attempt made.
+func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var proxy v1alpha1.Proxy
+	if err := r.Get(ctx, req.NamespacedName, &proxy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	entry, configured := r.Providers.Get(proxy.Spec.Provider)
+	if !proxy.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &proxy, entry)
+	}
+	if controllerutil.AddFinalizer(&proxy, Finalizer) {
+		if err := r.Update(ctx, &proxy); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if !configured {
+		msg := fmt.Sprintf("provider %q is not in the operator's providers config (configured: %v)", proxy.Spec.Provider, r.Providers.Names())
+		r.setNotReady(&proxy, v1alpha1.ReasonProviderNotConfigured, msg)
+		r.event(&proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Configure", msg)
+		// Nothing to retry: the config is read at start, and a spec change
+		// reconciles again.
+		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
+	}
+	cloudInit, err := r.cloudInit(ctx, &proxy)
+	if err != nil {
+		r.setNotReady(&proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, &proxy)
+	}
+	hash := specHash(&proxy.Spec, cloudInit)
+	return r.drive(ctx, &proxy, entry, r.target(ctx, &proxy, entry, hash), cloudInit)
+}
+
+// role names which of a Proxy's instances a reconcile works on. Status
+// writes replace proxy.Status wholesale, so code holds a role and looks
+// the InstanceRef up again rather than keeping a pointer across a write.
+type role int
+
+const (
+	roleInstance role = iota
+	roleReplacement
+)
+
+func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
+	if ro == roleReplacement {
+		return proxy.Status.Replacement
+	}
+	return proxy.Status.Instance
+}
+
+// target returns the instance the reconcile works on: the current one, or
+// the replacement for a changed spec. An abandoned replacement (the spec
+// changed again, or back) is deleted.
+func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, hash string) role {
+	s := &proxy.Status
+	fresh := func() *v1alpha1.InstanceRef {
+		return &v1alpha1.InstanceRef{Name: instanceName(proxy, hash), SpecHash: hash}
+	}
+	switch {
+	case s.Instance == nil:
+		s.Instance = fresh()
+		return roleInstance
+	case s.Instance.SpecHash == hash:
+		if s.Replacement != nil {
+			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed back")
+			s.Replacement = nil
+		}
+		return roleInstance
+	case s.Replacement != nil && s.Replacement.SpecHash == hash:
+		return roleReplacement
+	default:
+		if s.Replacement != nil {
+			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed again")
+		}
+		s.Replacement = fresh()
+		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReplacing, "Replace",
+			fmt.Sprintf("spec changed: replacing instance %s with %s", s.Instance.Name, s.Replacement.Name))
+		return roleReplacement
+	}
+}
+
+// drive takes the target instance one step: create it, wait for it to run,
+// probe it, and make it serve.
+func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, cloudInit []byte) (ctrl.Result, error) {
+	target := ro.ref(proxy)
+	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, entry.Name, contract.LogKeyInstance, target.Name)
+	ctx = logf.IntoContext(ctx, log)
+	prov := entry.Provider
+
+	if target.ProviderID == "" {
+		// Record the name before creating, so the garbage collector and a
+		// restarted operator both know the VM is wanted.
+		if err := r.writeStatus(ctx, proxy); err != nil {
+			return ctrl.Result{}, err
+		}
+		target = ro.ref(proxy)
+		inst, err := prov.Create(ctx, contract.CreateRequest{
+			Name:      target.Name,
+			UID:       string(proxy.UID),
+			Placement: contract.Placement(proxy.Spec.Placement),
+			CloudInit: cloudInit,
+			Port:      proxy.Spec.Port,
+		})
+		if err != nil {
+			return r.providerError(ctx, proxy, "Create", err)
+		}
+		observe(target, inst)
+		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)", target.Name, inst.ProviderID))
+		log.Info("created instance", "providerID", inst.ProviderID)
+		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, "instance created; waiting for it to run")
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
+	}
+
+	inst, err := prov.Get(ctx, target.ProviderID)
+	if errors.Is(err, contract.ErrNotFound) {
+		msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
+		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
+		log.Info("instance gone; recreating", "providerID", target.ProviderID)
+		*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash}
+		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
+	}
+	if err != nil {
+		return r.providerError(ctx, proxy, "Get", err)
+	}
+	observe(target, inst)
+
+	switch inst.State {
+	case contract.StateRunning:
+		return r.serve(ctx, proxy, entry, ro)
+	case contract.StateStopped:
+		msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
+		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceStopped, "Recreate", msg)
+		if err := prov.Delete(ctx, target.ProviderID); err != nil {
+			return r.providerError(ctx, proxy, "Delete", err)
+		}
+		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceStopped, msg)
+	case contract.StateTerminated:
+		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, fmt.Sprintf("instance %s is being deleted; it will be created again", target.Name))
+	default:
+		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("instance %s is %s", target.Name, inst.State))
+	}
+	return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
+}
+
+// serve probes a running target and, once it answers, makes it the
+// serving instance: a replacement takes over and the instance it replaces
+// is deleted.
+func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role) (ctrl.Result, error) {
+	s := &proxy.Status
+	target := ro.ref(proxy)
+	if err := r.Prober.Probe(ctx, target.IP, proxy.Spec.Port); err != nil {
+		r.setProgress(proxy, ro, v1alpha1.ReasonProxyUnreachable, err.Error())
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
+	}
+	if ro == roleReplacement {
+		old := s.Instance
+		s.Instance, s.Replacement = target, nil
+		if err := r.ensureService(ctx, proxy); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.markReady(proxy)
+		if err := r.writeStatus(ctx, proxy); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.event(proxy, corev1.EventTypeNormal, "Replaced", "Replace", fmt.Sprintf("instance %s (%s) now serves; deleting %s", target.Name, target.IP, old.Name))
+		r.retire(ctx, proxy, entry, old, "replaced")
+		return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
+	}
+	if err := r.ensureService(ctx, proxy); err != nil {
+		return ctrl.Result{}, err
+	}
+	wasReady := meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
+	r.markReady(proxy)
+	if !wasReady {
+		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReady, "Serve", fmt.Sprintf("proxy answers at %s:%d", target.IP, proxy.Spec.Port))
+	}
+	return ctrl.Result{RequeueAfter: r.Timing.Resync}, r.writeStatus(ctx, proxy)
+}
+
+// retire deletes an instance the Proxy no longer wants. A failure is only
+// an event: the instance is neither current nor pending, so the garbage
+// collector deletes it later.
+func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string) {
+	if ref.ProviderID == "" {
+		return
+	}
+	if err := entry.Provider.Delete(ctx, ref.ProviderID); err != nil {
+		r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "Delete",
+			fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", ref.Name, why, err))
+		return
+	}
+	r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted instance %s (%s)", ref.Name, why))
+}
+
+// finalize deletes every instance carrying the Proxy's UID — found by
+// ListByTag, so one whose Create returned just before a crash is not
+// missed — and removes the finalizer once none is left.
+func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(proxy, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	log := logf.FromContext(ctx)
+	if entry == nil {
+		log.Info("provider is not configured; removing the finalizer without deleting instances", "provider", proxy.Spec.Provider)
+		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Delete",
+			fmt.Sprintf("provider %q is not configured: its instances, if any, are not deleted", proxy.Spec.Provider))
+		controllerutil.RemoveFinalizer(proxy, Finalizer)
+		return ctrl.Result{}, r.Update(ctx, proxy)
+	}
+	ctx = logf.IntoContext(ctx, log.WithValues(contract.LogKeyProvider, entry.Name))
+	if proxy.Status.Phase != v1alpha1.PhaseDeleting {
+		proxy.Status.Phase = v1alpha1.PhaseDeleting
+		if err := r.writeStatus(ctx, proxy); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	left, err := entry.Provider.ListByTag(ctx, contract.LabelUID, string(proxy.UID))
+	if err != nil {
+		return r.providerError(ctx, proxy, "ListByTag", err)
+	}
+	for _, inst := range left {
+		if inst.State == contract.StateTerminated {
+			continue
+		}
+		if err := entry.Provider.Delete(ctx, inst.ProviderID); err != nil {
+			return r.providerError(ctx, proxy, "Delete", err)
+		}
+		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleting instance %s (%s)", inst.Name, inst.ProviderID))
+	}
+	if len(left) > 0 {
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+	}
+	controllerutil.RemoveFinalizer(proxy, Finalizer)
+	log.Info("all instances deleted; releasing the Proxy")
+	return ctrl.Result{}, r.Update(ctx, proxy)
+}
+
+// providerError records err on the Proxy and decides when to try again, by
+// class (contract §5).
+func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Proxy, op string, err error) (ctrl.Result, error) {
+	class := contract.ClassOf(err)
+	msg := fmt.Sprintf("%s: %v", op, err)
+	proxy.Status.LastError = &v1alpha1.LastError{Class: string(class), Message: msg, Time: metav1.Now()}
+	var reason string
+	var result ctrl.Result
+	var retErr error
+	switch class {
+	case contract.ClassQuota:
+		reason, result = v1alpha1.ReasonQuotaExceeded, ctrl.Result{RequeueAfter: r.Timing.QuotaBackoff}
+		r.event(proxy, corev1.EventTypeWarning, reason, op, msg)
+	case contract.ClassPermanent:
+		reason, result = v1alpha1.ReasonProviderError, ctrl.Result{RequeueAfter: r.Timing.PermanentRetry}
+		r.event(proxy, corev1.EventTypeWarning, reason, op, msg)
+	default:
+		// Transient (a NotFound here is unexpected and treated alike): the
+		// controller's rate limiter backs off exponentially.
+		reason, retErr = v1alpha1.ReasonBackendUnavailable, err
+	}
+	if proxy.DeletionTimestamp.IsZero() {
+		r.setNotReadyUnlessServing(proxy, reason, msg)
+	}
+	if err := r.writeStatus(ctx, proxy); err != nil && retErr == nil {
+		retErr = err
+	}
+	return result, retErr
+}
+
+// cloudInit returns the user's cloud-init from the referenced Secret, or
+// the default proxy cloud-init.
+func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) ([]byte, error) {
+	if ref := proxy.Spec.CloudInit; ref != nil {
+		var secret corev1.Secret
+		if err := r.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("spec.cloudInit: Secret %q not found", ref.Name)
+			}
+			return nil, fmt.Errorf("spec.cloudInit: reading Secret %q: %w", ref.Name, err)
+		}
+		data, ok := secret.Data[ref.Key]
+		if !ok {
+			return nil, fmt.Errorf("spec.cloudInit: Secret %q has no key %q", ref.Name, ref.Key)
+		}
+		return data, nil
+	}
+	return renderDefault(proxy, r.DefaultAllowedClients)
+}
+
+// event records an event on the Proxy; note is never CloudInit or a
+// credential.
+func (r *ProxyReconciler) event(proxy *v1alpha1.Proxy, eventType, reason, action, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(proxy, nil, eventType, reason, action, "%s", note)
+	}
+}
+
+// observe copies what the provider said about an instance into its ref.
+func observe(ref *v1alpha1.InstanceRef, inst contract.Instance) {
+	ref.ProviderID, ref.State, ref.IP = inst.ProviderID, string(inst.State), inst.IP
+	if !inst.CreatedAt.IsZero() {
+		t := metav1.NewTime(inst.CreatedAt)
+		ref.CreatedAt = &t
+	}
+}

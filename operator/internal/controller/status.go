@@ -1,0 +1,84 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// writeStatus derives the phase from the conditions and writes the status.
+func (r *ProxyReconciler) writeStatus(ctx context.Context, proxy *v1alpha1.Proxy) error {
+	proxy.Status.ObservedGeneration = proxy.Generation
+	proxy.Status.Phase = phaseOf(proxy)
+	return r.Status().Update(ctx, proxy)
+}
+
+// phaseOf summarises a Proxy in one word.
+func phaseOf(proxy *v1alpha1.Proxy) v1alpha1.ProxyPhase {
+	s := &proxy.Status
+	ready := meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case !proxy.DeletionTimestamp.IsZero():
+		return v1alpha1.PhaseDeleting
+	case ready && s.Replacement != nil:
+		return v1alpha1.PhaseReplacing
+	case ready:
+		return v1alpha1.PhaseReady
+	case s.LastError != nil && s.LastError.Class == "Permanent",
+		meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady) != nil &&
+			meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady).Reason == v1alpha1.ReasonProviderNotConfigured:
+		return v1alpha1.PhaseFailed
+	case s.Instance != nil && s.Instance.ProviderID != "":
+		return v1alpha1.PhaseProvisioning
+	default:
+		return v1alpha1.PhasePending
+	}
+}
+
+func (r *ProxyReconciler) setCondition(proxy *v1alpha1.Proxy, typ string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&proxy.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: proxy.Generation,
+	})
+}
+
+// setNotReady marks the Proxy not ready and not provisioned for reason.
+func (r *ProxyReconciler) setNotReady(proxy *v1alpha1.Proxy, reason, msg string) {
+	r.setCondition(proxy, v1alpha1.ConditionReady, false, reason, msg)
+	r.setCondition(proxy, v1alpha1.ConditionProvisioned, false, reason, msg)
+}
+
+// setNotReadyUnlessServing records a failure of the instance being worked
+// on; while a replacement fails, the serving instance stays Ready.
+func (r *ProxyReconciler) setNotReadyUnlessServing(proxy *v1alpha1.Proxy, reason, msg string) {
+	if proxy.Status.Replacement != nil && meta.IsStatusConditionTrue(proxy.Status.Conditions, v1alpha1.ConditionReady) {
+		r.setCondition(proxy, v1alpha1.ConditionProvisioned, false, reason, "replacement: "+msg)
+		return
+	}
+	r.setNotReady(proxy, reason, msg)
+}
+
+// setProgress records that the instance in role ro is on its way.
+func (r *ProxyReconciler) setProgress(proxy *v1alpha1.Proxy, ro role, reason, msg string) {
+	if ro == roleReplacement {
+		msg = "replacement: " + msg
+	}
+	r.setNotReadyUnlessServing(proxy, reason, msg)
+}
+
+// markReady records that the serving instance answers.
+func (r *ProxyReconciler) markReady(proxy *v1alpha1.Proxy) {
+	s := &proxy.Status
+	s.Address = s.Instance.IP
+	s.Endpoint = fmt.Sprintf("http://%s.%s.svc:%d", proxy.Name, proxy.Namespace, proxy.Spec.Port)
+	s.LastError = nil
+	r.setCondition(proxy, v1alpha1.ConditionProvisioned, true, v1alpha1.ReasonReady, fmt.Sprintf("instance %s runs at %s", s.Instance.Name, s.Instance.IP))
+	r.setCondition(proxy, v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, fmt.Sprintf("the proxy answers at %s:%d", s.Instance.IP, proxy.Spec.Port))
+}

@@ -1,0 +1,317 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// The suite runs the operator's reconciler in a manager against a real
+// kube-apiserver and etcd (envtest, built by hack/control-plane.sh), with
+// the reference provider over an in-memory Cloud as the backend and a
+// local TCP listener standing in for every proxy's port.
+
+const (
+	testProvider  = "mem"
+	testToken     = "sentinel-credential-5e1f0c"
+	testNamespace = "default"
+)
+
+var (
+	k8s      client.Client
+	cloud    *memprovider.Cloud
+	control  memprovider.Control
+	set      *providers.Set
+	logs     = &logBuffer{}
+	spans    = tracetest.NewSpanRecorder()
+	proxyUp  atomic.Bool // whether the stand-in proxy answers
+	guestIPs atomic.Int32
+)
+
+// logBuffer keeps every log line the operator writes, for the sentinel test.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *logBuffer) write(prefix, args string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, prefix+" "+args)
+}
+
+func (b *logBuffer) all() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
+		os.Exit(1)
+	}
+	logf.SetLogger(funcr.New(logs.write, funcr.Options{Verbosity: 10}))
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		os.Exit(1)
+	}
+	code := run(m, cfg)
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M, cfg *rest.Config) int {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	var err error
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	cloud = memprovider.NewCloud(testToken, []string{"r1"}, []string{"debian-12-proxy"}, 50*time.Millisecond)
+	control = memprovider.Control{Cloud: cloud}
+	prov, err := memprovider.New(memprovider.Config{
+		Token: testToken, Regions: []string{"r1"},
+		MachineTypes: map[string]memprovider.MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
+		Images:       map[string]string{"debian-12": "debian-12-proxy"},
+		CallTimeout:  2 * time.Second,
+	}, cloud)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	set = providers.NewSet(&providers.Entry{
+		Name: testProvider, Type: memprovider.Type,
+		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(prov, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
+		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
+		CheckInterval: time.Hour,
+	})
+
+	listener, err := standInProxy()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = listener.Close() }()
+	proxyUp.Store(true)
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&ProxyReconciler{
+		Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("egress-proxies-operator"),
+		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
+		// Every VM's address leads to the local stand-in: the probe runs
+		// for real, over loopback only.
+		Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, listener.Addr().String())
+		}, Timeout: time.Second},
+		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second},
+	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return m.Run()
+}
+
+// standInProxy answers like a proxy (an HTTP status line) while proxyUp,
+// and closes the connection silently otherwise.
+func standInProxy() (net.Listener, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = conn.Close() }()
+				_, _ = bufio.NewReader(conn).ReadString('\n')
+				if proxyUp.Load() {
+					_, _ = conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
+				}
+			}()
+		}
+	}()
+	return l, nil
+}
+
+// newProxy creates a Proxy on the test provider; mutate adjusts its spec.
+func newProxy(t *testing.T, name string, mutate func(*v1alpha1.Proxy)) *v1alpha1.Proxy {
+	t.Helper()
+	p := &v1alpha1.Proxy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
+		Spec: v1alpha1.ProxySpec{
+			Provider:  testProvider,
+			Placement: v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"},
+			Port:      3128,
+		},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	if err := k8s.Create(context.Background(), p); err != nil {
+		t.Fatalf("create Proxy %s: %v", name, err)
+	}
+	t.Cleanup(func() { deleteProxy(t, p) })
+	return p
+}
+
+// deleteProxy deletes p and waits until the finalizer let it go.
+func deleteProxy(t *testing.T, p *v1alpha1.Proxy) {
+	t.Helper()
+	_ = k8s.Delete(context.Background(), p)
+	eventually(t, "Proxy "+p.Name+" is gone", func() bool {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), &v1alpha1.Proxy{})
+		return client.IgnoreNotFound(err) == nil && err != nil
+	})
+}
+
+// get returns the Proxy's current state.
+func get(t *testing.T, p *v1alpha1.Proxy) *v1alpha1.Proxy {
+	t.Helper()
+	var out v1alpha1.Proxy
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), &out); err != nil {
+		t.Fatalf("get Proxy %s: %v", p.Name, err)
+	}
+	return &out
+}
+
+// eventually polls cond for up to 20 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// bootGuest waits for ref's instance to exist and plays its guest
+// reporting a fresh address; it returns the address.
+func bootGuest(t *testing.T, p *v1alpha1.Proxy, ref func(*v1alpha1.ProxyStatus) *v1alpha1.InstanceRef) string {
+	t.Helper()
+	var id string
+	eventually(t, "the instance of "+p.Name+" is created", func() bool {
+		if r := ref(&get(t, p).Status); r != nil && r.ProviderID != "" {
+			id = r.ProviderID
+			return true
+		}
+		return false
+	})
+	ip := fmt.Sprintf("192.0.2.%d", guestIPs.Add(1))
+	if err := control.ReportIP(context.Background(), id, ip); err != nil {
+		t.Fatalf("report IP: %v", err)
+	}
+	return ip
+}
+
+func current(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef     { return s.Instance }
+func replacement(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef { return s.Replacement }
+
+// waitReady waits until the Proxy is Ready.
+func waitReady(t *testing.T, p *v1alpha1.Proxy) *v1alpha1.Proxy {
+	t.Helper()
+	var got *v1alpha1.Proxy
+	eventually(t, p.Name+" is Ready", func() bool {
+		got = get(t, p)
+		return got.Status.Phase == v1alpha1.PhaseReady
+	})
+	return got
+}
+
+// condition returns the Proxy's condition of type typ.
+func condition(p *v1alpha1.Proxy, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(p.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// instancesOf lists the backend's instances carrying the Proxy's UID.
+func instancesOf(t *testing.T, p *v1alpha1.Proxy) []contract.Instance {
+	t.Helper()
+	entry, _ := set.Get(testProvider)
+	found, err := entry.Provider.ListByTag(context.Background(), contract.LabelUID, string(get(t, p).UID))
+	if err != nil {
+		t.Fatalf("ListByTag: %v", err)
+	}
+	var live []contract.Instance
+	for _, inst := range found {
+		if inst.State != contract.StateTerminated {
+			live = append(live, inst)
+		}
+	}
+	return live
+}
+
+// eventsFor returns the notes of every event regarding the Proxy.
+func eventsFor(t *testing.T, p *v1alpha1.Proxy) []string {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == p.Name && e.Regarding.Kind == "Proxy" {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
