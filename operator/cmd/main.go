@@ -85,7 +85,7 @@ func run(configPath, metricsAddr, probeAddr string, leaderElect bool) error {
 	}
 	events := mgr.GetEventRecorder("egress-proxies-operator")
 	if err := (&controller.ProxyReconciler{
-		Client: mgr.GetClient(), Scheme: scheme, Recorder: events, Providers: set,
+		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: probe.HTTPProxy{}, DefaultAllowedClients: cfg.DefaultAllowedClients,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)

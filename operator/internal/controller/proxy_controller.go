@@ -36,7 +36,11 @@ const Finalizer = "egressproxies.io/instances"
 // reachable through a Service; and removes it when the Proxy goes.
 type ProxyReconciler struct {
 	client.Client
-	Scheme    *runtime.Scheme
+	// SecretReader reads cloud-init Secrets straight from the API server, so
+	// the operator neither caches nor watches every Secret in the cluster
+	// (and needs only get on them).
+	SecretReader client.Reader
+	Scheme       *runtime.Scheme
 	Recorder  recorder.EventRecorder
 	Providers *providers.Set
 	Prober    probe.Prober
@@ -369,7 +373,7 @@ func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Pro
 func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) ([]byte, error) {
 	if ref := proxy.Spec.CloudInit; ref != nil {
 		var secret corev1.Secret
-		if err := r.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
+		if err := r.SecretReader.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("spec.cloudInit: Secret %q not found", ref.Name)
 			}

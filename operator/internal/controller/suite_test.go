@@ -142,7 +142,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	if err := (&ProxyReconciler{
-		Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("egress-proxies-operator"),
+		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("egress-proxies-operator"),
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		// Every VM's address leads to the local stand-in: the probe runs
 		// for real, over loopback only.

@@ -1,0 +1,67 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// The CRD's OpenAPI and CEL rules reject what can be rejected at admission,
+// naming the field.
+func TestAdmissionRejectsInvalidProxies(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*v1alpha1.Proxy)
+		want   []string
+	}{
+		{"port out of range", func(p *v1alpha1.Proxy) { p.Spec.Port = 70000 }, []string{"spec.port"}},
+		{"open to the world", func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = []v1alpha1.CIDR{"0.0.0.0/0"} }, []string{"spec.allowedClients[0]", "opens the proxy to the world"}},
+		{"not a CIDR", func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = []v1alpha1.CIDR{"10.0.0.300/8"} }, []string{"spec.allowedClients[0]", "must be a CIDR"}},
+		{"no provider", func(p *v1alpha1.Proxy) { p.Spec.Provider = "" }, []string{"spec.provider"}},
+		{"bad region", func(p *v1alpha1.Proxy) { p.Spec.Placement.Region = "eu west!" }, []string{"spec.placement.region"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1alpha1.Proxy{
+				ObjectMeta: metav1.ObjectMeta{Name: "invalid", Namespace: testNamespace},
+				Spec:       v1alpha1.ProxySpec{Provider: testProvider, Port: 3128},
+			}
+			tc.mutate(p)
+			err := k8s.Create(context.Background(), p)
+			if err == nil {
+				_ = k8s.Delete(context.Background(), p)
+				t.Fatal("accepted")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the rejection does not say %q: %v", want, err)
+				}
+			}
+		})
+	}
+}
+
+func TestProviderIsImmutable(t *testing.T) {
+	p := newProxy(t, "immutable", func(p *v1alpha1.Proxy) { p.Spec.Provider = "nowhere" })
+	// The reconciler writes the object too: retry on conflicts until the
+	// API server judges the change itself.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := get(t, p)
+		got.Spec.Provider = testProvider
+		return k8s.Update(context.Background(), got)
+	})
+	if err == nil || !strings.Contains(err.Error(), "provider is immutable") {
+		t.Fatalf("changing spec.provider: %v, want the immutability rule", err)
+	}
+}
+
+func TestPortDefaultsTo3128(t *testing.T) {
+	p := newProxy(t, "defaulted", func(p *v1alpha1.Proxy) { p.Spec.Port = 0 })
+	if got := get(t, p).Spec.Port; got != 3128 {
+		t.Errorf("port defaulted to %d, want 3128", got)
+	}
+}
