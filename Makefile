@@ -7,8 +7,14 @@ GOLANGCI_LINT_VERSION := v2.15.0
 # Tools are cached outside the repository, keyed by version.
 TOOLS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/egress-proxies/tools
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
+KUSTOMIZE_VERSION := v5.8.0
+KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
+# Provider types compiled into the operator binary (build tags).
+PROVIDERS ?= memory
 
-.PHONY: all test unit vet lint tidy build deps tools modules help
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator
 all: test
 
 help: ## List the targets.
@@ -17,7 +23,7 @@ help: ## List the targets.
 modules: ## Print the modules the targets loop over.
 	@printf '%s\n' $(MODULES)
 
-test: vet lint deps unit ## Everything CI runs: vet, lint, module isolation, race tests.
+test: vet lint deps verify-generated unit ## Everything CI runs: vet, lint, module isolation, generated files, race tests.
 unit: $(addprefix test/,$(MODULES)) ## Race-enabled tests of every module.
 vet: $(addprefix vet/,$(MODULES)) ## go vet every module.
 lint: $(addprefix lint/,$(MODULES)) ## golangci-lint every module.
@@ -27,6 +33,9 @@ deps: $(addprefix deps/,$(MODULES)) ## Check each module depends only on what it
 
 test/%:
 	cd $* && $(GO) test -race -count=1 ./...
+# The operator's tests run against a real kube-apiserver and etcd, built
+# from source once and cached (hack/control-plane.sh).
+test/operator: export KUBEBUILDER_ASSETS = $(shell hack/control-plane.sh)
 vet/%:
 	cd $* && $(GO) vet ./...
 lint/%: $(GOLANGCI_LINT)
@@ -38,8 +47,32 @@ build/%:
 deps/%:
 	hack/check-module-deps.sh $*
 
-tools: $(GOLANGCI_LINT) ## Install the pinned tools into TOOLS_DIR.
+generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code.
+	cd operator && $(CONTROLLER_GEN) object paths=./api/...
+
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the API and controller markers.
+	cd operator && $(CONTROLLER_GEN) crd rbac:roleName=manager-role paths=./... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+verify-generated: generate manifests ## Fail if generated files are not committed as generated.
+	git diff --exit-code -- operator/api operator/config
+
+render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Deployment, config).
+	$(KUSTOMIZE) build operator/config/default
+
+operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
+	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd
+
+tools: $(GOLANGCI_LINT) $(CONTROLLER_GEN) $(KUSTOMIZE) ## Install the pinned tools into TOOLS_DIR.
 $(GOLANGCI_LINT):
 	mkdir -p $(TOOLS_DIR)
 	GOBIN=$(TOOLS_DIR) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(TOOLS_DIR)/golangci-lint $@
+$(CONTROLLER_GEN):
+	mkdir -p $(TOOLS_DIR)
+	GOBIN=$(TOOLS_DIR) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS_DIR)/controller-gen $@
+$(KUSTOMIZE):
+	mkdir -p $(TOOLS_DIR)
+	GOBIN=$(TOOLS_DIR) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(TOOLS_DIR)/kustomize $@

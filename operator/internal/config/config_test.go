@@ -1,0 +1,148 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// testBlock is a provider block with one required field.
+type testBlock struct {
+	Endpoint string `json:"endpoint"`
+}
+
+func registry() providers.Registry {
+	reg := providers.Registry{}
+	reg.Register(providers.Typed("memory",
+		func(b testBlock) error {
+			if b.Endpoint == "" {
+				return errors.New("endpoint: required")
+			}
+			return nil
+		},
+		func(testBlock) (contract.Provider, error) { return nil, nil }))
+	return reg
+}
+
+func TestParseAppliesDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(`
+providers:
+  - name: dev
+    type: memory
+    memory: {endpoint: "in-process"}
+defaultAllowedClients: ["10.0.0.0/8"]
+`), registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Providers[0]
+	if p.GC.MinAge != contract.DefaultMinAge || p.GC.Interval != DefaultGCInterval || p.CheckInterval != DefaultCheckInterval ||
+		p.Limits != (providers.Limits{QPS: DefaultQPS, Burst: DefaultBurst, Concurrency: DefaultConcurrency}) {
+		t.Errorf("defaults not applied: %+v", p)
+	}
+	var block testBlock
+	if err := json.Unmarshal(p.Block, &block); err != nil || block.Endpoint != "in-process" {
+		t.Errorf("block %s: %v", p.Block, err)
+	}
+}
+
+func TestParseReadsEveryField(t *testing.T) {
+	cfg, err := Parse([]byte(`
+providers:
+  - name: dev
+    type: memory
+    memory: {endpoint: x}
+    gc: {minAge: 30m, interval: 1m}
+    limits: {qps: 2.5, burst: 4, concurrency: 2}
+    checkInterval: 2m
+`), registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Providers[0]
+	if p.GC != (providers.GC{MinAge: 30 * time.Minute, Interval: time.Minute}) || p.Limits != (providers.Limits{QPS: 2.5, Burst: 4, Concurrency: 2}) || p.CheckInterval != 2*time.Minute {
+		t.Errorf("parsed %+v", p)
+	}
+}
+
+// An invalid file fails with every problem at once, each naming the field
+// and the value.
+func TestParseListsEveryProblem(t *testing.T) {
+	_, err := Parse([]byte(`
+providers:
+  - name: Dev_1
+    type: memory
+    memory: {}
+    openstack: {}
+    gc: {minAge: 10s, interval: 1s}
+    limits: {qps: 0}
+  - name: dev2
+    type: vsphere
+    vsphere: {}
+  - name: dev2
+    type: nimbus
+  - name: dev4
+    type: memory
+  - name: dev5
+    type: memory
+    memory: {endpoint: x, color: blue}
+defaultAllowedClients: ["0.0.0.0/0", "nope"]
+`), registry())
+	if err == nil {
+		t.Fatal("an invalid config was accepted")
+	}
+	for _, want := range []string{
+		`providers[0].name "Dev_1": must be a DNS-1123 label`,
+		`providers[0].memory: endpoint: required`,
+		`providers[0].openstack: not a field of a provider of type "memory"`,
+		`providers[0].gc.minAge "10s": at least 1m`,
+		`providers[0].gc.interval "1s": at least 10s`,
+		`providers[0].limits {qps: 0, burst: 10, concurrency: 4}: each must be positive`,
+		`providers[1].type "vsphere": not compiled into this operator (compiled in: memory); build with -tags "vsphere"`,
+		`providers[2].type "nimbus": unknown; one of libvirt, memory, openstack, proxmox, vsphere`,
+		`providers[3].memory: the block for type "memory" is missing`,
+		`providers[4].memory: json: unknown field "color"`,
+		`defaultAllowedClients[0] "0.0.0.0/0"`,
+		`defaultAllowedClients[1] "nope"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not report %q; it says:\n%v", want, err)
+		}
+	}
+}
+
+func TestParseRejectsDuplicateNamesAndUnknownKeys(t *testing.T) {
+	_, err := Parse([]byte(`
+providers:
+  - {name: a, type: memory, memory: {endpoint: x}}
+  - {name: a, type: memory, memory: {endpoint: two}}
+extra: true
+`), registry())
+	if err == nil || !strings.Contains(err.Error(), `unknown field "extra"`) {
+		t.Errorf("unknown top-level key: %v", err)
+	}
+	_, err = Parse([]byte(`
+providers:
+  - {name: a, type: memory, memory: {endpoint: x}}
+  - {name: a, type: memory, memory: {endpoint: two}}
+`), registry())
+	if err == nil || !strings.Contains(err.Error(), `providers[1].name "a": already used by providers[0]`) {
+		t.Errorf("duplicate name: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("providers:\n  - {name: a, type: memory, memory: {endpoint: x}}\n"))
+	f.Add([]byte("providers: [{gc: {minAge: -1h}}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, registry())
+		if err == nil && len(cfg.Providers) == 0 {
+			t.Fatal("a config without providers was accepted")
+		}
+	})
+}
