@@ -68,7 +68,3 @@ type ProviderHealthList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ProviderHealth `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ProviderHealth{}, &ProviderHealthList{})
-}

@@ -41,9 +41,9 @@ type ProxyReconciler struct {
 	// (and needs only get on them).
 	SecretReader client.Reader
 	Scheme       *runtime.Scheme
-	Recorder  recorder.EventRecorder
-	Providers *providers.Set
-	Prober    probe.Prober
+	Recorder     recorder.EventRecorder
+	Providers    *providers.Set
+	Prober       probe.Prober
 	// DefaultAllowedClients is what a Proxy without allowedClients allows.
 	DefaultAllowedClients []string
 	Timing                Timing

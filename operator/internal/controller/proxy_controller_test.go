@@ -23,7 +23,7 @@ func TestProxyBecomesReadyAndServes(t *testing.T) {
 	if got.Status.Address != ip || got.Status.Endpoint != "http://ready.default.svc:3128" {
 		t.Errorf("status address %q endpoint %q, want %s and the Service URL", got.Status.Address, got.Status.Endpoint, ip)
 	}
-	if c := condition(got, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonReady || c.ObservedGeneration != got.Generation {
+	if c := readyCondition(got); c.Reason != v1alpha1.ReasonReady || c.ObservedGeneration != got.Generation {
 		t.Errorf("Ready condition %+v", c)
 	}
 	if got.Status.Instance.CreatedAt == nil || got.Status.Instance.State != string(contract.StateRunning) {
@@ -59,7 +59,7 @@ func TestNotReadyUntilThePortAnswers(t *testing.T) {
 	p := newProxy(t, "unanswered", nil)
 	bootGuest(t, p, current)
 	eventually(t, "ProxyUnreachable is reported", func() bool {
-		return condition(get(t, p), v1alpha1.ConditionReady).Reason == v1alpha1.ReasonProxyUnreachable
+		return readyCondition(get(t, p)).Reason == v1alpha1.ReasonProxyUnreachable
 	})
 	if got := get(t, p); got.Status.Phase == v1alpha1.PhaseReady {
 		t.Fatal("Ready although the port does not answer as a proxy")
@@ -131,7 +131,7 @@ func TestQuotaErrorBacksOffWithReason(t *testing.T) {
 	p := newProxy(t, "quota", nil)
 	eventually(t, "QuotaExceeded is reported", func() bool {
 		got := get(t, p)
-		return condition(got, v1alpha1.ConditionReady).Reason == v1alpha1.ReasonQuotaExceeded &&
+		return readyCondition(got).Reason == v1alpha1.ReasonQuotaExceeded &&
 			got.Status.LastError != nil && got.Status.LastError.Class == string(contract.ClassQuota)
 	})
 	// The back-off ends and the next Create succeeds.
@@ -148,7 +148,7 @@ func TestPermanentErrorFailsWithTheProvidersMessage(t *testing.T) {
 	p := newProxy(t, "permanent", nil)
 	eventually(t, "the Proxy fails with the provider's message", func() bool {
 		got := get(t, p)
-		c := condition(got, v1alpha1.ConditionReady)
+		c := readyCondition(got)
 		return got.Status.Phase == v1alpha1.PhaseFailed && c.Reason == v1alpha1.ReasonProviderError &&
 			strings.Contains(c.Message, "lacks the vm.create privilege")
 	})
@@ -168,7 +168,7 @@ func TestTransientErrorIsRetried(t *testing.T) {
 func TestInvalidPlacementIsPermanent(t *testing.T) {
 	p := newProxy(t, "badplacement", func(p *v1alpha1.Proxy) { p.Spec.Placement.MachineType = "huge" })
 	eventually(t, "the unknown machine type is named", func() bool {
-		c := condition(get(t, p), v1alpha1.ConditionReady)
+		c := readyCondition(get(t, p))
 		return c.Reason == v1alpha1.ReasonProviderError && strings.Contains(c.Message, `placement.machineType "huge"`)
 	})
 }
@@ -177,7 +177,7 @@ func TestUnknownProviderIsACondition(t *testing.T) {
 	p := newProxy(t, "noprovider", func(p *v1alpha1.Proxy) { p.Spec.Provider = "nowhere" })
 	eventually(t, "ProviderNotConfigured is reported", func() bool {
 		got := get(t, p)
-		return got.Status.Phase == v1alpha1.PhaseFailed && condition(got, v1alpha1.ConditionReady).Reason == v1alpha1.ReasonProviderNotConfigured
+		return got.Status.Phase == v1alpha1.PhaseFailed && readyCondition(got).Reason == v1alpha1.ReasonProviderNotConfigured
 	})
 }
 

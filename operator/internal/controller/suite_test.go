@@ -167,7 +167,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 // standInProxy answers like a proxy (an HTTP status line) while proxyUp,
 // and closes the connection silently otherwise.
 func standInProxy() (net.Listener, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -275,9 +275,9 @@ func waitReady(t *testing.T, p *v1alpha1.Proxy) *v1alpha1.Proxy {
 	return got
 }
 
-// condition returns the Proxy's condition of type typ.
-func condition(p *v1alpha1.Proxy, typ string) metav1.Condition {
-	if c := meta.FindStatusCondition(p.Status.Conditions, typ); c != nil {
+// readyCondition returns the Proxy's Ready condition.
+func readyCondition(p *v1alpha1.Proxy) metav1.Condition {
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		return *c
 	}
 	return metav1.Condition{}

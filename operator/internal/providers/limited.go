@@ -21,8 +21,8 @@ type Limits struct {
 
 // limited applies Limits to every call of a provider.
 type limited struct {
-	inner   contract.Provider
-	bucket  *rate.Limiter
+	inner    contract.Provider
+	bucket   *rate.Limiter
 	inFlight chan struct{}
 }
 
