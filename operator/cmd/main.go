@@ -21,11 +21,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
@@ -94,6 +96,9 @@ func run(configPath, metricsAddr, probeAddr string, leaderElect bool) error {
 		return err
 	}
 	if err := mgr.Add(&controller.HealthChecker{Client: mgr.GetClient(), Providers: set}); err != nil {
+		return err
+	}
+	if err := crmetrics.Registry.Register(metrics.NewProxyPhases(mgr.GetClient())); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,6 +15,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 )
 
 func TestProxyBecomesReadyAndServes(t *testing.T) {
@@ -46,11 +49,9 @@ func TestProxyBecomesReadyAndServes(t *testing.T) {
 	if n := len(instancesOf(t, p)); n != 1 {
 		t.Errorf("%d instances for the Proxy, want 1", n)
 	}
-	events := strings.Join(eventsFor(t, p), "\n")
 	for _, want := range []string{"Created: created instance", "Ready: proxy answers at " + ip} {
 		eventually(t, "event "+want, func() bool { return strings.Contains(strings.Join(eventsFor(t, p), "\n"), want) })
 	}
-	_ = events
 }
 
 func TestNotReadyUntilThePortAnswers(t *testing.T) {
@@ -212,4 +213,29 @@ func TestSpecChangeReplacesAfterTheNewInstanceIsReady(t *testing.T) {
 		left := instancesOf(t, p)
 		return len(left) == 1 && left[0].ProviderID == done.Status.Instance.ProviderID
 	})
+}
+
+func TestProxiesByPhaseMetric(t *testing.T) {
+	p := newProxy(t, "counted", nil)
+	bootGuest(t, p, current)
+	waitReady(t, p)
+	got := testutil.CollectAndCount(metrics.NewProxyPhases(k8s), "egressproxies_proxies")
+	if got != 6 {
+		t.Errorf("%d series, want one per phase (6)", got)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(metrics.NewProxyPhases(k8s))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := -1.0
+	for _, m := range families[0].GetMetric() {
+		if m.GetLabel()[0].GetValue() == string(v1alpha1.PhaseReady) {
+			ready = m.GetGauge().GetValue()
+		}
+	}
+	if ready < 1 {
+		t.Errorf("Ready proxies = %v, want at least 1", ready)
+	}
 }

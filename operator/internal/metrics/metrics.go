@@ -34,15 +34,8 @@ var (
 		Name: "egressproxies_provider_check_ok",
 		Help: "1 when the provider's check target passed its last check, 0 when it failed.",
 	}, []string{"provider", "target", "reason"})
-
-	// Proxies counts Proxies by phase; it is set from the cache by the
-	// Proxy reconciler's phase accounting.
-	Proxies = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "egressproxies_proxies",
-		Help: "Proxies by phase.",
-	}, []string{"phase"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, GCDeletions, CheckOK, Proxies)
+	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, GCDeletions, CheckOK)
 }

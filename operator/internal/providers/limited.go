@@ -50,11 +50,15 @@ func (l *limited) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
-// contextErr prefers ctx's own error: rate.Limiter reports "would exceed
-// context deadline" as a plain error, which must stay transient.
+// contextErr prefers ctx's own error. rate.Limiter refuses at once, with a
+// plain error, a wait that would outlast ctx's deadline; that is the
+// deadline's doing, so it wraps context.DeadlineExceeded (contract §5).
 func contextErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return fmt.Errorf("%w: %w", err, context.DeadlineExceeded)
 	}
 	return err
 }

@@ -1,0 +1,109 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
+)
+
+// slow is a provider whose Get takes a while and counts how many run at
+// once; Create fails with a quota error.
+type slow struct {
+	inFlight, peak atomic.Int32
+}
+
+func (s *slow) Create(context.Context, contract.CreateRequest) (contract.Instance, error) {
+	return contract.Instance{}, contract.Quota(errors.New("no cores left"))
+}
+
+func (s *slow) Get(ctx context.Context, id string) (contract.Instance, error) {
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	select {
+	case <-time.After(20 * time.Millisecond):
+	case <-ctx.Done():
+		return contract.Instance{}, ctx.Err()
+	}
+	return contract.Instance{ProviderID: id, State: contract.StateProvisioning}, nil
+}
+
+func (s *slow) Delete(context.Context, string) error { return nil }
+func (s *slow) ListByTag(context.Context, string, string) ([]contract.Instance, error) {
+	return nil, nil
+}
+
+func TestLimitCapsCallsInFlight(t *testing.T) {
+	inner := &slow{}
+	p := Limit(inner, Limits{QPS: 1000, Burst: 1000, Concurrency: 2})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { _, _ = p.Get(context.Background(), "x") })
+	}
+	wg.Wait()
+	if peak := inner.peak.Load(); peak != 2 {
+		t.Errorf("peak calls in flight %d, want the limit 2", peak)
+	}
+}
+
+func TestLimitHonoursACancelledContext(t *testing.T) {
+	p := Limit(&slow{}, Limits{QPS: 0.001, Burst: 1, Concurrency: 1})
+	_, _ = p.Get(context.Background(), "takes the only token")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := p.Get(ctx, "waits")
+	if !errors.Is(err, context.DeadlineExceeded) || contract.ClassOf(err) != contract.ClassTransient {
+		t.Errorf("waiting for a token past the deadline = %v, want a transient deadline error", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("the wait ignored the deadline")
+	}
+}
+
+func TestInstrumentRecordsSpansAndMetrics(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	p := Instrument("lab", "memory", &slow{}, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	if _, ok := p.(contract.Checker); ok {
+		t.Error("a provider without Checker became one")
+	}
+	before := testutil.ToFloat64(metrics.ProviderCallErrors.WithLabelValues("lab", "memory", "Create", "Quota"))
+	_, err := p.Create(context.Background(), contract.CreateRequest{Name: "web-1"})
+	if !errors.Is(err, contract.ErrQuota) {
+		t.Fatalf("Create = %v", err)
+	}
+	if got := testutil.ToFloat64(metrics.ProviderCallErrors.WithLabelValues("lab", "memory", "Create", "Quota")) - before; got != 1 {
+		t.Errorf("quota errors metric grew by %v, want 1", got)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 || spans[0].Name() != "provider.Create" {
+		t.Fatalf("spans %v, want one provider.Create", spans)
+	}
+	attrs := map[string]string{}
+	for _, a := range spans[0].Attributes() {
+		attrs[string(a.Key)] = a.Value.String()
+	}
+	for k, want := range map[string]string{
+		"egressproxies.provider.name": "lab", "egressproxies.provider.type": "memory",
+		"egressproxies.instance": "web-1", "egressproxies.error.class": "Quota",
+	} {
+		if attrs[k] != want {
+			t.Errorf("span attribute %s = %q, want %q", k, attrs[k], want)
+		}
+	}
+}
