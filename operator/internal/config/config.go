@@ -100,29 +100,38 @@ func Parse(data []byte, reg providers.Registry) (*Config, error) {
 	if err := strictDecode(raw, &f); err != nil {
 		return nil, err
 	}
+	cfg := &Config{}
+	return cfg, cfg.validate(&f, reg)
+}
+
+// validate fills c from the decoded file, checking every entry against the
+// type allow-list (KnownTypes, narrowed to the types compiled into reg),
+// the blocks it sets (setBlocks), and its settings; it returns every
+// problem found, joined.
+func (c *Config) validate(f *file, reg providers.Registry) error {
 	v := &validator{reg: reg}
-	cfg := &Config{DefaultAllowedClients: f.DefaultAllowedClients}
+	c.DefaultAllowedClients = f.DefaultAllowedClients
 	if len(f.Providers) == 0 {
 		v.addf("providers: at least one provider is required")
 	}
-	for i, entry := range f.Providers {
-		if p, ok := v.provider(fmt.Sprintf("providers[%d]", i), entry); ok {
-			cfg.Providers = append(cfg.Providers, p)
-		}
-	}
 	seen := map[string]int{}
-	for i, p := range cfg.Providers {
-		if j, dup := seen[p.Name]; dup {
+	for i, entry := range f.Providers {
+		p, ok := v.provider(fmt.Sprintf("providers[%d]", i), entry)
+		if j, dup := seen[p.Name]; dup && p.Name != "" {
 			v.addf("providers[%d].name %q: already used by providers[%d]", i, p.Name, j)
+			ok = false
 		}
 		seen[p.Name] = i
-	}
-	for i, c := range cfg.DefaultAllowedClients {
-		if pfx, err := netip.ParsePrefix(c); err != nil || pfx.Bits() == 0 {
-			v.addf("defaultAllowedClients[%d] %q: want a CIDR with a non-zero prefix, such as 10.0.0.0/8", i, c)
+		if ok {
+			c.Providers = append(c.Providers, p)
 		}
 	}
-	return cfg, errors.Join(v.errs...)
+	for i, cidr := range c.DefaultAllowedClients {
+		if pfx, err := netip.ParsePrefix(cidr); err != nil || pfx.Bits() == 0 {
+			v.addf("defaultAllowedClients[%d] %q: want a CIDR with a non-zero prefix, such as 10.0.0.0/8", i, cidr)
+		}
+	}
+	return errors.Join(v.errs...)
 }
 
 type validator struct {
