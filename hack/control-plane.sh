@@ -5,6 +5,7 @@
 # run finds the binaries and builds nothing.
 #
 #   export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)
+#   hack/control-plane.sh kubectl   # also builds kubectl of the same version
 #
 # kube-apiserver comes from the module k8s.io/kubernetes, whose staging
 # modules (k8s.io/api, k8s.io/apiserver, …) are required at v0.0.0 and
@@ -18,15 +19,18 @@ STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxies/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
 
-if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/etcd" ]; then
+want_kubectl=false
+[ "${1:-}" = kubectl ] && want_kubectl=true
+if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/etcd" ] && { ! $want_kubectl || [ -x "$cache/kubectl" ]; }; then
   echo "$cache"
   exit 0
 fi
 mkdir -p "$cache"
 log() { echo "control-plane: $*" >&2; }
 
-build_apiserver() {
-  local work; work=$(mktemp -d)
+# build_kubernetes <cmd>: builds k8s.io/kubernetes/cmd/<cmd> into the cache.
+build_kubernetes() {
+  local cmd=$1 work; work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   cd "$work"
   go mod init local/kube-apiserver-build >/dev/null 2>&1
@@ -38,9 +42,9 @@ build_apiserver() {
   for m in $staging; do
     go mod edit -replace "$m=$m@$STAGING_VERSION"
   done
-  go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" >&2
-  CGO_ENABLED=0 go build -trimpath -o "$cache/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-  mv "$cache/kube-apiserver.tmp" "$cache/kube-apiserver"
+  go get "k8s.io/kubernetes/cmd/$cmd@$K8S_VERSION" >&2
+  CGO_ENABLED=0 go build -trimpath -o "$cache/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+  mv "$cache/$cmd.tmp" "$cache/$cmd"
 }
 
 build_etcd() {
@@ -66,5 +70,6 @@ GO
 }
 
 [ -x "$cache/etcd" ] || { log "building etcd $ETCD_VERSION"; (build_etcd); }
-[ -x "$cache/kube-apiserver" ] || { log "building kube-apiserver $K8S_VERSION (several minutes the first time)"; (build_apiserver); }
+[ -x "$cache/kube-apiserver" ] || { log "building kube-apiserver $K8S_VERSION (several minutes the first time)"; (build_kubernetes kube-apiserver); }
+if $want_kubectl && [ ! -x "$cache/kubectl" ]; then log "building kubectl $K8S_VERSION"; (build_kubernetes kubectl); fi
 echo "$cache"
