@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/cloudinit"
+	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
 )
 
 // renderDefault renders the default proxy cloud-init for a Proxy without

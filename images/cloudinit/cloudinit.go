@@ -1,0 +1,188 @@
+// Package cloudinit renders the default proxy cloud-init for a Proxy that
+// brings none of its own: a forward proxy (tinyproxy by default, squid as
+// an option) on the Proxy's port, allowing only its client networks, with
+// an optional upstream proxy. A user's own cloud-init never passes through
+// here: the operator hands it to the provider byte for byte.
+package cloudinit
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"text/template"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// Server is the proxy software.
+type Server string
+
+// The servers the default cloud-init can configure. Both are in the
+// debian-proxy image recipe; cloud-init installs the package if the image
+// lacks it.
+const (
+	Tinyproxy Server = "tinyproxy"
+	Squid     Server = "squid"
+)
+
+// Proxy is what the default cloud-init depends on.
+type Proxy struct {
+	// Hostname is the VM's hostname, a DNS-1123 label.
+	Hostname string
+	// Port is the proxy's TCP port.
+	Port int32
+	// AllowedClients are CIDRs; at least one, none a /0.
+	AllowedClients []string
+	// Server is the proxy software; empty means Tinyproxy.
+	Server Server
+	// Upstream, when set, is the host:port of a proxy to forward through
+	// (a corporate egress chain).
+	Upstream string
+	// NoUpstream lists domains reached directly, not through Upstream.
+	NoUpstream []string
+}
+
+var (
+	hostnameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	domainRE   = regexp.MustCompile(`^\.?[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?$`)
+)
+
+// Validate checks p; errors are ErrPermanent naming the field and value.
+func (p Proxy) Validate() error {
+	if !hostnameRE.MatchString(p.Hostname) {
+		return contract.InvalidField("hostname", p.Hostname, "must be a DNS-1123 label")
+	}
+	if p.Port < 1 || p.Port > 65535 {
+		return contract.InvalidField("port", strconv.Itoa(int(p.Port)), "must be between 1 and 65535")
+	}
+	if len(p.AllowedClients) == 0 {
+		return contract.InvalidField("allowedClients", "", "at least one network is required; a proxy is never open to the world")
+	}
+	for _, c := range p.AllowedClients {
+		if pfx, err := netip.ParsePrefix(c); err != nil || pfx.Bits() == 0 {
+			return contract.InvalidField("allowedClients", c, "want a CIDR with a non-zero prefix, such as 10.0.0.0/8")
+		}
+	}
+	switch p.Server {
+	case "", Tinyproxy, Squid:
+	default:
+		return contract.InvalidField("server", string(p.Server), "one of tinyproxy, squid")
+	}
+	if p.Upstream != "" {
+		host, port, err := net.SplitHostPort(p.Upstream)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 || !domainRE.MatchString(host) {
+			return contract.InvalidField("upstream", p.Upstream, "want host:port")
+		}
+	}
+	for _, d := range p.NoUpstream {
+		if !domainRE.MatchString(d) {
+			return contract.InvalidField("noUpstream", d, "want a domain such as .internal.example")
+		}
+	}
+	return nil
+}
+
+// UpstreamHost is Upstream's host.
+func (p Proxy) UpstreamHost() string {
+	host, _, _ := net.SplitHostPort(p.Upstream)
+	return host
+}
+
+// UpstreamPort is Upstream's port.
+func (p Proxy) UpstreamPort() string {
+	_, port, _ := net.SplitHostPort(p.Upstream)
+	return port
+}
+
+// Render returns the default cloud-init for p.
+func Render(p Proxy) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Server == "" {
+		p.Server = Tinyproxy
+	}
+	t := tinyproxyTmpl
+	if p.Server == Squid {
+		t = squidTmpl
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, p); err != nil {
+		return nil, fmt.Errorf("cloudinit: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Both templates write the configuration before the service starts (write
+// files run early in boot), so the proxy comes up configured; the restart
+// only matters when the image already ran the service.
+var tinyproxyTmpl = template.Must(template.New("tinyproxy").Parse(`#cloud-config
+hostname: {{ .Hostname }}
+packages:
+  - tinyproxy
+write_files:
+  - path: /etc/tinyproxy/tinyproxy.conf
+    permissions: "0644"
+    content: |
+      # Written by egress-proxies-operator.
+      User tinyproxy
+      Group tinyproxy
+      Port {{ .Port }}
+      Timeout 600
+      MaxClients 512
+      LogLevel Info
+      Syslog On
+      DisableViaHeader Yes
+{{- range .AllowedClients }}
+      Allow {{ . }}
+{{- end }}
+{{- if .Upstream }}
+      Upstream http {{ .Upstream }}
+{{- range .NoUpstream }}
+      Upstream none "{{ . }}"
+{{- end }}
+{{- end }}
+runcmd:
+  - [systemctl, enable, tinyproxy]
+  - [systemctl, restart, tinyproxy]
+`))
+
+// The squid configuration replaces Debian's whole squid.conf, whose default
+// rules allow every private network.
+var squidTmpl = template.Must(template.New("squid").Parse(`#cloud-config
+hostname: {{ .Hostname }}
+packages:
+  - squid
+write_files:
+  - path: /etc/squid/squid.conf
+    permissions: "0644"
+    content: |
+      # Written by egress-proxies-operator.
+      http_port {{ .Port }}
+{{- range .AllowedClients }}
+      acl egress_clients src {{ . }}
+{{- end }}
+      http_access allow egress_clients
+      http_access deny all
+      cache deny all
+      access_log daemon:/var/log/squid/access.log squid
+      coredump_dir /var/spool/squid
+      # Stop quickly on restart: the default waits 30 s for open connections.
+      shutdown_lifetime 1 seconds
+{{- if .Upstream }}
+      cache_peer {{ .UpstreamHost }} parent {{ .UpstreamPort }} 0 no-query default
+{{- range .NoUpstream }}
+      acl egress_direct dstdomain {{ . }}
+{{- end }}
+{{- if .NoUpstream }}
+      always_direct allow egress_direct
+{{- end }}
+      never_direct allow all
+{{- end }}
+runcmd:
+  - [systemctl, enable, squid]
+  - [systemctl, restart, squid]
+`))

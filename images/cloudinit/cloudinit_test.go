@@ -1,0 +1,104 @@
+package cloudinit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// cloudConfig is the part of a #cloud-config the tests read back.
+type cloudConfig struct {
+	Hostname   string   `json:"hostname"`
+	Packages   []string `json:"packages"`
+	WriteFiles []struct {
+		Path        string `json:"path"`
+		Permissions string `json:"permissions"`
+		Content     string `json:"content"`
+	} `json:"write_files"`
+	Runcmd [][]string `json:"runcmd"`
+}
+
+func parse(t *testing.T, out []byte) cloudConfig {
+	t.Helper()
+	if !strings.HasPrefix(string(out), "#cloud-config\n") {
+		t.Fatalf("not a cloud-config: %.40q", out)
+	}
+	var doc cloudConfig
+	if err := yaml.UnmarshalStrict(out, &doc); err != nil {
+		t.Fatalf("does not parse back: %v\n%s", err, out)
+	}
+	if len(doc.WriteFiles) != 1 {
+		t.Fatalf("write_files %+v", doc.WriteFiles)
+	}
+	return doc
+}
+
+func TestRenderTinyproxy(t *testing.T) {
+	out, err := Render(Proxy{Hostname: "web-1a2b", Port: 8888, AllowedClients: []string{"10.0.0.0/8", "192.168.10.0/24"},
+		Upstream: "corp-proxy.example:3128", NoUpstream: []string{".internal.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := parse(t, out)
+	if doc.Hostname != "web-1a2b" || doc.Packages[0] != "tinyproxy" || doc.WriteFiles[0].Path != "/etc/tinyproxy/tinyproxy.conf" {
+		t.Fatalf("parsed back %+v", doc)
+	}
+	conf := doc.WriteFiles[0].Content
+	for _, want := range []string{"Port 8888\n", "Allow 10.0.0.0/8\n", "Allow 192.168.10.0/24\n",
+		"Upstream http corp-proxy.example:3128\n", "Upstream none \".internal.example\"\n"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("tinyproxy.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if strings.Count(conf, "Allow ") != 2 {
+		t.Errorf("tinyproxy.conf allows more than the two client networks:\n%s", conf)
+	}
+}
+
+func TestRenderSquid(t *testing.T) {
+	out, err := Render(Proxy{Hostname: "web", Port: 3128, AllowedClients: []string{"10.244.0.0/16"}, Server: Squid, Upstream: "10.1.1.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := parse(t, out)
+	conf := doc.WriteFiles[0].Content
+	for _, want := range []string{"http_port 3128\n", "acl egress_clients src 10.244.0.0/16\n",
+		"http_access allow egress_clients\nhttp_access deny all\n", "cache_peer 10.1.1.1 parent 8080 0 no-query default\n", "never_direct allow all\n"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("squid.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if doc.WriteFiles[0].Path != "/etc/squid/squid.conf" {
+		t.Errorf("squid config at %s: it must replace Debian's squid.conf, whose rules allow every private network", doc.WriteFiles[0].Path)
+	}
+}
+
+func TestRenderRefusesBadInput(t *testing.T) {
+	good := Proxy{Hostname: "web", Port: 3128, AllowedClients: []string{"10.0.0.0/8"}}
+	for _, tc := range []struct {
+		field  string
+		mutate func(*Proxy)
+	}{
+		{"allowedClients", func(p *Proxy) { p.AllowedClients = nil }},
+		{"allowedClients", func(p *Proxy) { p.AllowedClients = []string{"0.0.0.0/0"} }},
+		{"allowedClients", func(p *Proxy) { p.AllowedClients = []string{"10.0.0.0/8", "::/0"} }},
+		{"allowedClients", func(p *Proxy) { p.AllowedClients = []string{"not-a-cidr"} }},
+		{"hostname", func(p *Proxy) { p.Hostname = "Web_1\nruncmd: [reboot]" }},
+		{"port", func(p *Proxy) { p.Port = 0 }},
+		{"server", func(p *Proxy) { p.Server = "nginx" }},
+		{"upstream", func(p *Proxy) { p.Upstream = "corp-proxy" }},
+		{"noUpstream", func(p *Proxy) { p.Upstream, p.NoUpstream = "a.example:3128", []string{"x\" evil"} }},
+	} {
+		p := good
+		tc.mutate(&p)
+		_, err := Render(p)
+		var fe *contract.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: Render = %v, want an error naming the field", tc.field, err)
+		}
+	}
+}
