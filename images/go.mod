@@ -5,12 +5,11 @@ go 1.26.0
 require (
 	github.com/egress-proxies/egress-proxies-operator/contract v0.1.0
 	github.com/kdomanski/iso9660 v0.4.0
-	sigs.k8s.io/yaml v1.6.0
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	go.yaml.in/yaml/v2 v2.4.2 // indirect
 )

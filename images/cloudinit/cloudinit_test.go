@@ -1,25 +1,26 @@
 package cloudinit
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // cloudConfig is the part of a #cloud-config the tests read back.
 type cloudConfig struct {
-	Hostname   string   `json:"hostname"`
-	Packages   []string `json:"packages"`
+	Hostname   string   `yaml:"hostname"`
+	Packages   []string `yaml:"packages"`
 	WriteFiles []struct {
-		Path        string `json:"path"`
-		Permissions string `json:"permissions"`
-		Content     string `json:"content"`
-	} `json:"write_files"`
-	Runcmd [][]string `json:"runcmd"`
+		Path        string `yaml:"path"`
+		Permissions string `yaml:"permissions"`
+		Content     string `yaml:"content"`
+	} `yaml:"write_files"`
+	Runcmd [][]string `yaml:"runcmd"`
 }
 
 func parse(t *testing.T, out []byte) cloudConfig {
@@ -28,7 +29,9 @@ func parse(t *testing.T, out []byte) cloudConfig {
 		t.Fatalf("not a cloud-config: %.40q", out)
 	}
 	var doc cloudConfig
-	if err := yaml.UnmarshalStrict(out, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
 		t.Fatalf("does not parse back: %v\n%s", err, out)
 	}
 	if len(doc.WriteFiles) != 1 {
