@@ -6,10 +6,12 @@ require (
 	github.com/egress-proxies/egress-proxies-operator/contract v0.1.0
 	github.com/kdomanski/iso9660 v0.4.0
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/sync v0.25.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.4
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 )

@@ -1,0 +1,132 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// DirDestination stores images as files in a local directory. The
+// completeness marker is the file's name: a copy is written to
+// "<key>.partial" and renamed to "<key>" (atomic within a directory) only
+// once complete, so "<key>" never names a partial copy. A partial file is
+// also the lock between processes: creating it is exclusive, and one that
+// has not grown for StaleAfter belongs to a dead writer and is discarded.
+type DirDestination struct {
+	Dir string
+	// StaleAfter is how long a partial copy may go without a write before
+	// another writer takes over. Default 2 minutes.
+	StaleAfter time.Duration
+}
+
+var keyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
+
+// Name implements Destination.
+func (d DirDestination) Name() string { return "dir:" + filepath.Clean(d.Dir) }
+
+func (d DirDestination) path(key string) (string, error) {
+	if !keyRE.MatchString(key) {
+		return "", fmt.Errorf("image key %q: letters, digits, '.', '_' and '-' only", key)
+	}
+	return filepath.Join(d.Dir, key), nil
+}
+
+// Complete implements Destination.
+func (d DirDestination) Complete(_ context.Context, key string) (bool, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Begin implements Destination.
+func (d DirDestination) Begin(_ context.Context, key string, _ int64) (Upload, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return nil, err
+	}
+	partial := p + ".partial"
+	f, err := os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) && d.stale(partial) {
+		// Its writer died: take the partial away and start afresh.
+		_ = os.Remove(partial)
+		f, err = os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	}
+	switch {
+	case err == nil:
+		return &fileUpload{f: f, partial: partial, final: p}, nil
+	case errors.Is(err, os.ErrExist):
+		return nil, ErrInProgress
+	default:
+		return nil, err
+	}
+}
+
+// stale reports whether a partial copy has gone without a write for
+// StaleAfter.
+func (d DirDestination) stale(partial string) bool {
+	info, err := os.Stat(partial)
+	return err == nil && time.Since(info.ModTime()) >= d.staleAfter()
+}
+
+func (d DirDestination) staleAfter() time.Duration {
+	if d.StaleAfter == 0 {
+		return 2 * time.Minute
+	}
+	return d.StaleAfter
+}
+
+type fileUpload struct {
+	f              *os.File
+	partial, final string
+}
+
+func (u *fileUpload) Write(p []byte) (int, error) { return u.f.Write(p) }
+
+func (u *fileUpload) Commit(context.Context) error {
+	if err := u.f.Sync(); err != nil {
+		return err
+	}
+	// If another writer judged this copy stale and replaced it, the
+	// partial on disk is no longer ours: never rename someone else's
+	// half-written file into place.
+	mine, err := u.f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := u.f.Close(); err != nil {
+		return err
+	}
+	if !u.stillMine(mine) {
+		return fmt.Errorf("partial copy %s was taken over by another writer", u.partial)
+	}
+	return os.Rename(u.partial, u.final)
+}
+
+// stillMine reports whether the partial file on disk is the one this
+// upload wrote.
+func (u *fileUpload) stillMine(mine os.FileInfo) bool {
+	onDisk, err := os.Stat(u.partial)
+	return err == nil && os.SameFile(mine, onDisk)
+}
+
+func (u *fileUpload) Abort(context.Context) error {
+	mine, statErr := u.f.Stat()
+	_ = u.f.Close()
+	if statErr != nil || !u.stillMine(mine) {
+		return nil // gone, or another writer's now
+	}
+	if err := os.Remove(u.partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
