@@ -120,9 +120,12 @@ func (u *fileUpload) stillMine(mine os.FileInfo) bool {
 }
 
 func (u *fileUpload) Abort(context.Context) error {
-	mine, statErr := u.f.Stat()
+	mine, err := u.f.Stat()
 	_ = u.f.Close()
-	if statErr != nil || !u.stillMine(mine) {
+	if err != nil {
+		return err
+	}
+	if !u.stillMine(mine) {
 		return nil // gone, or another writer's now
 	}
 	if err := os.Remove(u.partial); err != nil && !errors.Is(err, os.ErrNotExist) {
