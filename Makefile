@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= memory
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image bench
 all: test
 
 help: ## List the targets.
@@ -59,6 +59,9 @@ verify-generated: generate manifests ## Fail if generated files are not committe
 
 render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Deployment, config).
 	$(KUSTOMIZE) build operator/config/default
+
+image: ## Build the proxy guest image (qcow2; needs root); PROXY=squid and VMWARE_TOOLS=1 vary it.
+	images/recipes/debian-proxy/build.sh
 
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd

@@ -85,12 +85,25 @@ func (d DirDestination) staleAfter() time.Duration {
 	return d.StaleAfter
 }
 
+// writebackEvery is how much is written between two writeback starts.
+const writebackEvery = 32 << 20
+
 type fileUpload struct {
 	f              *os.File
 	partial, final string
+	written        int64
+	flushed        int64
 }
 
-func (u *fileUpload) Write(p []byte) (int, error) { return u.f.Write(p) }
+func (u *fileUpload) Write(p []byte) (int, error) {
+	n, err := u.f.Write(p)
+	u.written += int64(n)
+	if u.written-u.flushed >= writebackEvery {
+		startWriteback(u.f, u.flushed, u.written-u.flushed)
+		u.flushed = u.written
+	}
+	return n, err
+}
 
 func (u *fileUpload) Commit(context.Context) error {
 	if err := u.f.Sync(); err != nil {

@@ -3,6 +3,7 @@ package nocloud
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -126,6 +127,31 @@ func TestSeedValidation(t *testing.T) {
 		}
 		if buf.Len() != 0 {
 			t.Errorf("%s: %d bytes written before the error", tc.field, buf.Len())
+		}
+	}
+}
+
+func BenchmarkSeed(b *testing.B) {
+	s := testSeed()
+	for b.Loop() {
+		if _, err := s.WriteTo(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+var benchInputs = flag.String("bench-inputs", "", "write the benchmark seed's files into this directory (for hack/bench-seed.sh)")
+
+// TestWriteBenchInputs writes the files BenchmarkSeed packs, so
+// hack/bench-seed.sh can give cloud-localds the same inputs.
+func TestWriteBenchInputs(t *testing.T) {
+	if *benchInputs == "" {
+		t.Skip("only for hack/bench-seed.sh")
+	}
+	s := testSeed()
+	for name, data := range map[string][]byte{"user-data": s.UserData, "meta-data": s.MetaData(), "network-config": s.NetworkConfig} {
+		if err := os.WriteFile(filepath.Join(*benchInputs, name), data, 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
