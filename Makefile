@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= memory
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image bench
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke
 all: test
 
 help: ## List the targets.
@@ -62,6 +62,9 @@ render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Depl
 
 image: ## Build the proxy guest image (qcow2; needs root); PROXY=squid and VMWARE_TOOLS=1 vary it.
 	images/recipes/debian-proxy/build.sh
+
+image-smoke: ## Boot the guest image under QEMU with a seed; check cloud-init, the proxy and the agent.
+	images/recipes/debian-proxy/smoke.sh
 
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd

@@ -20,9 +20,10 @@ import (
 // Server is the proxy software.
 type Server string
 
-// The servers the default cloud-init can configure. Both are in the
-// debian-proxy image recipe; cloud-init installs the package if the image
-// lacks it.
+// The servers the default cloud-init can configure. The image must hold
+// the server (the debian-proxy recipe builds one with either): the
+// cloud-init installs nothing, so a VM needs no package mirror to boot,
+// which private clouds often cannot reach.
 const (
 	Tinyproxy Server = "tinyproxy"
 	Squid     Server = "squid"
@@ -121,8 +122,6 @@ func Render(p Proxy) ([]byte, error) {
 // only matters when the image already ran the service.
 var tinyproxyTmpl = template.Must(template.New("tinyproxy").Parse(`#cloud-config
 hostname: {{ .Hostname }}
-packages:
-  - tinyproxy
 write_files:
   - path: /etc/tinyproxy/tinyproxy.conf
     permissions: "0644"
@@ -154,8 +153,6 @@ runcmd:
 // rules allow every private network.
 var squidTmpl = template.Must(template.New("squid").Parse(`#cloud-config
 hostname: {{ .Hostname }}
-packages:
-  - squid
 write_files:
   - path: /etc/squid/squid.conf
     permissions: "0644"

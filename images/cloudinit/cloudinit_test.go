@@ -47,7 +47,7 @@ func TestRenderTinyproxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := parse(t, out)
-	if doc.Hostname != "web-1a2b" || doc.Packages[0] != "tinyproxy" || doc.WriteFiles[0].Path != "/etc/tinyproxy/tinyproxy.conf" {
+	if doc.Hostname != "web-1a2b" || len(doc.Packages) != 0 || doc.WriteFiles[0].Path != "/etc/tinyproxy/tinyproxy.conf" {
 		t.Fatalf("parsed back %+v", doc)
 	}
 	conf := doc.WriteFiles[0].Content
