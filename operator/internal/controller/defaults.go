@@ -3,8 +3,8 @@ package controller
 import (
 	"fmt"
 
-	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
 // renderDefault renders the default proxy cloud-init for a Proxy without

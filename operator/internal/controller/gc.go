@@ -32,30 +32,14 @@ type GarbageCollector struct {
 	Now func() time.Time
 }
 
-// Start runs one sweep loop per provider until ctx ends.
+// Start sweeps each provider every gc.interval until ctx ends.
 func (g *GarbageCollector) Start(ctx context.Context) error {
-	done := make(chan struct{})
-	entries := g.Providers.All()
-	for _, e := range entries {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			t := time.NewTicker(e.GC.Interval)
-			defer t.Stop()
-			for {
-				if _, err := g.Sweep(ctx, e); err != nil && ctx.Err() == nil {
-					logf.FromContext(ctx).Error(err, "garbage collection sweep failed", contract.LogKeyProvider, e.Name)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
+	everyProvider(ctx, g.Providers, func(e *providers.Entry) time.Duration { return e.GC.Interval },
+		func(ctx context.Context, e *providers.Entry) {
+			if _, err := g.Sweep(ctx, e); err != nil && ctx.Err() == nil {
+				logf.FromContext(ctx).Error(err, "garbage collection sweep failed", contract.LogKeyProvider, e.Name)
 			}
-		}()
-	}
-	for range entries {
-		<-done
-	}
+		})
 	return nil
 }
 

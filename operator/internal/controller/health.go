@@ -38,28 +38,12 @@ func (h *HealthChecker) Start(ctx context.Context) error {
 	if err := h.Prune(ctx); err != nil {
 		logf.FromContext(ctx).Error(err, "pruning ProviderHealths of removed providers")
 	}
-	done := make(chan struct{})
-	entries := h.Providers.All()
-	for _, e := range entries {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			t := time.NewTicker(e.CheckInterval)
-			defer t.Stop()
-			for {
-				if err := h.Check(ctx, e); err != nil && ctx.Err() == nil {
-					logf.FromContext(ctx).Error(err, "writing ProviderHealth", contract.LogKeyProvider, e.Name)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
+	everyProvider(ctx, h.Providers, func(e *providers.Entry) time.Duration { return e.CheckInterval },
+		func(ctx context.Context, e *providers.Entry) {
+			if err := h.Check(ctx, e); err != nil && ctx.Err() == nil {
+				logf.FromContext(ctx).Error(err, "writing ProviderHealth", contract.LogKeyProvider, e.Name)
 			}
-		}()
-	}
-	for range entries {
-		<-done
-	}
+		})
 	return nil
 }
 
