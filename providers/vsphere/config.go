@@ -1,0 +1,158 @@
+package vsphere
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Config is the `vsphere:` block of the providers config (template entry
+// 15). Every value pasted into a name, an inventory path or a providerID
+// is checked against a pattern.
+type Config struct {
+	// Server is the vCenter (or ESXi) SDK URL, https://vcenter.example/sdk.
+	Server string `json:"server"`
+	// UsernameFile and PasswordFile are files of the mounted credentials
+	// Secret; read on first use and again whenever they change.
+	UsernameFile string `json:"usernameFile"`
+	PasswordFile string `json:"passwordFile"`
+	// CAFile, when set, is the PEM bundle that signs the server's
+	// certificate; otherwise the system roots are used.
+	CAFile string `json:"caFile,omitempty"`
+	// InsecureSkipTLSVerify accepts any server certificate. For labs only.
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	// Regions maps Placement.Region to a datacenter.
+	Regions map[string]Region `json:"regions"`
+	// MachineTypes maps Placement.MachineType to a size.
+	MachineTypes map[string]MachineType `json:"machineTypes"`
+	// Images maps Placement.Image to a template VM's name in the region's
+	// datacenter (found with the finder: a name or an inventory path).
+	Images map[string]string `json:"images"`
+	// CallTimeout bounds each SOAP call; TaskTimeout each task (clone,
+	// power on, destroy). Defaults 30 s and 10 min.
+	CallTimeout Duration `json:"callTimeout,omitempty"`
+	TaskTimeout Duration `json:"taskTimeout,omitempty"`
+}
+
+// Region is one datacenter and where in it the provider works.
+type Region struct {
+	// Datacenter is the datacenter's name.
+	Datacenter string `json:"datacenter"`
+	// Folder is the VM folder the provider creates in and lists: give the
+	// operator a folder of its own.
+	Folder string `json:"folder"`
+	// Zones maps Placement.Zone to a resource pool, datastore and network.
+	// With a single zone, an empty Placement.Zone selects it.
+	Zones map[string]Zone `json:"zones"`
+}
+
+// Zone is where a VM's compute, disk and network come from.
+type Zone struct {
+	ResourcePool string `json:"resourcePool"`
+	Datastore    string `json:"datastore"`
+	// Network is a port group; empty keeps the template's.
+	Network string `json:"network,omitempty"`
+}
+
+// MachineType is a VM size.
+type MachineType struct {
+	CPUs      int32 `json:"cpus"`
+	MemoryMiB int64 `json:"memoryMiB"`
+}
+
+// Duration is a time.Duration written as "30s" in the config.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON reads "30s", "10m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) < 2 || s[0] != '"' {
+		return fmt.Errorf("duration %s: want a string such as \"30s\"", s)
+	}
+	v, err := time.ParseDuration(s[1 : len(s)-1])
+	d.Duration = v
+	return err
+}
+
+var (
+	// keyRE bounds region and zone keys: they are pasted into providerIDs.
+	keyRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)
+	// pathRE bounds inventory names and paths.
+	pathRE = regexp.MustCompile(`^[A-Za-z0-9 _.()/-]{1,255}$`)
+)
+
+// Validate reports every problem at once, each naming the field and value.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
+		add("server %q: want an https URL such as https://vcenter.example/sdk", c.Server)
+	}
+	if c.UsernameFile == "" || c.PasswordFile == "" {
+		add("usernameFile and passwordFile: both are required")
+	}
+	if c.CAFile != "" && c.InsecureSkipTLSVerify {
+		add("caFile and insecureSkipTLSVerify: set one, not both")
+	}
+	if len(c.Regions) == 0 {
+		add("regions: at least one is required")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Regions)) {
+		r := c.Regions[name]
+		if !keyRE.MatchString(name) {
+			add("regions[%q]: a region key must match %s", name, keyRE)
+		}
+		if !pathRE.MatchString(r.Datacenter) {
+			add("regions[%q].datacenter %q: want an inventory name", name, r.Datacenter)
+		}
+		if !pathRE.MatchString(r.Folder) {
+			add("regions[%q].folder %q: want a VM folder path", name, r.Folder)
+		}
+		if len(r.Zones) == 0 {
+			add("regions[%q].zones: at least one is required", name)
+		}
+		for _, zn := range slices.Sorted(maps.Keys(r.Zones)) {
+			z := r.Zones[zn]
+			if !keyRE.MatchString(zn) {
+				add("regions[%q].zones[%q]: a zone key must match %s", name, zn, keyRE)
+			}
+			if !pathRE.MatchString(z.ResourcePool) || !pathRE.MatchString(z.Datastore) || (z.Network != "" && !pathRE.MatchString(z.Network)) {
+				add("regions[%q].zones[%q]: resourcePool %q, datastore %q, network %q: want inventory names or paths", name, zn, z.ResourcePool, z.Datastore, z.Network)
+			}
+		}
+	}
+	if len(c.MachineTypes) == 0 {
+		add("machineTypes: at least one is required")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.MachineTypes)) {
+		if mt := c.MachineTypes[name]; mt.CPUs < 1 || mt.MemoryMiB < 256 {
+			add("machineTypes[%q]: cpus %d, memoryMiB %d: want at least 1 and 256", name, mt.CPUs, mt.MemoryMiB)
+		}
+	}
+	if len(c.Images) == 0 {
+		add("images: at least one is required")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Images)) {
+		if !pathRE.MatchString(c.Images[name]) {
+			add("images[%q] %q: want a template VM's name or path", name, c.Images[name])
+		}
+	}
+	if c.CallTimeout.Duration < 0 || c.TaskTimeout.Duration < 0 {
+		add("callTimeout %s, taskTimeout %s: must not be negative", c.CallTimeout, c.TaskTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.CallTimeout.Duration == 0 {
+		c.CallTimeout.Duration = 30 * time.Second
+	}
+	if c.TaskTimeout.Duration == 0 {
+		c.TaskTimeout.Duration = 10 * time.Minute
+	}
+	return c
+}

@@ -1,0 +1,545 @@
+// Package vsphere is the egress-proxies provider for VMware vSphere, on
+// govmomi: it clones proxy VMs from a template, hands them cloud-init
+// through guestinfo (cloud-init's VMware datasource), and reads their
+// address from VMware Tools. docs/vsphere-provider-spec.md gives every
+// decision and its reason; docs/vsphere-provider.md is the guide.
+package vsphere
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// Type is the provider's type in the providers config.
+const Type = "vsphere"
+
+// The marks, written into the VM's extraConfig by the clone itself
+// (gc-mark: written-metadata). They are not guestinfo.* keys, which a guest
+// can set from inside; these only the API can.
+const (
+	markManaged = "egressproxies.managed"
+	markUID     = "egressproxies.uid"
+	// markStarted is written just before the first power-on: a powered-off
+	// VM without it has never run (provisioning-state: marker).
+	markStarted = "egressproxies.started"
+)
+
+// MaxCloudInit bounds CloudInit: guestinfo values live in the VM's
+// configuration, which vSphere keeps small.
+const MaxCloudInit = 64 << 10
+
+// vmProps are the properties every read fetches: one RetrieveProperties.
+var vmProps = []string{"name", "config.extraConfig", "config.createDate", "runtime.powerState", "guest.net", "guest.ipAddress"}
+
+var ids = contract.IDFormat{
+	Location: keyRE,
+	Key:      regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`),
+}
+
+// Provider is the vSphere provider. One SOAP session serves every call; it
+// is made on first use and again after it expires or the credential files
+// change.
+type Provider struct {
+	cfg        Config
+	user, pass contract.SecretFile
+
+	mu     sync.Mutex
+	client *vim25.Client
+}
+
+var (
+	_ contract.Provider = (*Provider)(nil)
+	_ contract.Checker  = (*Provider)(nil)
+)
+
+// New validates cfg and returns a provider. It does not dial (contract §7).
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("vsphere provider config: %w", err)
+	}
+	return &Provider{cfg: cfg.withDefaults(), user: contract.SecretFile{Path: cfg.UsernameFile}, pass: contract.SecretFile{Path: cfg.PasswordFile}}, nil
+}
+
+// session returns the logged-in client, logging in when there is none or
+// the credential files changed.
+func (p *Provider) session(ctx context.Context) (*vim25.Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client != nil && !p.user.Changed() && !p.pass.Changed() {
+		return p.client, nil
+	}
+	user, err := p.user.Read()
+	if err != nil {
+		return nil, err
+	}
+	pass, err := p.pass.Read()
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(p.cfg.Server)
+	if err != nil {
+		return nil, contract.Permanentf("server: %w", err)
+	}
+	sc := soap.NewClient(u, p.cfg.InsecureSkipTLSVerify)
+	if p.cfg.CAFile != "" {
+		if err := sc.SetRootCAs(p.cfg.CAFile); err != nil {
+			return nil, contract.Permanentf("caFile %s: %w", p.cfg.CAFile, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout.Duration)
+	defer cancel()
+	c, err := vim25.NewClient(ctx, sc)
+	if err != nil {
+		return nil, classify(fmt.Errorf("connect to %s: %w", u.Host, err))
+	}
+	if err := session.NewManager(c).Login(ctx, url.UserPassword(user, pass)); err != nil {
+		return nil, classify(fmt.Errorf("log in to %s: %w", u.Host, err))
+	}
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("logged in", "server", u.Host)
+	p.client = c
+	return c, nil
+}
+
+// do runs one step against vSphere: with the session, bounded by the call
+// (or task) timeout, under a child span, logged at the call tier, its
+// error classified. A session that expired is dropped, and the step runs
+// once more with a fresh one.
+func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn func(context.Context, *vim25.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	ctx, span := contract.StartSpan(ctx, "vsphere."+name)
+	start := time.Now()
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		var c *vim25.Client
+		if c, err = p.session(ctx); err != nil {
+			break
+		}
+		err = classify(fn(ctx, c))
+		if !isNotAuthenticated(err) {
+			break
+		}
+		p.dropSession(c)
+	}
+	contract.EndSpan(span, err)
+	logr.FromContextOrDiscard(ctx).V(contract.LogCall).Info("vsphere call", "call", name, "duration", time.Since(start), "class", contract.ClassOf(err))
+	if err != nil {
+		return fmt.Errorf("vsphere %s: %w", name, err)
+	}
+	return nil
+}
+
+func (p *Provider) dropSession(c *vim25.Client) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client == c {
+		p.client = nil
+	}
+}
+
+// Create clones the VM from the image's template with the marks and the
+// cloud-init in its extraConfig, then powers it on (create-return:
+// blocking; each step resumes a cut-off attempt, template entry 10):
+//  1. find the VM by name in the region's folder: ours → resume; not ours → collision;
+//  2. clone, powered off (DuplicateName: a racing attempt cloned it → resume);
+//  3. if it never ran: write markStarted, then power on.
+func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	plan, err := p.plan(req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, req.Name)
+	ctx = logr.NewContext(ctx, log)
+
+	vm, err := p.lookup(ctx, plan.regionName, req.Name)
+	if errors.Is(err, contract.ErrNotFound) {
+		err = p.clone(ctx, plan, req)
+		if err == nil || isDuplicateName(err) {
+			vm, err = p.lookup(ctx, plan.regionName, req.Name)
+		}
+		if err == nil {
+			log.V(contract.LogOutcome).Info("cloned instance", "template", plan.template)
+		}
+	}
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	if !owned(vm, req.UID) {
+		return contract.Instance{}, contract.Permanentf("a VM named %q already exists in folder %q and does not belong to this Proxy (uid %s)", req.Name, plan.region.Folder, req.UID)
+	}
+	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		if err := p.powerOn(ctx, vm); err != nil {
+			return contract.Instance{}, err
+		}
+		vm.Runtime.PowerState = types.VirtualMachinePowerStatePoweredOn
+		log.V(contract.LogStep).Info("powered on instance")
+	}
+	return instance(plan.regionName, vm), nil
+}
+
+// powerOn marks the VM started, then powers it on.
+func (p *Provider) powerOn(ctx context.Context, vm mo.VirtualMachine) error {
+	obj := func(c *vim25.Client) *object.VirtualMachine { return object.NewVirtualMachine(c, vm.Reference()) }
+	if extra(vm)[markStarted] != "true" {
+		err := p.do(ctx, "MarkStarted", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+			task, err := obj(c).Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
+				&types.OptionValue{Key: markStarted, Value: "true"},
+			}})
+			if err != nil {
+				return err
+			}
+			return task.Wait(ctx)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return p.do(ctx, "PowerOn", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		task, err := obj(c).PowerOn(ctx)
+		if err != nil {
+			return err
+		}
+		err = task.Wait(ctx)
+		if isAlreadyOn(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// clone runs step 2 of Create.
+func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequest) error {
+	return p.do(ctx, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		f, err := p.finder(ctx, c, plan.region)
+		if err != nil {
+			return err
+		}
+		tmpl, err := f.VirtualMachine(ctx, plan.template)
+		if err != nil {
+			return contract.NotFound(fmt.Errorf("template %q: %w", plan.template, err))
+		}
+		folder, err := f.Folder(ctx, plan.region.Folder)
+		if err != nil {
+			return fmt.Errorf("folder %q: %w", plan.region.Folder, err)
+		}
+		pool, err := f.ResourcePool(ctx, plan.zone.ResourcePool)
+		if err != nil {
+			return fmt.Errorf("resource pool %q: %w", plan.zone.ResourcePool, err)
+		}
+		ds, err := f.Datastore(ctx, plan.zone.Datastore)
+		if err != nil {
+			return fmt.Errorf("datastore %q: %w", plan.zone.Datastore, err)
+		}
+		poolRef, dsRef := pool.Reference(), ds.Reference()
+		spec := types.VirtualMachineCloneSpec{
+			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
+			PowerOn:  false,
+			Config: &types.VirtualMachineConfigSpec{
+				NumCPUs:     plan.machine.CPUs,
+				MemoryMB:    plan.machine.MemoryMiB,
+				ExtraConfig: extraConfig(req),
+			},
+		}
+		if plan.zone.Network != "" {
+			change, err := nicChange(ctx, f, tmpl, plan.zone.Network)
+			if err != nil {
+				return err
+			}
+			spec.Config.DeviceChange = change
+		}
+		task, err := tmpl.Clone(ctx, folder, req.Name, spec)
+		if err != nil {
+			return err
+		}
+		return task.Wait(ctx)
+	})
+}
+
+// extraConfig is what the clone writes: the marks and the cloud-init
+// (guestinfo keys of cloud-init's VMware datasource, base64 so the bytes
+// arrive unchanged).
+func extraConfig(req contract.CreateRequest) []types.BaseOptionValue {
+	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", req.Name, req.Name)
+	kv := [][2]string{
+		{markManaged, contract.ManagedValue},
+		{markUID, req.UID},
+		{"guestinfo.userdata", base64.StdEncoding.EncodeToString(req.CloudInit)},
+		{"guestinfo.userdata.encoding", "base64"},
+		{"guestinfo.metadata", base64.StdEncoding.EncodeToString([]byte(meta))},
+		{"guestinfo.metadata.encoding", "base64"},
+	}
+	out := make([]types.BaseOptionValue, len(kv))
+	for i, e := range kv {
+		out[i] = &types.OptionValue{Key: e[0], Value: e[1]}
+	}
+	return out
+}
+
+// nicChange points the template's first network card at network.
+func nicChange(ctx context.Context, f *find.Finder, tmpl *object.VirtualMachine, network string) ([]types.BaseVirtualDeviceConfigSpec, error) {
+	net, err := f.Network(ctx, network)
+	if err != nil {
+		return nil, fmt.Errorf("network %q: %w", network, err)
+	}
+	backing, err := net.EthernetCardBackingInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	devices, err := tmpl.Device(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nics := devices.SelectByType((*types.VirtualEthernetCard)(nil))
+	if len(nics) == 0 {
+		return nil, contract.Permanentf("template %s has no network card", tmpl.Name())
+	}
+	nic := nics[0].GetVirtualDevice()
+	nic.Backing = backing
+	return []types.BaseVirtualDeviceConfigSpec{&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: nics[0]}}, nil
+}
+
+// plan is a validated request resolved against the catalogues.
+type plan struct {
+	regionName string
+	region     Region
+	zone       Zone
+	machine    MachineType
+	template   string
+}
+
+// plan validates req before any call (contract §1.2).
+func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
+	if err := req.Validate(); err != nil {
+		return plan{}, err
+	}
+	pl := req.Placement
+	region, ok := p.cfg.Regions[pl.Region]
+	if !ok {
+		return plan{}, contract.InvalidField("placement.region", pl.Region, "not a configured region ("+strings.Join(slices.Sorted(maps.Keys(p.cfg.Regions)), ", ")+")")
+	}
+	zoneName := pl.Zone
+	if zoneName == "" && len(region.Zones) == 1 {
+		for zoneName = range region.Zones {
+		}
+	}
+	zone, ok := region.Zones[zoneName]
+	if !ok {
+		return plan{}, contract.InvalidField("placement.zone", pl.Zone, "not a zone of region "+pl.Region+" ("+strings.Join(slices.Sorted(maps.Keys(region.Zones)), ", ")+")")
+	}
+	machine, ok := p.cfg.MachineTypes[pl.MachineType]
+	if !ok {
+		return plan{}, contract.InvalidField("placement.machineType", pl.MachineType, "not in the machineTypes catalogue")
+	}
+	template, ok := p.cfg.Images[pl.Image]
+	if !ok {
+		return plan{}, contract.InvalidField("placement.image", pl.Image, "not in the images catalogue")
+	}
+	if len(req.CloudInit) > MaxCloudInit {
+		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes through guestinfo", MaxCloudInit))
+	}
+	return plan{regionName: pl.Region, region: region, zone: zone, machine: machine, template: template}, nil
+}
+
+// Get reads the VM.
+func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instance, error) {
+	regionName, name, err := p.parse(providerID)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name))
+	vm, err := p.lookup(ctx, regionName, name)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	return instance(regionName, vm), nil
+}
+
+// Delete powers the VM off and destroys it, with its disks; a VM already
+// gone is success (delete-return: waits).
+func (p *Provider) Delete(ctx context.Context, providerID string) error {
+	regionName, name, err := ids.Parse(providerID)
+	if err != nil {
+		return err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name)
+	if _, ok := p.cfg.Regions[regionName]; !ok {
+		log.Info("region is no longer configured; nothing to delete", "region", regionName)
+		return nil
+	}
+	ctx = logr.NewContext(ctx, log)
+	vm, err := p.lookup(ctx, regionName, name)
+	if errors.Is(err, contract.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = p.do(ctx, "DestroyVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		obj := object.NewVirtualMachine(c, vm.Reference())
+		if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
+			task, err := obj.PowerOff(ctx)
+			if err != nil {
+				return err
+			}
+			if err := task.Wait(ctx); err != nil && !isAlreadyOff(err) {
+				return err
+			}
+		}
+		task, err := obj.Destroy(ctx)
+		if err != nil {
+			return err
+		}
+		return task.Wait(ctx)
+	})
+	if err != nil && !errors.Is(err, contract.ErrNotFound) {
+		return err
+	}
+	log.V(contract.LogOutcome).Info("destroyed instance")
+	return nil
+}
+
+// ListByTag lists the VMs of every region's folder in one view each and
+// keeps those whose mark has the value. vSphere cannot filter extraConfig
+// on the server; the folder is the operator's own, so the scan is of its
+// VMs (list-partial: fail-whole).
+func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
+	mark, ok := map[string]string{contract.LabelManaged: markManaged, contract.LabelUID: markUID}[key]
+	if !ok {
+		return nil, contract.InvalidField("key", key, "one of "+contract.LabelManaged+", "+contract.LabelUID)
+	}
+	var out []contract.Instance
+	for _, regionName := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
+		vms, err := p.listFolder(ctx, regionName)
+		if err != nil {
+			return nil, err
+		}
+		for _, vm := range vms {
+			if extra(vm)[mark] == value && extra(vm)[markManaged] == contract.ManagedValue {
+				out = append(out, instance(regionName, vm))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) listFolder(ctx context.Context, regionName string) ([]mo.VirtualMachine, error) {
+	region := p.cfg.Regions[regionName]
+	var vms []mo.VirtualMachine
+	err := p.do(ctx, "ListVMs", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		f, err := p.finder(ctx, c, region)
+		if err != nil {
+			return err
+		}
+		folder, err := f.Folder(ctx, region.Folder)
+		if err != nil {
+			return fmt.Errorf("folder %q: %w", region.Folder, err)
+		}
+		v, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, true)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+		return v.Retrieve(ctx, []string{"VirtualMachine"}, vmProps, &vms)
+	})
+	return vms, err
+}
+
+// lookup finds the VM by name in the region's folder and reads its
+// properties; ErrNotFound when there is none.
+func (p *Provider) lookup(ctx context.Context, regionName, name string) (mo.VirtualMachine, error) {
+	region := p.cfg.Regions[regionName]
+	var vm mo.VirtualMachine
+	err := p.do(ctx, "GetVM", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		f, err := p.finder(ctx, c, region)
+		if err != nil {
+			return err
+		}
+		folder, err := f.Folder(ctx, region.Folder)
+		if err != nil {
+			return fmt.Errorf("folder %q: %w", region.Folder, err)
+		}
+		ref, err := object.NewSearchIndex(c).FindChild(ctx, folder, name)
+		if err != nil {
+			return err
+		}
+		if ref == nil {
+			return contract.NotFound(fmt.Errorf("no VM %q in folder %q", name, region.Folder))
+		}
+		return object.NewCommon(c, ref.Reference()).Properties(ctx, ref.Reference(), vmProps, &vm)
+	})
+	return vm, err
+}
+
+// finder returns a finder scoped to the region's datacenter.
+func (p *Provider) finder(ctx context.Context, c *vim25.Client, region Region) (*find.Finder, error) {
+	f := find.NewFinder(c, false)
+	dc, err := f.Datacenter(ctx, region.Datacenter)
+	if err != nil {
+		return nil, fmt.Errorf("datacenter %q: %w", region.Datacenter, err)
+	}
+	f.SetDatacenter(dc)
+	return f, nil
+}
+
+// parse checks a providerID and that its region is configured.
+func (p *Provider) parse(providerID string) (string, string, error) {
+	regionName, name, err := ids.Parse(providerID)
+	if err != nil {
+		return "", "", err
+	}
+	if _, ok := p.cfg.Regions[regionName]; !ok {
+		return "", "", contract.InvalidField("providerID", providerID, "region "+regionName+" is not configured")
+	}
+	return regionName, name, nil
+}
+
+// extra returns a VM's extraConfig as a map.
+func extra(vm mo.VirtualMachine) map[string]string {
+	out := map[string]string{}
+	if vm.Config == nil {
+		return out
+	}
+	for _, o := range vm.Config.ExtraConfig {
+		if v := o.GetOptionValue(); v != nil {
+			if s, ok := v.Value.(string); ok {
+				out[v.Key] = s
+			}
+		}
+	}
+	return out
+}
+
+func owned(vm mo.VirtualMachine, uid string) bool {
+	e := extra(vm)
+	return e[markManaged] == contract.ManagedValue && e[markUID] == uid
+}
+
+func instance(regionName string, vm mo.VirtualMachine) contract.Instance {
+	state, ip := stateOf(vm)
+	inst := contract.Instance{ProviderID: ids.Format(regionName, vm.Name), Name: vm.Name, State: state, IP: ip, UID: extra(vm)[markUID]}
+	if vm.Config != nil && vm.Config.CreateDate != nil {
+		inst.CreatedAt = *vm.Config.CreateDate
+	}
+	return inst
+}
