@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -281,12 +282,12 @@ var methods = map[contracttest.Op]string{
 
 // faultFor is vSphere's own fault for each class.
 func faultFor(class error) types.BaseMethodFault {
-	switch class {
-	case contract.ErrNotFound:
+	switch {
+	case errors.Is(class, contract.ErrNotFound):
 		return &types.ManagedObjectNotFound{}
-	case contract.ErrQuota:
+	case errors.Is(class, contract.ErrQuota):
 		return &types.InsufficientResourcesFault{}
-	case contract.ErrPermanent:
+	case errors.Is(class, contract.ErrPermanent):
 		return &types.NoPermission{PrivilegeId: "VirtualMachine.Provisioning.Clone"}
 	default:
 		return &types.HostCommunication{}
@@ -338,7 +339,7 @@ func (c control) Calls() int { return int(c.v.calls.Load()) }
 func (c control) Resources(ctx context.Context) ([]string, error) {
 	vms, err := find.NewFinder(c.v.client, true).VirtualMachineList(ctx, testFolder+"/*")
 	if err != nil {
-		if _, ok := err.(*find.NotFoundError); ok {
+		if isNotFound(err) {
 			return nil, nil
 		}
 		return nil, err

@@ -1,0 +1,65 @@
+package vsphere
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidateListsEveryProblem(t *testing.T) {
+	err := Config{
+		Server:                "http://vcenter.example/sdk",
+		UsernameFile:          "/etc/egress-proxies/credentials/user",
+		CAFile:                "/ca.pem",
+		InsecureSkipTLSVerify: true,
+		Regions: map[string]Region{
+			"EU_1": {Datacenter: "DC0", Folder: "/DC0/vm/egress", Zones: map[string]Zone{"z1": {ResourcePool: "rp", Datastore: "ds"}}},
+			"eu-2": {Datacenter: "DC0;rm", Folder: "", Zones: nil},
+		},
+		MachineTypes: map[string]MachineType{"tiny": {CPUs: 0, MemoryMiB: 128}},
+	}.Validate()
+	if err == nil {
+		t.Fatal("an invalid config was accepted")
+	}
+	for _, want := range []string{
+		`server "http://vcenter.example/sdk": want an https URL`,
+		"usernameFile and passwordFile: both are required",
+		"caFile and insecureSkipTLSVerify: set one, not both",
+		`regions["EU_1"]: a region key must match`,
+		`regions["eu-2"].datacenter "DC0;rm"`,
+		`regions["eu-2"].folder ""`,
+		`regions["eu-2"].zones: at least one is required`,
+		`machineTypes["tiny"]: cpus 0, memoryMiB 128`,
+		"images: at least one is required",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not report %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestConfigDecodesDurations(t *testing.T) {
+	var c Config
+	if err := json.Unmarshal([]byte(`{"callTimeout": "45s", "taskTimeout": "15m"}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.CallTimeout.Duration != 45*time.Second || c.TaskTimeout.Duration != 15*time.Minute {
+		t.Errorf("decoded %v %v", c.CallTimeout, c.TaskTimeout)
+	}
+	if err := json.Unmarshal([]byte(`{"callTimeout": 30}`), &c); err == nil {
+		t.Error("a bare number was accepted as a duration")
+	}
+}
+
+// New validates and returns without a call to the server (contract §7).
+func TestNewNeverDials(t *testing.T) {
+	v := startVcsim(t)
+	before := v.calls.Load()
+	if _, err := New(v.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if after := v.calls.Load(); after != before {
+		t.Errorf("New made %d calls", after-before)
+	}
+}
