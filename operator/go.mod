@@ -50,6 +50,7 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/vmware/govmomi v0.56.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -59,7 +60,7 @@ require (
 	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.46.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
@@ -75,6 +76,7 @@ require (
 	github.com/egress-proxies/egress-proxies-operator/contract v0.1.0
 	github.com/egress-proxies/egress-proxies-operator/contract/contracttest v0.1.0
 	github.com/egress-proxies/egress-proxies-operator/images v0.1.0
+	github.com/egress-proxies/egress-proxies-operator/providers/vsphere v0.1.0
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.4
 	github.com/json-iterator/go v1.1.12 // indirect
