@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= memory
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere
 all: test
 
 help: ## List the targets.
@@ -65,6 +65,9 @@ image: ## Build the proxy guest image (qcow2; needs root); PROXY=squid and VMWAR
 
 image-smoke: ## Boot the guest image under QEMU with a seed; check cloud-init, the proxy and the agent.
 	images/recipes/debian-proxy/smoke.sh
+
+test-integration-vsphere: ## The vSphere lifecycle against a real vCenter named by VSPHERE_TEST_* (docs/vsphere-provider.md).
+	cd providers/vsphere && $(GO) test -count=1 -run '^TestIntegration$$' -v .
 
 vsphere-secret: ## Print the credentials Secret for vSphere from VSPHERE_USERNAME_FILE and VSPHERE_PASSWORD_FILE.
 	hack/credentials-secret.sh vsphere-username=$(VSPHERE_USERNAME_FILE) vsphere-password=$(VSPHERE_PASSWORD_FILE)
