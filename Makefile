@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= memory
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere dev dev-smoke
 all: test
 
 help: ## List the targets.
@@ -59,6 +59,13 @@ verify-generated: generate manifests ## Fail if generated files are not committe
 
 render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Deployment, config).
 	$(KUSTOMIZE) build operator/config/default
+
+dev: ## The operator's main job on a local default: control plane, vcsim, operator, a sample Proxy going Ready (Ctrl-C stops and cleans up).
+	cd operator && $(GO) build -o ../bin/egress-proxies-dev ./internal/cmd/dev
+	KUBEBUILDER_ASSETS=$$(hack/control-plane.sh kubectl) bin/egress-proxies-dev -state .dev -crds operator/config/crd/bases
+
+dev-smoke: ## Run make dev until the sample Proxy is Ready, then interrupt it and check it cleaned up.
+	hack/dev-smoke.sh
 
 image: ## Build the proxy guest image (qcow2; needs root); PROXY=squid and VMWARE_TOOLS=1 vary it.
 	images/recipes/debian-proxy/build.sh

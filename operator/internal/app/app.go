@@ -1,0 +1,129 @@
+// Package app assembles the operator from its parts — providers config,
+// providers, manager, reconciler, garbage collector, health checker,
+// metrics and tracing — for cmd/main.go and for the local dev run.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// Options configure one operator.
+type Options struct {
+	// ConfigPath is the providers config file.
+	ConfigPath string
+	// Registry holds the provider types compiled in.
+	Registry providers.Registry
+	// RestConfig returns how to reach the cluster; called after the
+	// providers config was read, so an invalid config fails first.
+	RestConfig func() (*rest.Config, error)
+	// MetricsAddr and ProbeAddr are where the metrics and health endpoints
+	// bind ("0" disables).
+	MetricsAddr, ProbeAddr string
+	// LeaderElect elects one active replica.
+	LeaderElect bool
+	// Prober checks proxies; nil is the real HTTP probe.
+	Prober probe.Prober
+	// Timing overrides the reconciler's waits; zero values are the defaults.
+	Timing controller.Timing
+}
+
+// Run runs the operator until ctx ends. An invalid providers config fails
+// it before anything starts.
+func Run(ctx context.Context, o Options) error {
+	cfg, err := config.Load(o.ConfigPath, o.Registry)
+	if err != nil {
+		return err
+	}
+	tp, shutdown, err := tracerProvider(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
+	set, err := config.Build(cfg, o.Registry, tp)
+	if err != nil {
+		return err
+	}
+	if o.Prober == nil {
+		o.Prober = probe.HTTPProxy{}
+	}
+
+	restConfig, err := o.RestConfig()
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		LeaderElection:         o.LeaderElect,
+		LeaderElectionID:       "egress-proxies-operator.egressproxies.io",
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	events := mgr.GetEventRecorder("egress-proxies-operator")
+	if err := (&controller.ProxyReconciler{
+		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
+		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, Timing: o.Timing,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("proxy controller: %w", err)
+	}
+	if err := mgr.Add(&controller.GarbageCollector{Reader: mgr.GetAPIReader(), Providers: set, Recorder: events}); err != nil {
+		return err
+	}
+	if err := mgr.Add(&controller.HealthChecker{Client: mgr.GetClient(), Providers: set}); err != nil {
+		return err
+	}
+	if err := crmetrics.Registry.Register(metrics.NewProxyPhases(mgr.GetClient())); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "providers", set.Names(), "compiledIn", o.Registry.Types())
+	return mgr.Start(ctx)
+}
+
+// tracerProvider exports spans over OTLP/HTTP when the standard OTEL_*
+// variables name an endpoint, and discards them otherwise (tracing is off
+// by default).
+func tracerProvider(ctx context.Context) (trace.TracerProvider, func(context.Context) error, error) {
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, nil, errors.Join(errors.New("OTLP trace exporter"), err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	return tp, tp.Shutdown, nil
+}

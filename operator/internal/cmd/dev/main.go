@@ -1,0 +1,393 @@
+// Command dev is the operator's main job on a local default (make dev): a
+// real kube-apiserver and etcd (built by hack/control-plane.sh), a
+// simulated vCenter (vcsim, from the same govmomi as the vSphere
+// provider) with a template prepared, the CRDs installed, the operator
+// running with a providers config for that simulator, and a sample Proxy
+// that goes to Ready with an address. It runs until interrupted and cleans
+// up on exit.
+//
+// Two things a real vCenter's guest would do are played by this harness,
+// not by the operator: VMware Tools reporting the VM's address (through
+// vcsim's SET.guest.ipAddress, an address from TEST-NET-1, never
+// contacted), and the proxy answering on its port (a listener on loopback
+// that the operator's probe is pointed at).
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/providers/vsphere"
+)
+
+const (
+	folder   = "/DC0/vm/egress-proxies"
+	template = "DC0_C0_RP0_VM0"
+	user     = "dev-operator"
+	password = "dev-password"
+)
+
+func main() {
+	state := flag.String("state", ".dev", "directory for the kubeconfig, credentials and providers config")
+	crds := flag.String("crds", "config/crd/bases", "directory of the CRDs")
+	verbose := flag.Bool("v", false, "show the operator's logs")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *state, *crds, *verbose)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dev:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, state, crds string, verbose bool) error {
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return err
+	}
+	state, _ = filepath.Abs(state)
+	logf.SetLogger(funcr.New(func(prefix, args string) {
+		if verbose {
+			fmt.Fprintln(os.Stderr, prefix, args)
+		}
+	}, funcr.Options{}))
+
+	say("starting kube-apiserver and etcd (KUBEBUILDER_ASSETS=%s)", os.Getenv("KUBEBUILDER_ASSETS"))
+	env := &envtest.Environment{CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("control plane: %w", err)
+	}
+	defer func() { say("stopping the control plane"); _ = env.Stop() }()
+	kubeconfig, err := writeKubeconfig(env, state)
+	if err != nil {
+		return err
+	}
+
+	say("starting vcsim with template %s and folder %s", template, folder)
+	sim, err := startVcsim(ctx)
+	if err != nil {
+		return err
+	}
+	defer sim.stop()
+
+	standIn, err := standInProxy(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = standIn.Close() }()
+	configPath, err := writeProvidersConfig(state, sim)
+	if err != nil {
+		return err
+	}
+	// The operator and the played guests outlive ctx (the interrupt) until
+	// the Proxy is deleted, so its VM goes too.
+	opCtx, stopOperator := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopOperator()
+	go sim.playGuests(opCtx)
+
+	registry := providers.Registry{}
+	registry.Register(providers.Typed(vsphere.Type, vsphere.Config.Validate,
+		func(c vsphere.Config) (contract.Provider, error) { return vsphere.New(c) }))
+	operatorDone := make(chan error, 1)
+	go func() {
+		operatorDone <- app.Run(opCtx, app.Options{
+			ConfigPath: configPath, Registry: registry, MetricsAddr: "0", ProbeAddr: "0",
+			RestConfig: func() (*rest.Config, error) { return cfg, nil },
+			// The probe runs for real, against the stand-in on loopback.
+			Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, standIn.Addr().String())
+			}},
+		})
+	}()
+
+	k8s, err := newClient(cfg)
+	if err != nil {
+		return err
+	}
+	proxy := &v1alpha1.Proxy{
+		ObjectMeta: metav1.ObjectMeta{Name: "egress-dev", Namespace: "default"},
+		Spec: v1alpha1.ProxySpec{Provider: "dev-vsphere", Port: 3128,
+			Placement:      v1alpha1.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
+			AllowedClients: []v1alpha1.CIDR{"10.244.0.0/16"}},
+	}
+	if err := k8s.Create(ctx, proxy); err != nil {
+		return fmt.Errorf("apply the sample Proxy: %w", err)
+	}
+	say("applied Proxy default/egress-dev; watching it (Ctrl-C to stop and clean up)")
+	say("in another shell: KUBECONFIG=%s kubectl get proxies,providerhealths -A", kubeconfig)
+	watch(ctx, k8s, operatorDone)
+
+	say("deleting the Proxy: its VM goes with it")
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = k8s.Delete(cleanup, proxy)
+	for cleanup.Err() == nil {
+		if err := k8s.Get(cleanup, client.ObjectKeyFromObject(proxy), &v1alpha1.Proxy{}); client.IgnoreNotFound(err) == nil && err != nil {
+			say("the Proxy and its VM are gone")
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stopOperator()
+	select {
+	case err := <-operatorDone:
+		if err != nil {
+			say("the operator stopped: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+	}
+	return nil
+}
+
+// watch prints the Proxy table whenever it changes, like kubectl get -w.
+func watch(ctx context.Context, k8s client.Client, operatorDone <-chan error) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPROVIDER\tPHASE\tADDRESS\tAGE")
+	_ = tw.Flush()
+	last := ""
+	for {
+		var list v1alpha1.ProxyList
+		if err := k8s.List(ctx, &list); err == nil {
+			for _, p := range list.Items {
+				row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, p.Spec.Provider, p.Status.Phase, p.Status.Address)
+				if row != last {
+					fmt.Fprintf(tw, "%s\t%s\n", row, time.Since(p.CreationTimestamp.Time).Round(time.Second))
+					_ = tw.Flush()
+					last = row
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-operatorDone:
+			say("the operator stopped: %v", err)
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "dev: "+format+"\n", args...) }
+
+func newClient(cfg *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+func writeKubeconfig(env *envtest.Environment, state string) (string, error) {
+	admin, err := env.AddUser(envtest.User{Name: "dev-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	data, err := admin.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(state, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// vcsim is the simulated vCenter.
+type vcsim struct {
+	model  *simulator.Model
+	server *simulator.Server
+	client *vim25.Client
+}
+
+func startVcsim(ctx context.Context) (*vcsim, error) {
+	model := simulator.VPX()
+	if err := model.Create(); err != nil {
+		return nil, err
+	}
+	model.Service.TLS = new(tls.Config)
+	model.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(user, password)}
+	s := &vcsim{model: model, server: model.Service.NewServer()}
+	c, err := vim25.NewClient(ctx, soap.NewClient(s.server.URL, true))
+	if err != nil {
+		return nil, err
+	}
+	if err := session.NewManager(c).Login(ctx, s.server.URL.User); err != nil {
+		return nil, err
+	}
+	s.client = c
+	f := find.NewFinder(c, true)
+	vm, err := f.VirtualMachine(ctx, "/DC0/vm/"+template)
+	if err != nil {
+		return nil, err
+	}
+	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
+		return nil, fmt.Errorf("power off the template: %w", err)
+	}
+	if err := vm.MarkAsTemplate(ctx); err != nil {
+		return nil, err
+	}
+	dc, err := f.Datacenter(ctx, "DC0")
+	if err != nil {
+		return nil, err
+	}
+	folders, err := dc.Folders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, err = folders.VmFolder.CreateFolder(ctx, filepath.Base(folder))
+	return s, err
+}
+
+func (s *vcsim) stop() {
+	say("stopping vcsim")
+	s.server.Close()
+	s.model.Remove()
+}
+
+// playGuests plays VMware Tools: every powered-on VM of the folder without
+// an address gets one from TEST-NET-1 (192.0.2.0/24, never contacted).
+func (s *vcsim) playGuests(ctx context.Context) {
+	next := 10
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		f := find.NewFinder(s.client, true)
+		dir, err := f.Folder(ctx, folder)
+		if err != nil {
+			continue
+		}
+		v, err := view.NewManager(s.client).CreateContainerView(ctx, dir.Reference(), []string{"VirtualMachine"}, true)
+		if err != nil {
+			continue
+		}
+		var vms []mo.VirtualMachine
+		_ = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "runtime.powerState", "guest.ipAddress"}, &vms)
+		_ = v.Destroy(ctx)
+		for _, vm := range vms {
+			if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || (vm.Guest != nil && vm.Guest.IpAddress != "") {
+				continue
+			}
+			ip := fmt.Sprintf("192.0.2.%d", next)
+			next++
+			obj := find.NewFinder(s.client, true)
+			ref, err := obj.VirtualMachine(ctx, folder+"/"+vm.Name)
+			if err != nil {
+				continue
+			}
+			task, err := ref.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
+				&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip},
+			}})
+			if err == nil && task.Wait(ctx) == nil {
+				say("guest %s reports %s (played by the dev harness)", vm.Name, ip)
+			}
+		}
+	}
+}
+
+// standInProxy answers every request with an HTTP status line, as a proxy
+// answers a non-proxy request.
+func standInProxy(ctx context.Context) (net.Listener, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if err != nil {
+				continue
+			}
+			go func() {
+				defer func() { _ = conn.Close() }()
+				_, _ = bufio.NewReader(conn).ReadString('\n')
+				_, _ = conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
+			}()
+		}
+	}()
+	return l, nil
+}
+
+// writeProvidersConfig writes the credentials, the simulator's CA and the
+// providers config for it.
+func writeProvidersConfig(state string, s *vcsim) (string, error) {
+	write := func(name, data string) (string, error) {
+		p := filepath.Join(state, name)
+		return p, os.WriteFile(p, []byte(data), 0o600)
+	}
+	userFile, err := write("vsphere-username", user)
+	if err != nil {
+		return "", err
+	}
+	passFile, err := write("vsphere-password", password)
+	if err != nil {
+		return "", err
+	}
+	ca, err := write("vsphere-ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.server.Certificate().Raw})))
+	if err != nil {
+		return "", err
+	}
+	server := *s.server.URL
+	server.User = nil
+	return write("providers.yaml", strings.TrimSpace(fmt.Sprintf(`
+defaultAllowedClients: ["10.244.0.0/16"]
+providers:
+  - name: dev-vsphere
+    type: vsphere
+    checkInterval: 10s
+    vsphere:
+      server: %s
+      usernameFile: %s
+      passwordFile: %s
+      caFile: %s
+      regions:
+        dc0:
+          datacenter: DC0
+          folder: %s
+          zones:
+            c0: {resourcePool: /DC0/host/DC0_C0/Resources, datastore: LocalDS_0, network: DC0_DVPG0}
+      machineTypes: {small: {cpus: 1, memoryMiB: 1024}}
+      images: {debian-12: %s}
+`, server.String(), userFile, passFile, ca, folder, template))+"\n")
+}
