@@ -66,6 +66,9 @@ type Provider struct {
 
 	mu     sync.Mutex
 	client *vim25.Client
+	// folders caches each region's VM folder for the session: the lookup
+	// that would otherwise cost every Get four more round trips.
+	folders map[string]*object.Folder
 }
 
 var (
@@ -117,7 +120,7 @@ func (p *Provider) session(ctx context.Context) (*vim25.Client, error) {
 		return nil, classify(fmt.Errorf("log in to %s: %w", u.Host, err))
 	}
 	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("logged in", "server", u.Host)
-	p.client = c
+	p.client, p.folders = c, map[string]*object.Folder{}
 	return c, nil
 }
 
@@ -137,6 +140,10 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 			break
 		}
 		err = classify(fn(ctx, c))
+		if isNotFound(err) {
+			// A cached folder may be what is gone; look it up afresh next time.
+			p.forgetFolders(c)
+		}
 		if !isNotAuthenticated(err) {
 			break
 		}
@@ -148,6 +155,40 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 		return fmt.Errorf("vsphere %s: %w", name, err)
 	}
 	return nil
+}
+
+func (p *Provider) forgetFolders(c *vim25.Client) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client == c {
+		p.folders = map[string]*object.Folder{}
+	}
+}
+
+// folder returns the region's VM folder, from the session's cache when it
+// was looked up before.
+func (p *Provider) folder(ctx context.Context, c *vim25.Client, regionName string) (*object.Folder, error) {
+	p.mu.Lock()
+	f, ok := p.folders[regionName]
+	p.mu.Unlock()
+	if ok {
+		return f, nil
+	}
+	region := p.cfg.Regions[regionName]
+	finder, err := p.finder(ctx, c, region)
+	if err != nil {
+		return nil, err
+	}
+	f, err = finder.Folder(ctx, region.Folder)
+	if err != nil {
+		return nil, fmt.Errorf("folder %q: %w", region.Folder, err)
+	}
+	p.mu.Lock()
+	if p.client == c {
+		p.folders[regionName] = f
+	}
+	p.mu.Unlock()
+	return f, nil
 }
 
 func (p *Provider) dropSession(c *vim25.Client) {
@@ -444,16 +485,11 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 }
 
 func (p *Provider) listFolder(ctx context.Context, regionName string) ([]mo.VirtualMachine, error) {
-	region := p.cfg.Regions[regionName]
 	var vms []mo.VirtualMachine
 	err := p.do(ctx, "ListVMs", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		f, err := p.finder(ctx, c, region)
+		folder, err := p.folder(ctx, c, regionName)
 		if err != nil {
 			return err
-		}
-		folder, err := f.Folder(ctx, region.Folder)
-		if err != nil {
-			return fmt.Errorf("folder %q: %w", region.Folder, err)
 		}
 		v, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, true)
 		if err != nil {
@@ -471,13 +507,9 @@ func (p *Provider) lookup(ctx context.Context, regionName, name string) (mo.Virt
 	region := p.cfg.Regions[regionName]
 	var vm mo.VirtualMachine
 	err := p.do(ctx, "GetVM", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		f, err := p.finder(ctx, c, region)
+		folder, err := p.folder(ctx, c, regionName)
 		if err != nil {
 			return err
-		}
-		folder, err := f.Folder(ctx, region.Folder)
-		if err != nil {
-			return fmt.Errorf("folder %q: %w", region.Folder, err)
 		}
 		ref, err := object.NewSearchIndex(c).FindChild(ctx, folder, name)
 		if err != nil {

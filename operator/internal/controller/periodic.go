@@ -19,6 +19,11 @@ func everyProvider(ctx context.Context, set *providers.Set, interval func(*provi
 			defer t.Stop()
 			for {
 				work(ctx, e)
+				// A round that ended with ctx must not start another, even
+				// if a tick is waiting too (select would pick at random).
+				if ctx.Err() != nil {
+					return
+				}
 				select {
 				case <-ctx.Done():
 					return

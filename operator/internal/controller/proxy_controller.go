@@ -103,6 +103,18 @@ func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // without a duplicate VM: the instance name is deterministic, and Create
 // finds what an interrupted attempt made.
 func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	result, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// The cache has not seen our last write yet. Try again shortly
+		// rather than through the error back-off, which grows per conflict
+		// and stalls Proxies when many reconcile at once; every step is
+		// idempotent, so a retry on fresher data is safe.
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+	}
+	return result, err
+}
+
+func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var proxy v1alpha1.Proxy
 	if err := r.Get(ctx, req.NamespacedName, &proxy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -189,6 +201,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 	ctx = logf.IntoContext(ctx, log)
 	prov := entry.Provider
 
+	var inst contract.Instance
 	if target.ProviderID == "" {
 		// Record the name before creating, so the garbage collector and a
 		// restarted operator both know the VM is wanted.
@@ -196,7 +209,8 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			return ctrl.Result{}, err
 		}
 		target = ro.ref(proxy)
-		inst, err := prov.Create(ctx, contract.CreateRequest{
+		var err error
+		inst, err = prov.Create(ctx, contract.CreateRequest{
 			Name:      target.Name,
 			UID:       string(proxy.UID),
 			Placement: contract.Placement(proxy.Spec.Placement),
@@ -210,22 +224,28 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)", target.Name, inst.ProviderID))
 		log.Info("created instance", "providerID", inst.ProviderID)
 		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, "instance created; waiting for it to run")
-		return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
+		if err := r.writeStatus(ctx, proxy); err != nil {
+			return ctrl.Result{}, err
+		}
+		// Go on with what Create returned: a VM that already runs with an
+		// address is probed now, not one poll later.
+		target = ro.ref(proxy)
+	} else {
+		var err error
+		inst, err = prov.Get(ctx, target.ProviderID)
+		if errors.Is(err, contract.ErrNotFound) {
+			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
+			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
+			log.Info("instance gone; recreating", "providerID", target.ProviderID)
+			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash}
+			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
+			return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
+		}
+		if err != nil {
+			return r.providerError(ctx, proxy, "Get", err)
+		}
+		observe(target, inst)
 	}
-
-	inst, err := prov.Get(ctx, target.ProviderID)
-	if errors.Is(err, contract.ErrNotFound) {
-		msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
-		log.Info("instance gone; recreating", "providerID", target.ProviderID)
-		*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash}
-		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
-	}
-	if err != nil {
-		return r.providerError(ctx, proxy, "Get", err)
-	}
-	observe(target, inst)
 
 	switch inst.State {
 	case contract.StateRunning:

@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// BenchmarkReady measures Proxy created → Ready through the operator, and
+// the bare govmomi sequence it automates (clone, power on, wait for the
+// guest's address) on the same vcsim, at the same concurrency, in the same
+// run. Both find the address by polling every 20 ms, and the same played
+// guest reports it. Metrics: ms (wall time for the batch), calls/create
+// (SOAP requests per instance), and for the operator calls/resync (SOAP
+// requests per Proxy per steady-state resync).
+func BenchmarkReady(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("sdk/proxies=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				elapsed, perCreate := throughSDK(b, n)
+				b.ReportMetric(float64(elapsed.Milliseconds()), "ms")
+				b.ReportMetric(perCreate, "calls/create")
+			}
+		})
+		b.Run(fmt.Sprintf("operator/proxies=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				elapsed, perCreate, perResync := throughOperator(b, n)
+				b.ReportMetric(float64(elapsed.Milliseconds()), "ms")
+				b.ReportMetric(perCreate, "calls/create")
+				b.ReportMetric(perResync, "calls/resync")
+			}
+		})
+	}
+}
+
+func throughOperator(b *testing.B, n int) (time.Duration, float64, float64) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	before := calls.Load()
+	start := time.Now()
+	for i := range n {
+		p := &v1alpha1.Proxy{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns},
+			Spec: v1alpha1.ProxySpec{Provider: "bench", Port: 3128,
+				Placement: v1alpha1.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"}},
+		}
+		if err := k8s.Create(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool {
+		ready := 0
+		for _, p := range ps {
+			if p.Status.Phase == v1alpha1.PhaseReady {
+				ready++
+			}
+		}
+		return ready == n
+	})
+	elapsed := time.Since(start)
+	created := calls.Load() - before
+
+	// Steady state: three resync intervals (1 s each in this run).
+	before = calls.Load()
+	time.Sleep(3 * time.Second)
+	resync := calls.Load() - before
+
+	b.StopTimer()
+	if err := k8s.DeleteAllOf(ctx, &v1alpha1.Proxy{}, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return len(ps) == 0 })
+	b.StartTimer()
+	return elapsed, float64(created) / float64(n), float64(resync) / float64(3*n)
+}
+
+func waitProxies(b *testing.B, ns string, done func([]v1alpha1.Proxy) bool) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var list v1alpha1.ProxyList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		if done(list.Items) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out in namespace %s", ns)
+		}
+		time.Sleep(poll)
+	}
+}
+
+func throughSDK(b *testing.B, n int) (time.Duration, float64) {
+	ctx := context.Background()
+	u, _ := url.Parse(front.URL + "/sdk")
+	c, err := vim25.NewClient(ctx, soap.NewClient(u, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := session.NewManager(c).Login(ctx, url.UserPassword(user, password)); err != nil {
+		b.Fatal(err)
+	}
+	f := find.NewFinder(c, true)
+	dc, err := f.Datacenter(ctx, "DC0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.SetDatacenter(dc)
+	tmpl, err := f.VirtualMachine(ctx, "/DC0/vm/"+template)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir, err := f.Folder(ctx, folder)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := f.ResourcePool(ctx, "/DC0/host/DC0_C0/Resources")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ds, err := f.Datastore(ctx, "LocalDS_0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	poolRef, dsRef := pool.Reference(), ds.Reference()
+	prefix := fmt.Sprintf("sdk-%d", time.Now().UnixNano()%1e9)
+
+	before := calls.Load()
+	start := time.Now()
+	names := make(chan string, n)
+	for i := range n {
+		names <- fmt.Sprintf("%s-%d", prefix, i)
+	}
+	close(names)
+	var wg sync.WaitGroup
+	var vms sync.Map
+	for range workers {
+		wg.Go(func() {
+			for name := range names {
+				task, err := tmpl.Clone(ctx, dir, name, types.VirtualMachineCloneSpec{
+					Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
+					Config:   &types.VirtualMachineConfigSpec{NumCPUs: 1, MemoryMB: 1024},
+				})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				info, err := task.WaitForResult(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				vm := object.NewVirtualMachine(c, info.Result.(types.ManagedObjectReference))
+				vms.Store(name, vm)
+				if task, err = vm.PowerOn(ctx); err != nil || task.Wait(ctx) != nil {
+					b.Errorf("power on %s: %v", name, err)
+					return
+				}
+				for {
+					var props mo.VirtualMachine
+					if err := vm.Properties(ctx, vm.Reference(), []string{"guest.ipAddress"}, &props); err != nil {
+						b.Error(err)
+						return
+					}
+					if props.Guest != nil && props.Guest.IpAddress != "" {
+						break
+					}
+					time.Sleep(poll)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	created := calls.Load() - before
+
+	b.StopTimer()
+	vms.Range(func(_, v any) bool {
+		vm := v.(*object.VirtualMachine)
+		if task, err := vm.PowerOff(ctx); err == nil {
+			_ = task.Wait(ctx)
+		}
+		if task, err := vm.Destroy(ctx); err == nil {
+			_ = task.Wait(ctx)
+		}
+		return true
+	})
+	b.StartTimer()
+	return elapsed, float64(created) / float64(n)
+}
