@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 )
 
 // BenchmarkReady measures Proxy created → Ready through the operator, and
@@ -127,19 +128,19 @@ func throughSDK(b *testing.B, n int) (time.Duration, float64) {
 		b.Fatal(err)
 	}
 	f.SetDatacenter(dc)
-	tmpl, err := f.VirtualMachine(ctx, "/DC0/vm/"+template)
+	tmpl, err := f.VirtualMachine(ctx, "/DC0/vm/"+devsim.Template)
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir, err := f.Folder(ctx, folder)
+	dir, err := f.Folder(ctx, devsim.Folder)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool, err := f.ResourcePool(ctx, "/DC0/host/DC0_C0/Resources")
+	pool, err := f.ResourcePool(ctx, devsim.ResourcePool)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ds, err := f.Datastore(ctx, "LocalDS_0")
+	ds, err := f.Datastore(ctx, devsim.Datastore)
 	if err != nil {
 		b.Fatal(err)
 	}

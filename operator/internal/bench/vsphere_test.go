@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/pem"
 	"fmt"
@@ -17,15 +16,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/session"
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/view"
-	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -38,14 +28,13 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/providers/vsphere"
 )
 
 const (
-	folder   = "/DC0/vm/egress-proxies"
-	template = "DC0_C0_RP0_VM0"
 	user     = "bench"
 	password = "bench-password"
 	// poll is how often both paths look for the guest's address.
@@ -55,11 +44,9 @@ const (
 )
 
 var (
-	k8s    client.Client
-	direct *vim25.Client // the harness's own session, straight to vcsim
-	front  *httptest.Server
-	calls  atomic.Int64 // SOAP requests through the front: the paths' own
-	ipSeq  atomic.Int32
+	k8s   client.Client
+	front *httptest.Server
+	calls atomic.Int64 // SOAP requests through the front: the paths' own
 )
 
 func TestMain(m *testing.M) {
@@ -82,18 +69,13 @@ func TestMain(m *testing.M) {
 func run(m *testing.M, cfg *rest.Config) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	model := simulator.VPX()
-	if err := model.Create(); err != nil {
+	sim, err := devsim.StartVcsim(ctx, user, password, false)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	model.Service.Listen = &url.URL{User: url.UserPassword(user, password)}
-	server := model.Service.NewServer()
-	defer server.Close()
-	if err := prepare(ctx, server.URL); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	defer sim.Stop()
+	server := sim.Server
 	backend := &url.URL{Scheme: server.URL.Scheme, Host: server.URL.Host}
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(backend) }}
 	front = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,12 +83,11 @@ func run(m *testing.M, cfg *rest.Config) int {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	go playGuests(ctx)
+	go sim.PlayGuests(ctx, poll/2, nil)
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	var err error
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -122,10 +103,8 @@ func run(m *testing.M, cfg *rest.Config) int {
 	go func() {
 		err := app.Run(ctx, app.Options{ConfigPath: configPath, Registry: registry, MetricsAddr: "0", ProbeAddr: "0",
 			RestConfig: func() (*rest.Config, error) { return cfg, nil },
-			Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, standIn)
-			}},
-			Timing: controller.Timing{Poll: poll, Resync: time.Second},
+			Prober:     probe.HTTPProxy{Dial: devsim.Dialer(standIn)},
+			Timing:     controller.Timing{Poll: poll, Resync: time.Second},
 		})
 		if err != nil && ctx.Err() == nil {
 			fmt.Fprintln(os.Stderr, "operator:", err)
@@ -134,75 +113,12 @@ func run(m *testing.M, cfg *rest.Config) int {
 	return m.Run()
 }
 
-func prepare(ctx context.Context, u *url.URL) error {
-	c, err := vim25.NewClient(ctx, soap.NewClient(u, true))
-	if err != nil {
-		return err
-	}
-	if err := session.NewManager(c).Login(ctx, u.User); err != nil {
-		return err
-	}
-	direct = c
-	f := find.NewFinder(c, true)
-	vm, err := f.VirtualMachine(ctx, "/DC0/vm/"+template)
-	if err != nil {
-		return err
-	}
-	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-		return fmt.Errorf("power off the template: %w", err)
-	}
-	if err := vm.MarkAsTemplate(ctx); err != nil {
-		return err
-	}
-	dc, err := f.Datacenter(ctx, "DC0")
-	if err != nil {
-		return err
-	}
-	folders, err := dc.Folders(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = folders.VmFolder.CreateFolder(ctx, filepath.Base(folder))
-	return err
-}
-
-// playGuests plays VMware Tools for both paths alike: a powered-on VM of
-// the folder gets an address (TEST-NET-1, never contacted) within poll.
-func playGuests(ctx context.Context) {
-	for ctx.Err() == nil {
-		time.Sleep(poll / 2)
-		dir, err := find.NewFinder(direct, true).Folder(ctx, folder)
-		if err != nil {
-			continue
-		}
-		v, err := view.NewManager(direct).CreateContainerView(ctx, dir.Reference(), []string{"VirtualMachine"}, true)
-		if err != nil {
-			continue
-		}
-		var vms []mo.VirtualMachine
-		_ = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"runtime.powerState", "guest.ipAddress"}, &vms)
-		_ = v.Destroy(ctx)
-		for _, vm := range vms {
-			if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || (vm.Guest != nil && vm.Guest.IpAddress != "") {
-				continue
-			}
-			n := ipSeq.Add(1)
-			task, err := object.NewVirtualMachine(direct, vm.Reference()).Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
-				&types.OptionValue{Key: "SET.guest.ipAddress", Value: fmt.Sprintf("192.0.%d.%d", 2+n/250, 1+n%250)},
-			}})
-			if err == nil {
-				_ = task.Wait(ctx)
-			}
-		}
-	}
-}
-
 // operatorConfig writes the providers config for the front and starts the
 // stand-in proxy the probe reaches.
-func operatorConfig(ctx context.Context) (string, string, error) {
+func operatorConfig(ctx context.Context) (string, net.Listener, error) {
 	dir, err := os.MkdirTemp("", "bench-vsphere")
 	if err != nil {
-		return "", "", err
+		return "", nil, err
 	}
 	write := func(name, data string) string {
 		p := filepath.Join(dir, name)
@@ -226,26 +142,10 @@ providers:
         dc0:
           datacenter: DC0
           folder: %s
-          zones: {c0: {resourcePool: /DC0/host/DC0_C0/Resources, datastore: LocalDS_0}}
+          zones: {c0: {resourcePool: %s, datastore: %s}}
       machineTypes: {small: {cpus: 1, memoryMiB: 1024}}
       images: {debian-12: %s}
-`, front.URL, write("user", user), write("pass", password), ca, folder, template))
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", "", err
-	}
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = conn.Close() }()
-				_, _ = bufio.NewReader(conn).ReadString('\n')
-				_, _ = conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
-			}()
-		}
-	}()
-	return cfg, l.Addr().String(), nil
+`, front.URL, write("user", user), write("pass", password), ca, devsim.Folder, devsim.ResourcePool, devsim.Datastore, devsim.Template))
+	l, err := devsim.StandInProxy(ctx)
+	return cfg, l, err
 }

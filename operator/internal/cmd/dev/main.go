@@ -14,15 +14,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/pem"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,14 +27,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/session"
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/view"
-	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -52,14 +39,13 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/providers/vsphere"
 )
 
 const (
-	folder   = "/DC0/vm/egress-proxies"
-	template = "DC0_C0_RP0_VM0"
 	user     = "dev-operator"
 	password = "dev-password"
 )
@@ -101,14 +87,14 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 		return err
 	}
 
-	say("starting vcsim with template %s and folder %s", template, folder)
-	sim, err := startVcsim(ctx)
+	say("starting vcsim with template %s and folder %s", devsim.Template, devsim.Folder)
+	sim, err := devsim.StartVcsim(ctx, user, password, true)
 	if err != nil {
 		return err
 	}
-	defer sim.stop()
+	defer func() { say("stopping vcsim"); sim.Stop() }()
 
-	standIn, err := standInProxy(ctx)
+	standIn, err := devsim.StandInProxy(ctx)
 	if err != nil {
 		return err
 	}
@@ -121,7 +107,9 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 	// the Proxy is deleted, so its VM goes too.
 	opCtx, stopOperator := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopOperator()
-	go sim.playGuests(opCtx)
+	go sim.PlayGuests(opCtx, time.Second, func(vm, ip string) {
+		say("guest %s reports %s (played by the dev harness)", vm, ip)
+	})
 
 	registry := providers.Registry{}
 	registry.Register(providers.Typed(vsphere.Type, vsphere.Config.Validate,
@@ -132,9 +120,7 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 			ConfigPath: configPath, Registry: registry, MetricsAddr: "0", ProbeAddr: "0",
 			RestConfig: func() (*rest.Config, error) { return cfg, nil },
 			// The probe runs for real, against the stand-in on loopback.
-			Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, standIn.Addr().String())
-			}},
+			Prober: probe.HTTPProxy{Dial: devsim.Dialer(standIn)},
 		})
 	}()
 
@@ -228,130 +214,9 @@ func writeKubeconfig(env *envtest.Environment, state string) (string, error) {
 	return path, os.WriteFile(path, data, 0o600)
 }
 
-// vcsim is the simulated vCenter.
-type vcsim struct {
-	model  *simulator.Model
-	server *simulator.Server
-	client *vim25.Client
-}
-
-func startVcsim(ctx context.Context) (*vcsim, error) {
-	model := simulator.VPX()
-	if err := model.Create(); err != nil {
-		return nil, err
-	}
-	model.Service.TLS = new(tls.Config)
-	model.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(user, password)}
-	s := &vcsim{model: model, server: model.Service.NewServer()}
-	c, err := vim25.NewClient(ctx, soap.NewClient(s.server.URL, true))
-	if err != nil {
-		return nil, err
-	}
-	if err := session.NewManager(c).Login(ctx, s.server.URL.User); err != nil {
-		return nil, err
-	}
-	s.client = c
-	f := find.NewFinder(c, true)
-	vm, err := f.VirtualMachine(ctx, "/DC0/vm/"+template)
-	if err != nil {
-		return nil, err
-	}
-	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-		return nil, fmt.Errorf("power off the template: %w", err)
-	}
-	if err := vm.MarkAsTemplate(ctx); err != nil {
-		return nil, err
-	}
-	dc, err := f.Datacenter(ctx, "DC0")
-	if err != nil {
-		return nil, err
-	}
-	folders, err := dc.Folders(ctx)
-	if err != nil {
-		return nil, err
-	}
-	_, err = folders.VmFolder.CreateFolder(ctx, filepath.Base(folder))
-	return s, err
-}
-
-func (s *vcsim) stop() {
-	say("stopping vcsim")
-	s.server.Close()
-	s.model.Remove()
-}
-
-// playGuests plays VMware Tools: every powered-on VM of the folder without
-// an address gets one from TEST-NET-1 (192.0.2.0/24, never contacted).
-func (s *vcsim) playGuests(ctx context.Context) {
-	next := 10
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		f := find.NewFinder(s.client, true)
-		dir, err := f.Folder(ctx, folder)
-		if err != nil {
-			continue
-		}
-		v, err := view.NewManager(s.client).CreateContainerView(ctx, dir.Reference(), []string{"VirtualMachine"}, true)
-		if err != nil {
-			continue
-		}
-		var vms []mo.VirtualMachine
-		_ = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "runtime.powerState", "guest.ipAddress"}, &vms)
-		_ = v.Destroy(ctx)
-		for _, vm := range vms {
-			if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || (vm.Guest != nil && vm.Guest.IpAddress != "") {
-				continue
-			}
-			ip := fmt.Sprintf("192.0.2.%d", next)
-			next++
-			obj := find.NewFinder(s.client, true)
-			ref, err := obj.VirtualMachine(ctx, folder+"/"+vm.Name)
-			if err != nil {
-				continue
-			}
-			task, err := ref.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
-				&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip},
-			}})
-			if err == nil && task.Wait(ctx) == nil {
-				say("guest %s reports %s (played by the dev harness)", vm.Name, ip)
-			}
-		}
-	}
-}
-
-// standInProxy answers every request with an HTTP status line, as a proxy
-// answers a non-proxy request.
-func standInProxy(ctx context.Context) (net.Listener, error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			if err != nil {
-				continue
-			}
-			go func() {
-				defer func() { _ = conn.Close() }()
-				_, _ = bufio.NewReader(conn).ReadString('\n')
-				_, _ = conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
-			}()
-		}
-	}()
-	return l, nil
-}
-
 // writeProvidersConfig writes the credentials, the simulator's CA and the
 // providers config for it.
-func writeProvidersConfig(state string, s *vcsim) (string, error) {
+func writeProvidersConfig(state string, s *devsim.Vcsim) (string, error) {
 	write := func(name, data string) (string, error) {
 		p := filepath.Join(state, name)
 		return p, os.WriteFile(p, []byte(data), 0o600)
@@ -364,11 +229,11 @@ func writeProvidersConfig(state string, s *vcsim) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ca, err := write("vsphere-ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.server.Certificate().Raw})))
+	ca, err := write("vsphere-ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Server.Certificate().Raw})))
 	if err != nil {
 		return "", err
 	}
-	server := *s.server.URL
+	server := *s.Server.URL
 	server.User = nil
 	return write("providers.yaml", strings.TrimSpace(fmt.Sprintf(`
 defaultAllowedClients: ["10.244.0.0/16"]
@@ -386,8 +251,8 @@ providers:
           datacenter: DC0
           folder: %s
           zones:
-            c0: {resourcePool: /DC0/host/DC0_C0/Resources, datastore: LocalDS_0, network: DC0_DVPG0}
+            c0: {resourcePool: %s, datastore: %s, network: %s}
       machineTypes: {small: {cpus: 1, memoryMiB: 1024}}
       images: {debian-12: %s}
-`, server.String(), userFile, passFile, ca, folder, template))+"\n")
+`, server.String(), userFile, passFile, ca, devsim.Folder, devsim.ResourcePool, devsim.Datastore, devsim.Network, devsim.Template))+"\n")
 }
