@@ -12,7 +12,7 @@ CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE_VERSION := v5.8.0
 KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
-PROVIDERS ?= memory
+PROVIDERS ?= vsphere
 
 .PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere dev dev-smoke
 all: test
