@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -47,8 +46,7 @@ type vcsim struct {
 	model    *simulator.Model
 	front    *httptest.Server
 	calls    atomic.Int64
-	mu       sync.Mutex
-	stalled  chan struct{}
+	gate     contracttest.Gate
 	rejected atomic.Bool
 	client   *vim25.Client // the control's own session, straight to vcsim
 	cfg      Config
@@ -78,15 +76,8 @@ func startVcsim(t *testing.T) *vcsim {
 	}
 	v.front = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v.calls.Add(1)
-		v.mu.Lock()
-		stalled := v.stalled
-		v.mu.Unlock()
-		if stalled != nil {
-			select {
-			case <-stalled:
-			case <-r.Context().Done():
-				return
-			}
+		if v.gate.Pass(r.Context()) != nil {
+			return
 		}
 		proxy.ServeHTTP(w, r)
 	}))
@@ -257,20 +248,7 @@ func (c control) CreateUnmarked(ctx context.Context, name string, _ contract.Pla
 }
 
 // Stall holds every call at the front.
-func (c control) Stall() func() {
-	ch := make(chan struct{})
-	c.v.mu.Lock()
-	c.v.stalled = ch
-	c.v.mu.Unlock()
-	return func() {
-		c.v.mu.Lock()
-		defer c.v.mu.Unlock()
-		if c.v.stalled == ch {
-			c.v.stalled = nil
-			close(ch)
-		}
-	}
-}
+func (c control) Stall() func() { return c.v.gate.Stall() }
 
 // methods says which SOAP method serves each provider operation.
 var methods = map[contracttest.Op]string{

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
 )
 
 // Cloud is an in-memory IaaS backend with the habits of a real one: regions,
@@ -25,7 +27,7 @@ type Cloud struct {
 	deleteDelay time.Duration
 
 	calls     int
-	stalled   chan struct{} // closed to release stalled calls; nil when not stalled
+	gate      contracttest.Gate
 	faults    map[string][]*APIError
 	afterOp   map[string]*APIError // fail after the op took effect
 	rejecting bool
@@ -94,16 +96,8 @@ func NewCloud(token string, regions, images []string, deleteDelay time.Duration)
 func (c *Cloud) enter(ctx context.Context, token, op string) error {
 	c.mu.Lock()
 	c.calls++
-	stalled := c.stalled
 	c.mu.Unlock()
-	if stalled != nil {
-		select {
-		case <-stalled:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.gate.Pass(ctx); err != nil {
 		return err
 	}
 	c.mu.Lock()

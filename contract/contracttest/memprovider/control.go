@@ -112,20 +112,7 @@ func (c Control) CreateUnmarked(ctx context.Context, name string, pl contract.Pl
 }
 
 // Stall makes every Cloud call hang until release.
-func (c Control) Stall() func() {
-	ch := make(chan struct{})
-	c.Cloud.mu.Lock()
-	c.Cloud.stalled = ch
-	c.Cloud.mu.Unlock()
-	return func() {
-		c.Cloud.mu.Lock()
-		defer c.Cloud.mu.Unlock()
-		if c.Cloud.stalled == ch {
-			c.Cloud.stalled = nil
-			close(ch)
-		}
-	}
-}
+func (c Control) Stall() func() { return c.Cloud.gate.Stall() }
 
 // opCalls says which Cloud call serves each provider operation.
 var opCalls = map[contracttest.Op]string{

@@ -1,0 +1,48 @@
+package contracttest
+
+import (
+	"context"
+	"sync"
+)
+
+// Gate holds a fake backend's calls while stalled: a backend control
+// implements Staller with Gate.Stall, and the backend (a fake API's
+// handler, a proxy in front of a simulator) calls Pass at the start of
+// every call. The zero value is open.
+type Gate struct {
+	mu      sync.Mutex
+	stalled chan struct{} // closed on release; nil when open
+}
+
+// Stall holds every call that passes the gate from now until release.
+func (g *Gate) Stall() (release func()) {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	g.stalled = ch
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.stalled == ch {
+			g.stalled = nil
+			close(ch)
+		}
+	}
+}
+
+// Pass returns at once when the gate is open; while it is stalled, when
+// it is released (nil) or ctx is done (ctx's error).
+func (g *Gate) Pass(ctx context.Context) error {
+	g.mu.Lock()
+	ch := g.stalled
+	g.mu.Unlock()
+	if ch == nil {
+		return ctx.Err()
+	}
+	select {
+	case <-ch:
+		return ctx.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,35 @@
+package contracttest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestGate(t *testing.T) {
+	var g Gate
+	if err := g.Pass(context.Background()); err != nil {
+		t.Fatalf("an open gate held a call: %v", err)
+	}
+	release := g.Stall()
+	passed := make(chan error, 1)
+	go func() { passed <- g.Pass(context.Background()) }()
+	select {
+	case err := <-passed:
+		t.Fatalf("a stalled gate let a call through: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-passed; err != nil {
+		t.Fatalf("released call: %v", err)
+	}
+	release() // twice is harmless
+
+	g.Stall()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := g.Pass(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a held call whose ctx ended = %v, want its deadline error", err)
+	}
+}
