@@ -66,9 +66,11 @@ type Provider struct {
 
 	mu     sync.Mutex
 	client *vim25.Client
-	// folders caches each region's VM folder for the session: the lookup
-	// that would otherwise cost every Get four more round trips.
-	folders map[string]*object.Folder
+	// refs caches, for the session, the inventory objects the config names
+	// (folders, templates, pools, datastores, networks): each finder lookup
+	// costs several round trips, and they do not move. A NotFound drops
+	// the cache, so a moved object is looked up afresh.
+	refs map[string]object.Reference
 }
 
 var (
@@ -120,7 +122,7 @@ func (p *Provider) session(ctx context.Context) (*vim25.Client, error) {
 		return nil, classify(fmt.Errorf("log in to %s: %w", u.Host, err))
 	}
 	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("logged in", "server", u.Host)
-	p.client, p.folders = c, map[string]*object.Folder{}
+	p.client, p.refs = c, map[string]object.Reference{}
 	return c, nil
 }
 
@@ -141,8 +143,8 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 		}
 		err = classify(fn(ctx, c))
 		if isNotFound(err) {
-			// A cached folder may be what is gone; look it up afresh next time.
-			p.forgetFolders(c)
+			// A cached object may be what is gone; look it up afresh next time.
+			p.forgetRefs(c)
 		}
 		if !isNotAuthenticated(err) {
 			break
@@ -157,38 +159,45 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 	return nil
 }
 
-func (p *Provider) forgetFolders(c *vim25.Client) {
+func (p *Provider) forgetRefs(c *vim25.Client) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.client == c {
-		p.folders = map[string]*object.Folder{}
+		p.refs = map[string]object.Reference{}
 	}
 }
 
-// folder returns the region's VM folder, from the session's cache when it
-// was looked up before.
-func (p *Provider) folder(ctx context.Context, c *vim25.Client, regionName string) (*object.Folder, error) {
+// ref returns the inventory object at path in the region's datacenter,
+// from the session's cache when it was looked up before.
+func ref[T object.Reference](ctx context.Context, p *Provider, c *vim25.Client, region Region, path string, lookup func(*find.Finder, context.Context, string) (T, error)) (T, error) {
+	key := fmt.Sprintf("%T %s %s", lookup, region.Datacenter, path)
 	p.mu.Lock()
-	f, ok := p.folders[regionName]
+	cached, ok := p.refs[key].(T)
 	p.mu.Unlock()
 	if ok {
-		return f, nil
+		return cached, nil
 	}
-	region := p.cfg.Regions[regionName]
-	finder, err := p.finder(ctx, c, region)
+	var zero T
+	f, err := p.finder(ctx, c, region)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	f, err = finder.Folder(ctx, region.Folder)
+	obj, err := lookup(f, ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("folder %q: %w", region.Folder, err)
+		return zero, fmt.Errorf("%q: %w", path, err)
 	}
 	p.mu.Lock()
 	if p.client == c {
-		p.folders[regionName] = f
+		p.refs[key] = obj
 	}
 	p.mu.Unlock()
-	return f, nil
+	return obj, nil
+}
+
+// folder returns the region's VM folder.
+func (p *Provider) folder(ctx context.Context, c *vim25.Client, regionName string) (*object.Folder, error) {
+	region := p.cfg.Regions[regionName]
+	return ref(ctx, p, c, region, region.Folder, (*find.Finder).Folder)
 }
 
 func (p *Provider) dropSession(c *vim25.Client) {
@@ -215,12 +224,14 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 
 	vm, err := p.lookup(ctx, plan.regionName, req.Name)
 	if errors.Is(err, contract.ErrNotFound) {
-		err = p.clone(ctx, plan, req)
-		if err == nil || isDuplicateName(err) {
-			vm, err = p.lookup(ctx, plan.regionName, req.Name)
-		}
-		if err == nil {
+		var cloned types.ManagedObjectReference
+		cloned, err = p.clone(ctx, plan, req)
+		switch {
+		case err == nil:
 			log.V(contract.LogOutcome).Info("cloned instance", "template", plan.template)
+			vm, err = p.read(ctx, cloned)
+		case isDuplicateName(err):
+			vm, err = p.lookup(ctx, plan.regionName, req.Name)
 		}
 	}
 	if err != nil {
@@ -269,28 +280,25 @@ func (p *Provider) powerOn(ctx context.Context, vm mo.VirtualMachine) error {
 	})
 }
 
-// clone runs step 2 of Create.
-func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequest) error {
-	return p.do(ctx, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		f, err := p.finder(ctx, c, plan.region)
+// clone runs step 2 of Create and returns the new VM.
+func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequest) (types.ManagedObjectReference, error) {
+	var cloned types.ManagedObjectReference
+	err := p.do(ctx, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		tmpl, err := ref(ctx, p, c, plan.region, plan.template, (*find.Finder).VirtualMachine)
+		if err != nil {
+			return fmt.Errorf("template: %w", err)
+		}
+		folder, err := p.folder(ctx, c, plan.regionName)
 		if err != nil {
 			return err
 		}
-		tmpl, err := f.VirtualMachine(ctx, plan.template)
+		pool, err := ref(ctx, p, c, plan.region, plan.zone.ResourcePool, (*find.Finder).ResourcePool)
 		if err != nil {
-			return contract.NotFound(fmt.Errorf("template %q: %w", plan.template, err))
+			return fmt.Errorf("resource pool: %w", err)
 		}
-		folder, err := f.Folder(ctx, plan.region.Folder)
+		ds, err := ref(ctx, p, c, plan.region, plan.zone.Datastore, (*find.Finder).Datastore)
 		if err != nil {
-			return fmt.Errorf("folder %q: %w", plan.region.Folder, err)
-		}
-		pool, err := f.ResourcePool(ctx, plan.zone.ResourcePool)
-		if err != nil {
-			return fmt.Errorf("resource pool %q: %w", plan.zone.ResourcePool, err)
-		}
-		ds, err := f.Datastore(ctx, plan.zone.Datastore)
-		if err != nil {
-			return fmt.Errorf("datastore %q: %w", plan.zone.Datastore, err)
+			return fmt.Errorf("datastore: %w", err)
 		}
 		poolRef, dsRef := pool.Reference(), ds.Reference()
 		spec := types.VirtualMachineCloneSpec{
@@ -303,7 +311,11 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 			},
 		}
 		if plan.zone.Network != "" {
-			change, err := nicChange(ctx, f, tmpl, plan.zone.Network)
+			net, err := ref(ctx, p, c, plan.region, plan.zone.Network, (*find.Finder).Network)
+			if err != nil {
+				return fmt.Errorf("network: %w", err)
+			}
+			change, err := nicChange(ctx, net, tmpl)
 			if err != nil {
 				return err
 			}
@@ -313,8 +325,26 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 		if err != nil {
 			return err
 		}
-		return task.Wait(ctx)
+		info, err := task.WaitForResult(ctx)
+		if err != nil {
+			return err
+		}
+		ref, ok := info.Result.(types.ManagedObjectReference)
+		if !ok {
+			return fmt.Errorf("clone task returned %T, not the VM", info.Result)
+		}
+		cloned = ref
+		return nil
 	})
+	return cloned, err
+}
+
+// read reads a VM's properties by reference.
+func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference) (vm mo.VirtualMachine, err error) {
+	err = p.do(ctx, "ReadVM", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		return object.NewCommon(c, ref).Properties(ctx, ref, vmProps, &vm)
+	})
+	return vm, err
 }
 
 // extraConfig is what the clone writes: the marks and the cloud-init
@@ -337,12 +367,8 @@ func extraConfig(req contract.CreateRequest) []types.BaseOptionValue {
 	return out
 }
 
-// nicChange points the template's first network card at network.
-func nicChange(ctx context.Context, f *find.Finder, tmpl *object.VirtualMachine, network string) ([]types.BaseVirtualDeviceConfigSpec, error) {
-	net, err := f.Network(ctx, network)
-	if err != nil {
-		return nil, fmt.Errorf("network %q: %w", network, err)
-	}
+// nicChange points the template's first network card at net.
+func nicChange(ctx context.Context, net object.NetworkReference, tmpl *object.VirtualMachine) ([]types.BaseVirtualDeviceConfigSpec, error) {
 	backing, err := net.EthernetCardBackingInfo(ctx)
 	if err != nil {
 		return nil, err

@@ -218,7 +218,7 @@ func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest
 	if err != nil {
 		return "", err
 	}
-	if err := p.clone(ctx, pl, req); err != nil {
+	if _, err := p.clone(ctx, pl, req); err != nil {
 		return "", err
 	}
 	return ids.Format(pl.regionName, req.Name), nil
