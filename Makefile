@@ -23,7 +23,9 @@ help: ## List the targets.
 modules: ## Print the modules the targets loop over.
 	@printf '%s\n' $(MODULES)
 
-test: vet lint deps verify-generated unit ## Everything CI runs: vet, lint, module isolation, generated files, race tests.
+test: ## Everything CI runs: install what is missing, then vet, lint, module isolation, generated files, race tests.
+	hack/install-deps.sh
+	$(MAKE) --no-print-directory vet lint deps verify-generated unit
 unit: $(addprefix test/,$(MODULES)) ## Race-enabled tests of every module.
 vet: $(addprefix vet/,$(MODULES)) ## go vet every module.
 lint: $(addprefix lint/,$(MODULES)) ## golangci-lint every module.
