@@ -182,6 +182,15 @@ func (f *Fetcher) copy(ctx context.Context, log logr.Logger, dest Destination, k
 	if err != nil {
 		return fmt.Errorf("fetch %s: begin: %w", key, err)
 	}
+	// Check again now that this writer holds the key: another may have
+	// completed the copy between the first check and Begin.
+	if done, err := dest.Complete(ctx, key); err != nil || done {
+		abort(ctx, log, up)
+		if err != nil {
+			return fmt.Errorf("fetch %s: check %s: %w", key, dest.Name(), err)
+		}
+		return nil
+	}
 	log.V(contract.LogStep).Info("fetching image", "url", redact(e.URL), "bytes", resp.ContentLength)
 	hash := sha256.New()
 	body := &progress{r: resp.Body, log: log, total: resp.ContentLength, every: f.ProgressEvery, start: time.Now()}
