@@ -74,9 +74,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	scheme := NewScheme()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -111,6 +109,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ctrl.Log.Info("starting", "providers", set.Names(), "compiledIn", o.Registry.Types())
 	return mgr.Start(ctx)
+}
+
+// NewScheme returns a scheme with the Kubernetes types and this API.
+func NewScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return scheme
 }
 
 // tracerProvider exports spans over OTLP/HTTP when the standard OTEL_*

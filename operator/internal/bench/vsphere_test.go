@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,22 +15,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/egress-proxies/egress-proxies-operator/contract"
-	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
-	"github.com/egress-proxies/egress-proxies-operator/providers/vsphere"
 )
 
 const (
@@ -85,10 +77,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	defer front.Close()
 	go sim.PlayGuests(ctx, poll/2, nil)
 
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = client.New(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -97,11 +86,9 @@ func run(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	registry := providers.Registry{}
-	registry.Register(providers.Typed(vsphere.Type, vsphere.Config.Validate,
-		func(c vsphere.Config) (contract.Provider, error) { return vsphere.New(c) }))
+	defer func() { _ = os.RemoveAll(filepath.Dir(configPath)) }()
 	go func() {
-		err := app.Run(ctx, app.Options{ConfigPath: configPath, Registry: registry, MetricsAddr: "0", ProbeAddr: "0",
+		err := app.Run(ctx, app.Options{ConfigPath: configPath, Registry: devsim.Registry(), MetricsAddr: "0", ProbeAddr: "0",
 			RestConfig: func() (*rest.Config, error) { return cfg, nil },
 			Prober:     probe.HTTPProxy{Dial: devsim.Dialer(standIn)},
 			Timing:     controller.Timing{Poll: poll, Resync: time.Second},
@@ -120,32 +107,13 @@ func operatorConfig(ctx context.Context) (string, net.Listener, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	write := func(name, data string) string {
-		p := filepath.Join(dir, name)
-		_ = os.WriteFile(p, []byte(data), 0o600)
-		return p
+	cfg, err := devsim.WriteProvidersConfig(dir, devsim.Provider{
+		Name: "bench", Server: front.URL + "/sdk", Cert: front.Certificate(), User: user, Password: password,
+		Extra: "    checkInterval: 1h\n    limits: {qps: 1000, burst: 1000, concurrency: 16}\n",
+	})
+	if err != nil {
+		return "", nil, err
 	}
-	ca := write("ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw})))
-	cfg := write("providers.yaml", fmt.Sprintf(`
-defaultAllowedClients: ["10.244.0.0/16"]
-providers:
-  - name: bench
-    type: vsphere
-    checkInterval: 1h
-    limits: {qps: 1000, burst: 1000, concurrency: 16}
-    vsphere:
-      server: %s/sdk
-      usernameFile: %s
-      passwordFile: %s
-      caFile: %s
-      regions:
-        dc0:
-          datacenter: DC0
-          folder: %s
-          zones: {c0: {resourcePool: %s, datastore: %s}}
-      machineTypes: {small: {cpus: 1, memoryMiB: 1024}}
-      images: {debian-12: %s}
-`, front.URL, write("user", user), write("pass", password), ca, devsim.Folder, devsim.ResourcePool, devsim.Datastore, devsim.Template))
 	l, err := devsim.StandInProxy(ctx)
 	return cfg, l, err
 }

@@ -15,34 +15,26 @@ package main
 
 import (
 	"context"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
-	"github.com/egress-proxies/egress-proxies-operator/providers/vsphere"
 )
 
 const (
@@ -99,7 +91,12 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 		return err
 	}
 	defer func() { _ = standIn.Close() }()
-	configPath, err := writeProvidersConfig(state, sim)
+	server := *sim.Server.URL
+	server.User = nil
+	configPath, err := devsim.WriteProvidersConfig(state, devsim.Provider{
+		Name: "dev-vsphere", Server: server.String(), Cert: sim.Server.Certificate(),
+		User: user, Password: password, Network: devsim.Network, Extra: "    checkInterval: 10s\n",
+	})
 	if err != nil {
 		return err
 	}
@@ -111,13 +108,10 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 		say("guest %s reports %s (played by the dev harness)", vm, ip)
 	})
 
-	registry := providers.Registry{}
-	registry.Register(providers.Typed(vsphere.Type, vsphere.Config.Validate,
-		func(c vsphere.Config) (contract.Provider, error) { return vsphere.New(c) }))
 	operatorDone := make(chan error, 1)
 	go func() {
 		operatorDone <- app.Run(opCtx, app.Options{
-			ConfigPath: configPath, Registry: registry, MetricsAddr: "0", ProbeAddr: "0",
+			ConfigPath: configPath, Registry: devsim.Registry(), MetricsAddr: "0", ProbeAddr: "0",
 			RestConfig: func() (*rest.Config, error) { return cfg, nil },
 			// The probe runs for real, against the stand-in on loopback.
 			Prober: probe.HTTPProxy{Dial: devsim.Dialer(standIn)},
@@ -195,10 +189,7 @@ func watch(ctx context.Context, k8s client.Client, operatorDone <-chan error) {
 func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "dev: "+format+"\n", args...) }
 
 func newClient(cfg *rest.Config) (client.Client, error) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	return client.New(cfg, client.Options{Scheme: scheme})
+	return client.New(cfg, client.Options{Scheme: app.NewScheme()})
 }
 
 func writeKubeconfig(env *envtest.Environment, state string) (string, error) {
@@ -212,47 +203,4 @@ func writeKubeconfig(env *envtest.Environment, state string) (string, error) {
 	}
 	path := filepath.Join(state, "kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
-}
-
-// writeProvidersConfig writes the credentials, the simulator's CA and the
-// providers config for it.
-func writeProvidersConfig(state string, s *devsim.Vcsim) (string, error) {
-	write := func(name, data string) (string, error) {
-		p := filepath.Join(state, name)
-		return p, os.WriteFile(p, []byte(data), 0o600)
-	}
-	userFile, err := write("vsphere-username", user)
-	if err != nil {
-		return "", err
-	}
-	passFile, err := write("vsphere-password", password)
-	if err != nil {
-		return "", err
-	}
-	ca, err := write("vsphere-ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Server.Certificate().Raw})))
-	if err != nil {
-		return "", err
-	}
-	server := *s.Server.URL
-	server.User = nil
-	return write("providers.yaml", strings.TrimSpace(fmt.Sprintf(`
-defaultAllowedClients: ["10.244.0.0/16"]
-providers:
-  - name: dev-vsphere
-    type: vsphere
-    checkInterval: 10s
-    vsphere:
-      server: %s
-      usernameFile: %s
-      passwordFile: %s
-      caFile: %s
-      regions:
-        dc0:
-          datacenter: DC0
-          folder: %s
-          zones:
-            c0: {resourcePool: %s, datastore: %s, network: %s}
-      machineTypes: {small: {cpus: 1, memoryMiB: 1024}}
-      images: {debian-12: %s}
-`, server.String(), userFile, passFile, ca, devsim.Folder, devsim.ResourcePool, devsim.Datastore, devsim.Network, devsim.Template))+"\n")
 }
