@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -401,26 +400,26 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 		return plan{}, err
 	}
 	pl := req.Placement
-	region, ok := p.cfg.Regions[pl.Region]
-	if !ok {
-		return plan{}, contract.InvalidField("placement.region", pl.Region, "not a configured region ("+strings.Join(slices.Sorted(maps.Keys(p.cfg.Regions)), ", ")+")")
+	region, err := contract.Lookup("placement.region", p.cfg.Regions, pl.Region)
+	if err != nil {
+		return plan{}, err
 	}
 	zoneName := pl.Zone
 	if zoneName == "" && len(region.Zones) == 1 {
 		for zoneName = range region.Zones {
 		}
 	}
-	zone, ok := region.Zones[zoneName]
-	if !ok {
-		return plan{}, contract.InvalidField("placement.zone", pl.Zone, "not a zone of region "+pl.Region+" ("+strings.Join(slices.Sorted(maps.Keys(region.Zones)), ", ")+")")
+	zone, err := contract.Lookup("placement.zone", region.Zones, zoneName)
+	if err != nil {
+		return plan{}, err
 	}
-	machine, ok := p.cfg.MachineTypes[pl.MachineType]
-	if !ok {
-		return plan{}, contract.InvalidField("placement.machineType", pl.MachineType, "not in the machineTypes catalogue")
+	machine, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
+	if err != nil {
+		return plan{}, err
 	}
-	template, ok := p.cfg.Images[pl.Image]
-	if !ok {
-		return plan{}, contract.InvalidField("placement.image", pl.Image, "not in the images catalogue")
+	template, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
+	if err != nil {
+		return plan{}, err
 	}
 	if len(req.CloudInit) > MaxCloudInit {
 		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes through guestinfo", MaxCloudInit))

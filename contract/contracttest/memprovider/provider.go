@@ -133,13 +133,13 @@ func (p *Provider) vmSpec(req contract.CreateRequest) (VMSpec, error) {
 	if pl.Zone != "" {
 		return VMSpec{}, contract.InvalidField("placement.zone", pl.Zone, "the memory provider has no zones; leave it empty")
 	}
-	mt, ok := p.cfg.MachineTypes[pl.MachineType]
-	if !ok {
-		return VMSpec{}, contract.InvalidField("placement.machineType", pl.MachineType, "not in the machineTypes catalogue")
+	mt, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
+	if err != nil {
+		return VMSpec{}, err
 	}
-	image, ok := p.cfg.Images[pl.Image]
-	if !ok {
-		return VMSpec{}, contract.InvalidField("placement.image", pl.Image, "not in the images catalogue")
+	image, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
+	if err != nil {
+		return VMSpec{}, err
 	}
 	return VMSpec{
 		Name:        req.Name,
