@@ -39,8 +39,9 @@ const Type = "vsphere"
 const (
 	markManaged = "egressproxies.managed"
 	markUID     = "egressproxies.uid"
-	// markStarted is written just before the first power-on: a powered-off
-	// VM without it has never run (provisioning-state: marker).
+	// markStarted says the VM has been started: the clone that powers it on
+	// writes it, as does Create before powering on a VM it found off. A
+	// powered-off VM without it has never run (provisioning-state: marker).
 	markStarted = "egressproxies.started"
 )
 
@@ -208,11 +209,12 @@ func (p *Provider) dropSession(c *vim25.Client) {
 }
 
 // Create clones the VM from the image's template with the marks and the
-// cloud-init in its extraConfig, then powers it on (create-return:
-// blocking; each step resumes a cut-off attempt, template entry 10):
+// cloud-init in its extraConfig, powered on by the clone task itself
+// (create-return: blocking; each step resumes a cut-off attempt, template
+// entry 10):
 //  1. find the VM by name in the region's folder: ours → resume; not ours → collision;
-//  2. clone, powered off (DuplicateName: a racing attempt cloned it → resume);
-//  3. if it never ran: write markStarted, then power on.
+//  2. clone and power on in one task (DuplicateName: a racing attempt cloned it → resume);
+//  3. a VM found powered off (the clone's power-on failed): power it on.
 func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	plan, err := p.plan(req)
 	if err != nil {
@@ -249,7 +251,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	return instance(plan.regionName, vm), nil
 }
 
-// powerOn marks the VM started, then powers it on.
+// powerOn marks the VM started if it is not yet, then powers it on.
 func (p *Provider) powerOn(ctx context.Context, vm mo.VirtualMachine) error {
 	obj := func(c *vim25.Client) *object.VirtualMachine { return object.NewVirtualMachine(c, vm.Reference()) }
 	if extra(vm)[markStarted] != "true" {
@@ -279,7 +281,10 @@ func (p *Provider) powerOn(ctx context.Context, vm mo.VirtualMachine) error {
 	})
 }
 
-// clone runs step 2 of Create and returns the new VM.
+// clone runs step 2 of Create and returns the new VM. Powering on in the
+// clone task saves the Reconfigure and PowerOn tasks and their round trips;
+// a power-on fault fails the task but leaves the clone, which step 3 of
+// the next attempt powers on.
 func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequest) (types.ManagedObjectReference, error) {
 	var cloned types.ManagedObjectReference
 	err := p.do(ctx, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
@@ -302,11 +307,11 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 		poolRef, dsRef := pool.Reference(), ds.Reference()
 		spec := types.VirtualMachineCloneSpec{
 			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
-			PowerOn:  false,
+			PowerOn:  true,
 			Config: &types.VirtualMachineConfigSpec{
 				NumCPUs:     plan.machine.CPUs,
 				MemoryMB:    plan.machine.MemoryMiB,
-				ExtraConfig: extraConfig(req),
+				ExtraConfig: append(extraConfig(req), &types.OptionValue{Key: markStarted, Value: "true"}),
 			},
 		}
 		if plan.zone.Network != "" {

@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/pem"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync/atomic"
 	"testing"
 
@@ -48,6 +50,7 @@ type vcsim struct {
 	calls    atomic.Int64
 	gate     contracttest.Gate
 	rejected atomic.Bool
+	cutClone atomic.Bool   // FailAfterCreate
 	client   *vim25.Client // the control's own session, straight to vcsim
 	cfg      Config
 }
@@ -79,6 +82,9 @@ func startVcsim(t *testing.T) *vcsim {
 		if v.gate.Pass(r.Context()) != nil {
 			return
 		}
+		if v.cutClone.Load() && v.cutsClone(proxy, r) {
+			panic(http.ErrAbortHandler)
+		}
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(v.front.Close)
@@ -95,6 +101,30 @@ func startVcsim(t *testing.T) *vcsim {
 	v.prepare(t)
 	v.cfg = v.config(t)
 	return v
+}
+
+// taskRef finds the task a CloneVM_Task answer returns.
+var taskRef = regexp.MustCompile(`<returnval type="Task">([^<]+)</returnval>`)
+
+// cutsClone serves a CloneVM_Task request to vcsim, waits for the clone
+// task to finish, and reports true so the answer is dropped; any other
+// request it leaves alone.
+func (v *vcsim) cutsClone(proxy http.Handler, r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte("CloneVM_Task")) || !v.cutClone.CompareAndSwap(true, false) {
+		return false
+	}
+	rec := httptest.NewRecorder()
+	proxy.ServeHTTP(rec, r)
+	if m := taskRef.FindSubmatch(rec.Body.Bytes()); m != nil {
+		task := object.NewTask(v.client, types.ManagedObjectReference{Type: "Task", Value: string(m[1])})
+		_ = task.Wait(r.Context()) // the clone's own fault, if any, is not the point
+	}
+	return true
 }
 
 // prepare turns a VM into the template and makes the operator's folder.
@@ -208,7 +238,8 @@ func (c control) ReportIP(ctx context.Context, providerID, ip string) error {
 	return c.reconfigure(ctx, providerID, "SET.guest.ipAddress", ip)
 }
 
-// CreateUnstarted clones the VM as Create does, and stops there.
+// CreateUnstarted leaves the VM as an earlier clone powered off without
+// markStarted: Create's clone, then powered off and the mark removed.
 func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest) (string, error) {
 	p, err := New(c.v.cfg)
 	if err != nil {
@@ -218,10 +249,20 @@ func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest
 	if err != nil {
 		return "", err
 	}
-	if _, err := p.clone(ctx, pl, req); err != nil {
+	ref, err := p.clone(ctx, pl, req)
+	if err != nil {
 		return "", err
 	}
-	return ids.Format(pl.regionName, req.Name), nil
+	vm := object.NewVirtualMachine(c.v.client, ref)
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := task.Wait(ctx); err != nil {
+		return "", err
+	}
+	id := ids.Format(pl.regionName, req.Name)
+	return id, c.reconfigure(ctx, id, markStarted, "")
 }
 
 // CreateUnmarked clones the template without marks, as a person would.
@@ -281,12 +322,11 @@ func (c control) FailNext(op contracttest.Op, class error) error {
 	return nil
 }
 
-// FailAfterCreate fails the power-on after a clone: the clone stays.
+// FailAfterCreate cuts the connection on the next clone's answer, once
+// vcsim has cloned and powered on: the clone stays, the caller sees a
+// network error.
 func (c control) FailAfterCreate() error {
-	c.v.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
-		MethodName: "PowerOnVM_Task", ObjectType: "*", ObjectName: "*", FaultType: simulator.FaultTypeCustom,
-		Fault: &types.HostCommunication{}, MaxCount: 1, Enabled: true, Probability: 1,
-	})
+	c.v.cutClone.Store(true)
 	return nil
 }
 

@@ -21,6 +21,7 @@ const (
 	ReasonCloudInitUnavailable  = "CloudInitUnavailable"
 	ReasonInstanceGone          = "InstanceGone"
 	ReasonInstanceStopped       = "InstanceStopped"
+	ReasonServiceUnavailable    = "ServiceUnavailable"
 	ReasonReplacing             = "Replacing"
 	ReasonDeleting              = "Deleting"
 	ReasonChecksFailed          = "ChecksFailed"

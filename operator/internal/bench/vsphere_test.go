@@ -36,7 +36,7 @@ const (
 )
 
 var (
-	k8s   client.Client
+	k8s   client.WithWatch
 	front *httptest.Server
 	calls atomic.Int64 // SOAP requests through the front: the paths' own
 )
@@ -77,7 +77,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	defer front.Close()
 	go sim.PlayGuests(ctx, poll/2, nil)
 
-	if k8s, err = client.New(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
+	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -85,14 +86,16 @@ func (t Timing) withDefaults() Timing {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler: at most three reconciles at
-// once (DESIGN.md §4), reacting to spec changes and to the Services and
-// EndpointSlices it owns.
+// once (DESIGN.md §4), reacting to spec changes and to changes of the
+// Services and EndpointSlices it owns. Their creation is the reconciler's
+// own doing: reacting to it would only reconcile again on a stale copy.
 func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Timing = r.Timing.withDefaults()
+	notCreated := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Proxy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&corev1.Service{}).
-		Owns(&discoveryv1.EndpointSlice{}).
+		Owns(&corev1.Service{}, notCreated).
+		Owns(&discoveryv1.EndpointSlice{}, notCreated).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 3}).
 		Named("proxy").
 		Complete(r)
@@ -279,7 +282,8 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		old := s.Instance
 		s.Instance, s.Replacement = target, nil
 		if err := r.ensureService(ctx, proxy); err != nil {
-			return ctrl.Result{}, err
+			s.Instance, s.Replacement = old, target
+			return r.serviceError(ctx, proxy, ro, err)
 		}
 		r.markReady(proxy)
 		if err := r.writeStatus(ctx, proxy); err != nil {
@@ -290,14 +294,31 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 	}
 	if err := r.ensureService(ctx, proxy); err != nil {
-		return ctrl.Result{}, err
+		return r.serviceError(ctx, proxy, ro, err)
 	}
 	wasReady := meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
 	r.markReady(proxy)
+	if err := r.writeStatus(ctx, proxy); err != nil {
+		return ctrl.Result{}, err
+	}
+	// After the write: a reconcile on a stale copy loses the write with a
+	// conflict and must not announce Ready a second time.
 	if !wasReady {
 		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReady, "Serve", fmt.Sprintf("proxy answers at %s:%d", target.IP, proxy.Spec.Port))
 	}
-	return ctrl.Result{RequeueAfter: r.Timing.Resync}, r.writeStatus(ctx, proxy)
+	return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
+}
+
+// serviceError records that the Service or EndpointSlice could not be
+// written (a full ClusterIP range, say), so the Proxy says why it is not
+// Ready, and retries through the controller's back-off.
+func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Proxy, ro role, err error) (ctrl.Result, error) {
+	r.setProgress(proxy, ro, v1alpha1.ReasonServiceUnavailable, err.Error())
+	r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, "Serve", err.Error())
+	if werr := r.writeStatus(ctx, proxy); werr != nil {
+		return ctrl.Result{}, errors.Join(err, werr)
+	}
+	return ctrl.Result{}, err
 }
 
 // retire deletes an instance the Proxy no longer wants. A failure is only

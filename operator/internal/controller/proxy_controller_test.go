@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
@@ -238,4 +240,33 @@ func TestProxiesByPhaseMetric(t *testing.T) {
 	if ready < 1 {
 		t.Errorf("Ready proxies = %v, want at least 1", ready)
 	}
+}
+
+// A Service the operator may not take over (another controller owns it)
+// keeps the Proxy from Ready, and the Proxy says why; once it is gone the
+// Proxy becomes Ready.
+func TestServiceConflictIsReportedThenResolved(t *testing.T) {
+	ctx := context.Background()
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "svc-owner", Namespace: "default"}}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: "default", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: foreign.Name, UID: foreign.UID, Controller: ptr.To(true),
+		}}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	if err := k8s.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, "taken", nil)
+	bootGuest(t, p, current)
+	eventually(t, "ServiceUnavailable is reported", func() bool {
+		return readyCondition(get(t, p)).Reason == v1alpha1.ReasonServiceUnavailable
+	})
+	if err := k8s.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, p)
 }
