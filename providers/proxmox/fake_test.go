@@ -40,9 +40,12 @@ type fake struct {
 	cfg Config
 }
 
-func startFake(t *testing.T) *fake {
+func startFake(t *testing.T) *fake { return startFakeOpts(t, nil) }
+
+// startFakeOpts starts a two-node fake; change adjusts its options.
+func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
 	t.Helper()
-	s := pvefake.New(pvefake.Options{
+	opts := pvefake.Options{
 		Nodes: []string{"pve1", "pve2"},
 		Storages: []pvefake.StorageSpec{
 			{Name: "local", Type: "dir", Content: []string{"iso", "vztmpl", "backup", "import"}},
@@ -50,14 +53,16 @@ func startFake(t *testing.T) *fake {
 		},
 		Templates: []pvefake.Template{{VMID: templateVMID, Name: "debian-12-proxy", Node: "pve1"}},
 		TokenID:   testTokenID, Secret: testSecret,
-	})
+	}
+	if change != nil {
+		change(&opts)
+	}
+	s := pvefake.New(opts)
 	t.Cleanup(s.Close)
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, p, string(data))
 		return p
 	}
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
@@ -260,3 +265,10 @@ func (c control) Calls() int { return c.f.s.Calls() }
 
 // Resources lists the fake's VMs, volumes and running tasks.
 func (c control) Resources(context.Context) ([]string, error) { return c.f.s.Inventory(), nil }
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

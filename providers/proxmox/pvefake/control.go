@@ -320,3 +320,11 @@ func (s *Server) WaitTasks() {
 		<-c
 	}
 }
+
+// RotateSecret replaces the API token's secret, as regenerating a token
+// in PVE does: the old secret is refused from now on.
+func (s *Server) RotateSecret(secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.Secret = secret
+}

@@ -300,9 +300,9 @@ func (s *Server) authenticate(req *request) *apiError {
 	}
 	id, secret, _ := strings.Cut(tok, "=")
 	s.mu.Lock()
-	rejected := s.rejected
+	rejected, want := s.rejected, s.opts.Secret
 	s.mu.Unlock()
-	if id != s.opts.TokenID || secret != s.opts.Secret || rejected {
+	if id != s.opts.TokenID || secret != want || rejected {
 		return fail(401, "invalid token value!")
 	}
 	req.user = id
