@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,7 +54,7 @@ func (p *Provider) callWithin(ctx context.Context, region, name string, budget t
 	return nil
 }
 
-func (rc *regionClient) base() string { return rc.region.Endpoint + "/api2/json" }
+func (rc *regionClient) base() string { return strings.TrimSuffix(rc.region.Endpoint, "/") + "/api2/json" }
 
 // vmPath is /nodes/{node}/qemu/{vmid}.
 func vmPath(node string, vmid int) string {

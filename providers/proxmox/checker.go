@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -25,13 +26,13 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 	var results []contract.CheckResult
 	for _, rn := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
 		region := p.cfg.Regions[rn]
-		results = append(results, p.check(ctx, rn, "region/"+rn+"/credentials", func(ctx context.Context) (map[string]string, error) {
+		results = append(results, p.check(ctx, "region/"+rn+"/credentials", func(ctx context.Context) (map[string]string, error) {
 			vms, err := p.resources(ctx, rn)
 			return map[string]string{"vms": strconv.Itoa(len(vms))}, err
 		}))
 		for _, zn := range slices.Sorted(maps.Keys(region.Zones)) {
 			zone := region.Zones[zn]
-			results = append(results, p.check(ctx, rn, "region/"+rn+"/zone/"+zn, func(ctx context.Context) (map[string]string, error) {
+			results = append(results, p.check(ctx, "region/"+rn+"/zone/"+zn, func(ctx context.Context) (map[string]string, error) {
 				iso, err := p.storageStatus(ctx, rn, zone.Node, zone.ISOStorage)
 				if err != nil {
 					return nil, fmt.Errorf("isoStorage %q on node %q: %w", zone.ISOStorage, zone.Node, err)
@@ -49,7 +50,7 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 		}
 		for _, key := range slices.Sorted(maps.Keys(p.cfg.Images)) {
 			img := p.cfg.Images[key]
-			results = append(results, p.check(ctx, rn, "region/"+rn+"/image/"+key, func(ctx context.Context) (map[string]string, error) {
+			results = append(results, p.check(ctx, "region/"+rn+"/image/"+key, func(ctx context.Context) (map[string]string, error) {
 				vms, err := p.resources(ctx, rn)
 				if err != nil {
 					return nil, err
@@ -82,7 +83,7 @@ var (
 	notTmplRE = regexp.MustCompile(`is not a template|templates named`)
 )
 
-func (p *Provider) check(ctx context.Context, region, target string, fn func(context.Context) (map[string]string, error)) contract.CheckResult {
+func (p *Provider) check(ctx context.Context, target string, fn func(context.Context) (map[string]string, error)) contract.CheckResult {
 	if ctx.Err() != nil {
 		return contract.ResultFromError(target, ctx.Err())
 	}
@@ -95,9 +96,9 @@ func (p *Provider) check(ctx context.Context, region, target string, fn func(con
 		r.Details = details
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		r.Reason = contract.ReasonTimeout
-	case status == 401:
+	case status == http.StatusUnauthorized:
 		r.Reason = contract.ReasonUnauthenticated
-	case status == 403:
+	case status == http.StatusForbidden:
 		r.Reason = contract.ReasonForbidden
 	case errors.As(err, &mis), notTmplRE.MatchString(err.Error()):
 		r.Reason = contract.ReasonMisconfigured
@@ -107,6 +108,5 @@ func (p *Provider) check(ctx context.Context, region, target string, fn func(con
 		// A TLS failure, a refused or reset connection: the API is not reachable.
 		r.Reason = contract.ReasonUnreachable
 	}
-	_ = region
 	return r
 }

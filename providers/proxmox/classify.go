@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -53,12 +54,12 @@ func classify(err error) error {
 	switch {
 	case errors.As(err, &api):
 		switch {
-		case api.StatusCode == 401, api.StatusCode == 403:
+		case api.StatusCode == http.StatusUnauthorized, api.StatusCode == http.StatusForbidden:
 			// 401: the token is wrong, expired or revoked; 403
 			// "Permission check failed (/vms/100, VM.Clone)": a privilege
 			// is missing. Neither heals without a person.
 			return contract.Permanent(err)
-		case api.StatusCode == 400, api.StatusCode == 501:
+		case api.StatusCode == http.StatusBadRequest, api.StatusCode == http.StatusNotImplemented:
 			// "Parameter verification failed." or a method PVE lacks.
 			return contract.Permanent(err)
 		case notFoundRE.MatchString(api.Message):
@@ -104,11 +105,6 @@ func isVMIDTaken(err error) bool {
 func isNoAgent(err error) bool {
 	_, msg := apiMessage(err)
 	return noAgentRE.MatchString(msg)
-}
-
-func isLocked(err error) bool {
-	_, msg := apiMessage(err)
-	return regexp.MustCompile(`^VM is locked \(`).MatchString(msg)
 }
 
 func isCertificateError(err error) bool {

@@ -203,7 +203,7 @@ func (c control) FailNext(op contracttest.Op, class error) error {
 	case class == nil:
 		c.f.s.FailNext(target, 500, "can't lock file '/var/lock/qemu-server/lock-1000.conf' - got timeout")
 	default:
-		return fmt.Errorf("no PVE fault for class %v", class)
+		return fmt.Errorf("no PVE fault for class %w", class)
 	}
 	return nil
 }
@@ -242,7 +242,7 @@ func readISOFile(iso []byte, name string) ([]byte, error) {
 		return nil, err
 	}
 	if label, err := img.Label(); err != nil || label != "cidata" {
-		return nil, fmt.Errorf("volume label %q (%v), want cidata", label, err)
+		return nil, fmt.Errorf("volume label %q (%w), want cidata", label, err)
 	}
 	root, err := img.RootDir()
 	if err != nil {
