@@ -54,7 +54,9 @@ func (p *Provider) callWithin(ctx context.Context, region, name string, budget t
 	return nil
 }
 
-func (rc *regionClient) base() string { return strings.TrimSuffix(rc.region.Endpoint, "/") + "/api2/json" }
+func (rc *regionClient) base() string {
+	return strings.TrimSuffix(rc.region.Endpoint, "/") + "/api2/json"
+}
 
 // vmPath is /nodes/{node}/qemu/{vmid}.
 func vmPath(node string, vmid int) string {
