@@ -351,3 +351,24 @@ func TestMarksRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A repeat Create that finds no name in the cluster list (pvestatd lags
+// behind a fresh clone) still resumes the Proxy's VM: the VMID walk reads
+// the config of each nameless VM it passes.
+func TestRepeatCreateWithLaggingList(t *testing.T) {
+	f := startFake(t)
+	req := request("lagging", testUID(5))
+	first, err := f.provider(t).Create(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s.HideNames(true)
+	again, err := f.provider(t).Create(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ProviderID != first.ProviderID {
+		t.Errorf("repeat Create made %s, the first made %s", again.ProviderID, first.ProviderID)
+	}
+	assertDistinct(t, f, []contract.Instance{first})
+}

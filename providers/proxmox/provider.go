@@ -202,11 +202,13 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 	for i := 0; i < size && attempts < maxCloneAttempts; i++ {
 		vmid := rng.Min + (first-rng.Min+i)%size
 		if r, ok := used[vmid]; ok {
-			if r.Name == "" {
-				// A clone in progress shows no name: it may be this
-				// Proxy's earlier attempt; wait for it rather than clone twice.
-				if err := p.busyIfCloning(ctx, pl.region, r.Node, vmid); err != nil {
-					return vmInfo{}, err
+			if r.Name == "" || r.Name == req.Name {
+				// The list's names come from pvestatd and lag, and a clone
+				// in progress has none: read the config before passing by
+				// what may be this Proxy's earlier attempt.
+				v, mine, err := p.claimed(ctx, pl.region, r.Node, vmid, req.UID)
+				if err != nil || mine {
+					return v, err
 				}
 			}
 			continue
@@ -229,8 +231,13 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 		})
 		if isVMIDTaken(err) {
 			// Another clone took it between the list and now.
-			if err := p.busyIfCloning(ctx, pl.region, pl.zone.Node, vmid); err != nil {
-				return vmInfo{}, err
+			node := pl.zone.Node
+			if n, err := p.locate(ctx, pl.region, vmid); err == nil {
+				node = n
+			}
+			v, mine, err := p.claimed(ctx, pl.region, node, vmid, req.UID)
+			if err != nil || mine {
+				return v, err
 			}
 			continue
 		}
@@ -246,19 +253,24 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 	return vmInfo{}, contract.Quota(fmt.Errorf("no free VMID in %d-%d of region %s after %d attempts", rng.Min, rng.Max, pl.region, attempts))
 }
 
-// busyIfCloning returns a transient error when the VM is a clone still in
-// progress (its config is only `lock: clone`).
-func (p *Provider) busyIfCloning(ctx context.Context, region, node string, vmid int) error {
+// claimed reads a used VMID on the walk: this Proxy's VM (mine: resume
+// it), a clone still in progress (its config is only `lock: clone`, so it
+// may be this Proxy's earlier attempt: a transient "busy" error rather
+// than a second clone), or someone else's (pass by).
+func (p *Provider) claimed(ctx context.Context, region, node string, vmid int, uid string) (vmInfo, bool, error) {
 	v, err := p.readVM(ctx, region, node, vmid)
 	switch {
 	case isNotFoundErr(err):
-		return nil
+		return vmInfo{}, false, nil
 	case err != nil:
-		return err
+		return vmInfo{}, false, err
+	case v.marks.managed && v.marks.uid == uid:
+		p.remember(region, vmid, node)
+		return v, true, nil
 	case v.lock() == "clone" && v.name() == "":
-		return fmt.Errorf("VM %d is being cloned and may be this Proxy's earlier attempt; retrying once the clone ends", vmid)
+		return vmInfo{}, false, fmt.Errorf("VM %d is being cloned and may be this Proxy's earlier attempt; retrying once the clone ends", vmid)
 	}
-	return nil
+	return vmInfo{}, false, nil
 }
 
 // firstVMID derives the first VMID to try from the UID, so concurrent

@@ -328,3 +328,12 @@ func (s *Server) RotateSecret(secret string) {
 	defer s.mu.Unlock()
 	s.opts.Secret = secret
 }
+
+// HideNames makes /cluster/resources omit the names of VMs (not templates), as right after a clone
+// before pvestatd's next update (assumed: the list's names come from
+// pvestatd's status data, the config holds them at once).
+func (s *Server) HideNames(hide bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hideNames = hide
+}

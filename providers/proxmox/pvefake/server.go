@@ -66,7 +66,10 @@ type Server struct {
 	faults   []fault
 	taskFail map[string]string // task type → exit status of its next run
 	dropNext bool
-	hold     map[string]chan struct{} // task type → closed to release
+	// hideNames plays pvestatd's lag: the list's names come from its
+	// status updates, seconds behind the config.
+	hideNames bool
+	hold      map[string]chan struct{} // task type → closed to release
 }
 
 // New starts a fake cluster; Close stops it.
@@ -442,7 +445,7 @@ func (s *Server) resources(req *request) (any, *apiError) {
 	out := []map[string]any{}
 	if typ == "" || typ == "vm" {
 		for _, id := range s.sortedVMIDs() {
-			out = append(out, s.vms[id].resource())
+			out = append(out, s.vms[id].resource(s.hideNames))
 		}
 	}
 	if typ == "" || typ == "node" {

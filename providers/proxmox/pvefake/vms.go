@@ -26,15 +26,19 @@ type vm struct {
 
 func (v *vm) locked() string { return v.conf["lock"] }
 
-func (v *vm) resource() map[string]any {
+func (v *vm) resource(hideName bool) map[string]any {
 	r := map[string]any{"id": fmt.Sprintf("qemu/%d", v.vmid), "type": "qemu", "vmid": v.vmid, "node": v.node,
 		"status": v.status, "template": b2i(v.conf["template"] == "1"), "maxcpu": atoiOr(v.conf["cores"], 1),
 		"maxmem": atoiOr(v.conf["memory"], 512) << 20, "maxdisk": 2 << 30}
-	if n := v.conf["name"]; n != "" {
+	if n := v.conf["name"]; n != "" && (!hideName || v.conf["template"] == "1") {
 		r["name"] = n
 	}
 	if t := v.conf["tags"]; t != "" {
 		r["tags"] = t
+	}
+	if l := v.locked(); l != "" {
+		// PVE 7.3+ lists the lock (and tags) with each guest.
+		r["lock"] = l
 	}
 	if v.status == "running" {
 		r["uptime"] = 60
@@ -70,7 +74,7 @@ func (s *Server) listVMs(node string) []map[string]any {
 		if v.node != node {
 			continue
 		}
-		r := v.resource()
+		r := v.resource(false)
 		delete(r, "id")
 		delete(r, "type")
 		delete(r, "node")
