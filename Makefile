@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= vsphere
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere dev dev-smoke
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox dev dev-smoke
 all: test
 
 help: ## List the targets.
@@ -80,6 +80,12 @@ test-integration-vsphere: ## The vSphere lifecycle against a real vCenter named 
 
 vsphere-secret: ## Print the credentials Secret for vSphere from VSPHERE_USERNAME_FILE and VSPHERE_PASSWORD_FILE.
 	hack/credentials-secret.sh vsphere-username=$(VSPHERE_USERNAME_FILE) vsphere-password=$(VSPHERE_PASSWORD_FILE)
+
+test-integration-proxmox: ## The Proxmox VE lifecycle against a real cluster named by PROXMOX_TEST_* (docs/proxmox-provider.md).
+	cd providers/proxmox && $(GO) test -count=1 -run '^TestIntegration$$' -v .
+
+proxmox-secret: ## Print the credentials Secret for Proxmox VE from PROXMOX_TOKEN_ID_FILE and PROXMOX_TOKEN_SECRET_FILE (and PROXMOX_CA_FILE if set).
+	hack/credentials-secret.sh proxmox-token-id=$(PROXMOX_TOKEN_ID_FILE) proxmox-token-secret=$(PROXMOX_TOKEN_SECRET_FILE) $(if $(PROXMOX_CA_FILE),proxmox-ca.pem=$(PROXMOX_CA_FILE))
 
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd

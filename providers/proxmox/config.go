@@ -1,0 +1,210 @@
+package proxmox
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Config is the `proxmox:` block of the providers config (template entry
+// 15). Every value pasted into a URL path, a name or a providerID is
+// checked against a pattern.
+type Config struct {
+	// Regions maps Placement.Region to a Proxmox VE cluster.
+	Regions map[string]Region `json:"regions"`
+	// MachineTypes maps Placement.MachineType to a size.
+	MachineTypes map[string]MachineType `json:"machineTypes"`
+	// Images maps Placement.Image to a template VM in every region.
+	Images map[string]Image `json:"images"`
+	// FullClone makes full clones (independent disks on the zone's
+	// storage); the default is linked clones of the template's disk, which
+	// are fast but need the template's storage on the target node.
+	FullClone bool `json:"fullClone,omitempty"`
+	// CallTimeout bounds each API call; TaskTimeout each task (clone,
+	// start, stop, destroy, upload). Defaults 30 s and 10 min.
+	CallTimeout Duration `json:"callTimeout,omitempty"`
+	TaskTimeout Duration `json:"taskTimeout,omitempty"`
+}
+
+// Region is one Proxmox VE cluster: any node's API serves the whole
+// cluster.
+type Region struct {
+	// Endpoint is the API's root URL, https://pve1.example:8006.
+	Endpoint string `json:"endpoint"`
+	// TokenIDFile and TokenSecretFile are files of the mounted credentials
+	// Secret holding the API token's ID (user@realm!name) and secret; read
+	// on first use and again whenever they change.
+	TokenIDFile     string `json:"tokenIDFile"`
+	TokenSecretFile string `json:"tokenSecretFile"`
+	// CAFile, when set, is the PEM bundle that signs the API's certificate
+	// (the cluster's own CA, /etc/pve/pve-root-ca.pem); otherwise the
+	// system roots are used.
+	CAFile string `json:"caFile,omitempty"`
+	// InsecureSkipTLSVerify accepts any certificate. For labs only.
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	// VMIDs is the range the provider allocates VMIDs from; give the
+	// operator a range no one else uses. Default 100000–199999.
+	VMIDs VMIDRange `json:"vmids,omitempty"`
+	// Zones maps Placement.Zone to a node. With a single zone, an empty
+	// Placement.Zone selects it.
+	Zones map[string]Zone `json:"zones"`
+}
+
+// VMIDRange is an inclusive range of VMIDs.
+type VMIDRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// Zone is a node and the storages the provider uses on it.
+type Zone struct {
+	// Node is the node's name in the cluster.
+	Node string `json:"node"`
+	// ISOStorage holds the NoCloud seed ISOs; it must allow the "iso"
+	// content type on this node.
+	ISOStorage string `json:"isoStorage"`
+	// Storage receives full clones' disks; unused for linked clones.
+	Storage string `json:"storage,omitempty"`
+}
+
+// MachineType is a VM size.
+type MachineType struct {
+	Cores     int `json:"cores"`
+	MemoryMiB int `json:"memoryMiB"`
+}
+
+// Image names a template VM: by VMID, or by name (looked up in the
+// region's cluster; it must be unique there).
+type Image struct {
+	TemplateVMID int    `json:"templateVMID,omitempty"`
+	TemplateName string `json:"templateName,omitempty"`
+}
+
+// Duration is a time.Duration written as "30s" in the config.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON reads "30s", "10m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) < 2 || s[0] != '"' {
+		return fmt.Errorf("duration %s: want a string such as \"30s\"", s)
+	}
+	v, err := time.ParseDuration(s[1 : len(s)-1])
+	d.Duration = v
+	return err
+}
+
+const (
+	// minVMID and maxVMID are PVE's bounds for a VMID.
+	minVMID = 100
+	maxVMID = 999999999
+)
+
+var (
+	// keyRE bounds region and zone keys: they are pasted into providerIDs.
+	keyRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)
+	// nodeRE is PVE's node name (a hostname label).
+	nodeRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	// storageRE is PVE's storage ID (pve-storage-id).
+	storageRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_.]{1,99}$`)
+	// dnsNameRE is the dns-name format of a VM name.
+	dnsNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+)
+
+// Validate reports every problem at once, each naming the field and value.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.Regions) == 0 {
+		add("regions: at least one is required")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Regions)) {
+		r := c.Regions[name]
+		at := fmt.Sprintf("regions[%q]", name)
+		if !keyRE.MatchString(name) {
+			add("%s: a region key must match %s", at, keyRE)
+		}
+		if u, err := url.Parse(r.Endpoint); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			add("%s.endpoint %q: want the API root as an https URL such as https://pve1.example:8006", at, r.Endpoint)
+		}
+		if r.TokenIDFile == "" || r.TokenSecretFile == "" {
+			add("%s.tokenIDFile and tokenSecretFile: both are required", at)
+		}
+		if r.CAFile != "" && r.InsecureSkipTLSVerify {
+			add("%s.caFile and insecureSkipTLSVerify: set one, not both", at)
+		}
+		if v := r.VMIDs; v != (VMIDRange{}) && (v.Min < minVMID || v.Max > maxVMID || v.Max < v.Min) {
+			add("%s.vmids %d-%d: want %d <= min <= max <= %d", at, v.Min, v.Max, minVMID, maxVMID)
+		}
+		if len(r.Zones) == 0 {
+			add("%s.zones: at least one is required", at)
+		}
+		for _, zn := range slices.Sorted(maps.Keys(r.Zones)) {
+			z := r.Zones[zn]
+			zat := fmt.Sprintf("%s.zones[%q]", at, zn)
+			if !keyRE.MatchString(zn) {
+				add("%s: a zone key must match %s", zat, keyRE)
+			}
+			if !nodeRE.MatchString(z.Node) {
+				add("%s.node %q: want a node name", zat, z.Node)
+			}
+			if !storageRE.MatchString(z.ISOStorage) {
+				add("%s.isoStorage %q: want a storage ID", zat, z.ISOStorage)
+			}
+			if z.Storage != "" && !storageRE.MatchString(z.Storage) {
+				add("%s.storage %q: want a storage ID", zat, z.Storage)
+			}
+			if c.FullClone && z.Storage == "" {
+				add("%s.storage: required with fullClone", zat)
+			}
+		}
+	}
+	if len(c.MachineTypes) == 0 {
+		add("machineTypes: at least one is required")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.MachineTypes)) {
+		if mt := c.MachineTypes[name]; mt.Cores < 1 || mt.MemoryMiB < 256 {
+			add("machineTypes[%q]: cores %d, memoryMiB %d: want at least 1 and 256", name, mt.Cores, mt.MemoryMiB)
+		}
+	}
+	if len(c.Images) == 0 {
+		add("images: at least one is required")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Images)) {
+		img := c.Images[name]
+		switch {
+		case (img.TemplateVMID == 0) == (img.TemplateName == ""):
+			add("images[%q]: set exactly one of templateVMID and templateName", name)
+		case img.TemplateVMID != 0 && (img.TemplateVMID < minVMID || img.TemplateVMID > maxVMID):
+			add("images[%q].templateVMID %d: want %d to %d", name, img.TemplateVMID, minVMID, maxVMID)
+		case img.TemplateName != "" && !dnsNameRE.MatchString(img.TemplateName):
+			add("images[%q].templateName %q: want a VM name (a DNS name)", name, img.TemplateName)
+		}
+	}
+	if c.CallTimeout.Duration < 0 || c.TaskTimeout.Duration < 0 {
+		add("callTimeout %s, taskTimeout %s: must not be negative", c.CallTimeout, c.TaskTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.CallTimeout.Duration == 0 {
+		c.CallTimeout.Duration = 30 * time.Second
+	}
+	if c.TaskTimeout.Duration == 0 {
+		c.TaskTimeout.Duration = 10 * time.Minute
+	}
+	regions := make(map[string]Region, len(c.Regions))
+	for name, r := range c.Regions {
+		if r.VMIDs == (VMIDRange{}) {
+			r.VMIDs = VMIDRange{Min: 100000, Max: 199999}
+		}
+		regions[name] = r
+	}
+	c.Regions = regions
+	return c
+}

@@ -1,0 +1,274 @@
+package proxmox
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kdomanski/iso9660"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+	"github.com/egress-proxies/egress-proxies-operator/providers/proxmox/pvefake"
+)
+
+// The test backend is pvefake, the module's stateful fake of the PVE API,
+// over TLS. Everything the harness needs from the backend that the
+// provider must not do — the guest agent answering, locks, faults,
+// unmarked VMs — the control below does through the fake's control API.
+
+const (
+	testTokenID  = "egress@pve!operator"
+	testSecret   = "sentinel-secret-3b9d51f0-7c2e-4a61-9f0e-d2a7c4e81b55"
+	templateVMID = 9000
+	testRegion   = "lab"
+)
+
+var testPlacement = contract.Placement{Region: testRegion, Zone: "a", MachineType: "small", Image: "debian-12"}
+
+type fake struct {
+	s   *pvefake.Server
+	cfg Config
+}
+
+func startFake(t *testing.T) *fake { return startFakeOpts(t, nil) }
+
+// startFakeOpts starts a two-node fake; change adjusts its options.
+func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
+	t.Helper()
+	opts := pvefake.Options{
+		Nodes: []string{"pve1", "pve2"},
+		Storages: []pvefake.StorageSpec{
+			{Name: "local", Type: "dir", Content: []string{"iso", "vztmpl", "backup", "import"}},
+			{Name: "local-lvm", Type: "lvmthin", Content: []string{"images", "rootdir"}},
+		},
+		Templates: []pvefake.Template{{VMID: templateVMID, Name: "debian-12-proxy", Node: "pve1"}},
+		TokenID:   testTokenID, Secret: testSecret,
+	}
+	if change != nil {
+		change(&opts)
+	}
+	s := pvefake.New(opts)
+	t.Cleanup(s.Close)
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		writeFile(t, p, string(data))
+		return p
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+	cfg := Config{
+		Regions: map[string]Region{testRegion: {
+			Endpoint: s.URL, TokenIDFile: write("token-id", []byte(testTokenID+"\n")), TokenSecretFile: write("token-secret", []byte(testSecret+"\n")),
+			CAFile: write("ca.pem", ca), VMIDs: VMIDRange{Min: 1000, Max: 1099},
+			Zones: map[string]Zone{"a": {Node: "pve1", ISOStorage: "local"}, "b": {Node: "pve2", ISOStorage: "local"}},
+		}},
+		MachineTypes: map[string]MachineType{"small": {Cores: 1, MemoryMiB: 512}},
+		Images:       map[string]Image{"debian-12": {TemplateName: "debian-12-proxy"}},
+		CallTimeout:  Duration{time.Second},
+		TaskTimeout:  Duration{10 * time.Second},
+	}
+	return &fake{s: s, cfg: cfg}
+}
+
+func (f *fake) provider(t *testing.T) *Provider {
+	t.Helper()
+	p, err := New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// control is the harness's backend control over the fake.
+type control struct{ f *fake }
+
+var (
+	_ contracttest.GuestReporter      = control{}
+	_ contracttest.StateInjector      = control{}
+	_ contracttest.UnstartedCreator   = control{}
+	_ contracttest.Locker             = control{}
+	_ contracttest.DeleteStarter      = control{}
+	_ contracttest.UnmarkedCreator    = control{}
+	_ contracttest.Staller            = control{}
+	_ contracttest.FaultInjector      = control{}
+	_ contracttest.CredentialRejecter = control{}
+	_ contracttest.UserDataReader     = control{}
+	_ contracttest.CallCounter        = control{}
+	_ contracttest.Inventory          = control{}
+)
+
+func vmidOf(providerID string) (int, error) {
+	_, key, err := ids.Parse(providerID)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(key)
+}
+
+// ReportIP plays the QEMU guest agent reporting the guest's address.
+func (c control) ReportIP(_ context.Context, providerID, ip string) error {
+	vmid, err := vmidOf(providerID)
+	if err != nil {
+		return err
+	}
+	return c.f.s.ReportIP(vmid, ip)
+}
+
+// SetUnknownState puts QEMU in "colo", a run state the table does not list.
+func (c control) SetUnknownState(_ context.Context, providerID string) error {
+	vmid, err := vmidOf(providerID)
+	if err != nil {
+		return err
+	}
+	return c.f.s.SetQMPStatus(vmid, "colo")
+}
+
+// CreateUnstarted runs Create's steps 1–3 and stops before the start.
+func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest) (string, error) {
+	p, err := New(c.f.cfg)
+	if err != nil {
+		return "", err
+	}
+	pl, err := p.plan(req)
+	if err != nil {
+		return "", err
+	}
+	vms, err := p.resources(ctx, pl.region)
+	if err != nil {
+		return "", err
+	}
+	v, err := p.cloneNew(ctx, pl, req, vms)
+	if err != nil {
+		return "", err
+	}
+	if err := p.prepare(ctx, pl, req, &v); err != nil {
+		return "", err
+	}
+	return ids.Format(pl.region, strconv.Itoa(v.vmid)), nil
+}
+
+// Lock holds `lock: clone` on the VM, as a clone in progress does.
+func (c control) Lock(_ context.Context, providerID string) (func(), error) {
+	vmid, err := vmidOf(providerID)
+	if err != nil {
+		return nil, err
+	}
+	return c.f.s.Lock(vmid, "clone")
+}
+
+// BeginDelete starts a qmdestroy and holds it.
+func (c control) BeginDelete(_ context.Context, providerID string) (func(), error) {
+	vmid, err := vmidOf(providerID)
+	if err != nil {
+		return nil, err
+	}
+	return c.f.s.BeginDestroy(vmid)
+}
+
+// CreateUnmarked clones the template as a person would: a name, no marks.
+func (c control) CreateUnmarked(_ context.Context, name string, _ contract.Placement) (string, error) {
+	vmid, err := c.f.s.CloneVM(templateVMID, name)
+	return ids.Format(testRegion, strconv.Itoa(vmid)), err
+}
+
+// Stall holds every API call.
+func (c control) Stall() func() { return c.f.s.Stall() }
+
+// pveFault is PVE's own answer for each class on the call serving op.
+func (c control) FailNext(op contracttest.Op, class error) error {
+	target := map[contracttest.Op]pvefake.Op{
+		contracttest.OpCreate: pvefake.OpClone, contracttest.OpGet: pvefake.OpCurrent,
+		contracttest.OpList: pvefake.OpResources, contracttest.OpDelete: pvefake.OpDestroy,
+	}[op]
+	switch {
+	case errors.Is(class, contract.ErrNotFound):
+		c.f.s.FailNext(target, 500, "Configuration file 'nodes/pve1/qemu-server/1000.conf' does not exist")
+	case errors.Is(class, contract.ErrQuota) && op == contracttest.OpCreate:
+		// A full thin pool fails the clone's task, not its request.
+		c.f.s.FailNextTask("qmclone", `clone failed: lvcreate 'pve/vm-1000-disk-0' error:   Volume group "pve" has insufficient free space (1023 extents): 2048 required.`)
+	case errors.Is(class, contract.ErrQuota):
+		c.f.s.FailNext(target, 500, "error writing '/var/lib/vz/images/1000/vm-1000-disk-0.qcow2' - No space left on device")
+	case errors.Is(class, contract.ErrPermanent):
+		c.f.s.FailNext(target, 403, "Permission check failed (/vms/1000, VM.Allocate)")
+	case class == nil:
+		c.f.s.FailNext(target, 500, "can't lock file '/var/lock/qemu-server/lock-1000.conf' - got timeout")
+	default:
+		return fmt.Errorf("no PVE fault for class %w", class)
+	}
+	return nil
+}
+
+// FailAfterCreate makes the next clone complete and its answer be lost.
+func (c control) FailAfterCreate() error {
+	c.f.s.DropNextClone()
+	return nil
+}
+
+// RejectCredentials makes the fake refuse the token.
+func (c control) RejectCredentials(reject bool) { c.f.s.RejectToken(reject) }
+
+// UserData reads user-data from the seed ISO on the VM's cdrom, as
+// cloud-init's NoCloud datasource does.
+func (c control) UserData(_ context.Context, providerID string) ([]byte, error) {
+	vmid, err := vmidOf(providerID)
+	if err != nil {
+		return nil, err
+	}
+	conf, ok := c.f.s.Config(vmid)
+	if !ok {
+		return nil, fmt.Errorf("no VM %d", vmid)
+	}
+	volid, _, _ := strings.Cut(conf["ide2"], ",")
+	iso, ok := c.f.s.Volume("pve1", volid)
+	if !ok {
+		return nil, fmt.Errorf("VM %d's cdrom %q is not on the storage", vmid, conf["ide2"])
+	}
+	return readISOFile(iso, "user-data")
+}
+
+func readISOFile(iso []byte, name string) ([]byte, error) {
+	img, err := iso9660.OpenImage(bytes.NewReader(iso))
+	if err != nil {
+		return nil, err
+	}
+	if label, err := img.Label(); err != nil || label != "cidata" {
+		return nil, fmt.Errorf("volume label %q (%w), want cidata", label, err)
+	}
+	root, err := img.RootDir()
+	if err != nil {
+		return nil, err
+	}
+	files, err := root.GetChildren()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if strings.EqualFold(strings.TrimSuffix(f.Name(), ";1"), name) {
+			return io.ReadAll(f.Reader())
+		}
+	}
+	return nil, fmt.Errorf("no %s on the seed", name)
+}
+
+// Calls counts API calls the fake served.
+func (c control) Calls() int { return c.f.s.Calls() }
+
+// Resources lists the fake's VMs, volumes and running tasks.
+func (c control) Resources(context.Context) ([]string, error) { return c.f.s.Inventory(), nil }
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

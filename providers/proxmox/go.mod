@@ -1,0 +1,33 @@
+module github.com/egress-proxies/egress-proxies-operator/providers/proxmox
+
+go 1.26.0
+
+require (
+	github.com/egress-proxies/egress-proxies-operator/contract v0.1.0
+	github.com/egress-proxies/egress-proxies-operator/contract/contracttest v0.1.0
+	github.com/egress-proxies/egress-proxies-operator/images v0.1.0
+	github.com/go-logr/logr v1.4.4
+	github.com/kdomanski/iso9660 v0.4.0
+	github.com/luthermonson/go-proxmox v0.8.2
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
+	go.opentelemetry.io/otel/trace v1.47.0
+)
+
+require (
+	github.com/buger/goterm v1.0.4 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/diskfs/go-diskfs v1.9.3 // indirect
+	github.com/djherbis/times v1.6.0 // indirect
+	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/gorilla/websocket v1.4.2 // indirect
+	github.com/jinzhu/copier v0.3.4 // indirect
+	github.com/magefile/mage v1.14.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

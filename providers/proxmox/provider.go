@@ -1,0 +1,613 @@
+// Package proxmox is the egress-proxies provider for Proxmox VE, on
+// github.com/luthermonson/go-proxmox: it clones proxy VMs from a template,
+// hands them cloud-init on a NoCloud seed ISO uploaded to a configured ISO
+// storage, marks them with PVE tags and reads their address from the QEMU
+// guest agent. docs/proxmox-provider-spec.md gives every decision and its
+// reason; docs/proxmox-provider.md is the guide. Package pvefake is the
+// fake PVE API its tests run against.
+package proxmox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	pve "github.com/luthermonson/go-proxmox"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/images/nocloud"
+)
+
+// Type is the provider's type in the providers config.
+const Type = "proxmox"
+
+// MaxCloudInit bounds CloudInit: the NoCloud seed's limit.
+const MaxCloudInit = nocloud.MaxUserData
+
+// maxCloneAttempts bounds how many VMIDs one Create tries when racing
+// clones take the ones it picked.
+const maxCloneAttempts = 8
+
+// ids: <region>/<vmid> (VMIDs are unique in a cluster; a VM may move
+// between its nodes, so the node is not part of the ID).
+var ids = contract.IDFormat{Location: keyRE, Key: regexp.MustCompile(`^[1-9][0-9]{2,8}$`)}
+
+// Provider is the Proxmox VE provider. It is safe for concurrent use.
+type Provider struct {
+	cfg     Config
+	regions map[string]*regionClient
+
+	mu sync.Mutex
+	// nodes remembers which node each VM was last seen on, so Get needs
+	// no cluster-wide list; a miss or a stale entry falls back to it.
+	nodes map[string]string
+}
+
+var (
+	_ contract.Provider = (*Provider)(nil)
+	_ contract.Checker  = (*Provider)(nil)
+)
+
+// New validates cfg and returns a provider. It does not dial or read the
+// credential files (contract §7).
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxmox provider config: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	p := &Provider{cfg: cfg, regions: map[string]*regionClient{}, nodes: map[string]string{}}
+	for name, r := range cfg.Regions {
+		p.regions[name] = newRegionClient(name, r)
+	}
+	return p, nil
+}
+
+// plan is a validated request resolved against the catalogues.
+type plan struct {
+	region  string
+	zone    Zone
+	machine MachineType
+	image   Image
+}
+
+// plan validates req before any call (contract §1.2).
+func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
+	if err := req.Validate(); err != nil {
+		return plan{}, err
+	}
+	pl := req.Placement
+	region, err := contract.Lookup("placement.region", p.cfg.Regions, pl.Region)
+	if err != nil {
+		return plan{}, err
+	}
+	zoneName := pl.Zone
+	if zoneName == "" && len(region.Zones) == 1 {
+		for zoneName = range region.Zones {
+		}
+	}
+	zone, err := contract.Lookup("placement.zone", region.Zones, zoneName)
+	if err != nil {
+		return plan{}, err
+	}
+	machine, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
+	if err != nil {
+		return plan{}, err
+	}
+	image, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
+	if err != nil {
+		return plan{}, err
+	}
+	if len(req.CloudInit) > MaxCloudInit {
+		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes on a NoCloud seed", MaxCloudInit))
+	}
+	return plan{region: pl.Region, zone: zone, machine: machine, image: image}, nil
+}
+
+// Create clones the VM, marks it, delivers its seed and starts it
+// (create-return: blocking, each task within the task timeout). Every step
+// finds what an earlier, cut-off attempt did (template entry 10):
+//  1. find a VM of this name in the region whose marks carry this UID → resume it;
+//  2. clone the template to a VMID derived from the UID (allocated-id,
+//     allocate-then-verify): taken → the next; a nameless clone in
+//     progress where this Proxy's VMID would be → busy (transient);
+//  3. upload the seed and write cores, memory, cdrom and tags, unless done;
+//  4. write the started mark and start, unless running.
+func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	pl, err := p.plan(req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, req.Name)
+	ctx = logr.NewContext(ctx, log)
+
+	vms, err := p.resources(ctx, pl.region)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	v, found, err := p.findOwn(ctx, pl.region, req, vms)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	if !found {
+		if v, err = p.cloneNew(ctx, pl, req, vms); err != nil {
+			return contract.Instance{}, err
+		}
+		log.V(contract.LogOutcome).Info("cloned instance", "vmid", v.vmid, "node", v.node)
+	}
+	if l := v.lock(); l == "clone" || l == "create" || l == "destroyed" {
+		return contract.Instance{}, fmt.Errorf("VM %d is locked (%s); retrying", v.vmid, l)
+	}
+	if err := p.prepare(ctx, pl, req, &v); err != nil {
+		return contract.Instance{}, err
+	}
+	if v.status.Status != "running" {
+		if err := p.start(ctx, v); err != nil {
+			return contract.Instance{}, err
+		}
+		log.V(contract.LogStep).Info("started instance", "vmid", v.vmid)
+		v.status.Status, v.status.QMPStatus, v.marks.started = "running", "running", true
+	}
+	return p.instance(v, ""), nil
+}
+
+// findOwn finds this Proxy's VM by name and marks among the region's VMs;
+// VMs of the same name without this UID are ignored, never adopted.
+func (p *Provider) findOwn(ctx context.Context, region string, req contract.CreateRequest, vms pve.ClusterResources) (vmInfo, bool, error) {
+	for _, r := range vms {
+		if r == nil || r.Name != req.Name || r.Template == 1 {
+			continue
+		}
+		v, err := p.readVM(ctx, region, r.Node, int(r.VMID))
+		if isNotFoundErr(err) {
+			continue
+		}
+		if err != nil {
+			return vmInfo{}, false, err
+		}
+		if v.marks.managed && v.marks.uid == req.UID {
+			p.remember(region, v.vmid, v.node)
+			return v, true, nil
+		}
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("ignoring a VM of the same name without this Proxy's marks", "vmid", v.vmid)
+	}
+	return vmInfo{}, false, nil
+}
+
+// cloneNew clones the template to a free VMID of the region's range,
+// starting at one derived from the UID, and waits for the clone.
+func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateRequest, vms pve.ClusterResources) (vmInfo, error) {
+	tmpl, err := p.template(ctx, pl.region, pl.image, vms)
+	if err != nil {
+		return vmInfo{}, err
+	}
+	used := map[int]*pve.ClusterResource{}
+	for _, r := range vms {
+		if r != nil {
+			used[int(r.VMID)] = r
+		}
+	}
+	rng := p.cfg.Regions[pl.region].VMIDs
+	size := rng.Max - rng.Min + 1
+	first := firstVMID(req.UID, rng)
+	created := time.Now().UTC().Truncate(time.Second)
+	attempts := 0
+	for i := 0; i < size && attempts < maxCloneAttempts; i++ {
+		vmid := rng.Min + (first-rng.Min+i)%size
+		if r, ok := used[vmid]; ok {
+			if r.Name == "" || r.Name == req.Name {
+				// The list's names come from pvestatd and lag, and a clone
+				// in progress has none: read the config before passing by
+				// what may be this Proxy's earlier attempt.
+				v, mine, err := p.claimed(ctx, pl.region, r.Node, vmid, req.UID)
+				if err != nil || mine {
+					return v, err
+				}
+			}
+			continue
+		}
+		attempts++
+		var upid pve.UPID
+		err := p.callWithin(ctx, pl.region, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c conn) error {
+			opts := &pve.VirtualMachineCloneOptions{NewID: vmid, Name: req.Name, Description: description(req.UID, created), Full: pve.IntOrBool(p.cfg.FullClone)}
+			if p.cfg.FullClone {
+				opts.Storage = pl.zone.Storage
+			}
+			if tmpl.node != pl.zone.Node {
+				opts.Target = pl.zone.Node
+			}
+			_, task, err := newVM(c.api, tmpl.node, tmpl.vmid).Clone(ctx, opts)
+			if task != nil {
+				upid = task.UPID
+			}
+			return err
+		})
+		if isVMIDTaken(err) {
+			// Another clone took it between the list and now.
+			node := pl.zone.Node
+			if n, err := p.locate(ctx, pl.region, vmid); err == nil {
+				node = n
+			}
+			v, mine, err := p.claimed(ctx, pl.region, node, vmid, req.UID)
+			if err != nil || mine {
+				return v, err
+			}
+			continue
+		}
+		if err != nil {
+			return vmInfo{}, err
+		}
+		p.remember(pl.region, vmid, pl.zone.Node)
+		if err := p.waitTask(ctx, pl.region, upid, fmt.Sprintf("clone of template %d to VM %d", tmpl.vmid, vmid)); err != nil {
+			return vmInfo{}, err
+		}
+		return p.readVM(ctx, pl.region, pl.zone.Node, vmid)
+	}
+	return vmInfo{}, contract.Quota(fmt.Errorf("no free VMID in %d-%d of region %s after %d attempts", rng.Min, rng.Max, pl.region, attempts))
+}
+
+// claimed reads a used VMID on the walk: this Proxy's VM (mine: resume
+// it), a clone still in progress (its config is only `lock: clone`, so it
+// may be this Proxy's earlier attempt: a transient "busy" error rather
+// than a second clone), or someone else's (pass by).
+func (p *Provider) claimed(ctx context.Context, region, node string, vmid int, uid string) (vmInfo, bool, error) {
+	v, err := p.readVM(ctx, region, node, vmid)
+	switch {
+	case isNotFoundErr(err):
+		return vmInfo{}, false, nil
+	case err != nil:
+		return vmInfo{}, false, err
+	case v.marks.managed && v.marks.uid == uid:
+		p.remember(region, vmid, node)
+		return v, true, nil
+	case v.lock() == "clone" && v.name() == "":
+		return vmInfo{}, false, fmt.Errorf("VM %d is being cloned and may be this Proxy's earlier attempt; retrying once the clone ends", vmid)
+	}
+	return vmInfo{}, false, nil
+}
+
+// firstVMID derives the first VMID to try from the UID, so concurrent
+// Creates for different Proxies start at different places in the range.
+func firstVMID(uid string, rng VMIDRange) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(uid))
+	return rng.Min + int(h.Sum32()%uint32(rng.Max-rng.Min+1))
+}
+
+type templateRef struct {
+	vmid int
+	node string
+}
+
+// template resolves the image to a template VM in the region's list.
+func (p *Provider) template(_ context.Context, region string, img Image, vms pve.ClusterResources) (templateRef, error) {
+	var found []templateRef
+	for _, r := range vms {
+		if r == nil || (img.TemplateVMID != 0 && int(r.VMID) != img.TemplateVMID) || (img.TemplateName != "" && r.Name != img.TemplateName) {
+			continue
+		}
+		if r.Template != 1 {
+			return templateRef{}, contract.Permanentf("image: VM %d (%s) in region %s is not a template", r.VMID, r.Name, region)
+		}
+		found = append(found, templateRef{vmid: int(r.VMID), node: r.Node})
+	}
+	switch len(found) {
+	case 0:
+		return templateRef{}, contract.Permanentf("image: no template %s in region %s", imageName(img), region)
+	case 1:
+		return found[0], nil
+	default:
+		return templateRef{}, contract.Permanentf("image: %d templates named %q in region %s; name it by templateVMID", len(found), img.TemplateName, region)
+	}
+}
+
+func imageName(img Image) string {
+	if img.TemplateVMID != 0 {
+		return "VMID " + strconv.Itoa(img.TemplateVMID)
+	}
+	return strconv.Quote(img.TemplateName)
+}
+
+// prepare delivers the seed and writes the size, cdrom and tags, unless an
+// earlier attempt did (step 3).
+func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequest, v *vmInfo) error {
+	volid := seedVolid(pl.zone, v.vmid, req.Name)
+	cdrom := volid + ",media=cdrom"
+	if v.marks.tagged && v.confString("ide2") == cdrom {
+		return nil
+	}
+	if err := p.uploadSeed(ctx, pl, req.Name, v.vmid, req.CloudInit); err != nil {
+		return err
+	}
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("uploaded seed", "volid", volid)
+	created := v.marks.createdAt
+	if created.IsZero() {
+		created = time.Now()
+	}
+	tags := withTags(v.confString("tags"), ourTags(req.UID, created)...)
+	err := p.call(ctx, pl.region, "ConfigureVM", func(ctx context.Context, c conn) error {
+		return newVM(c.api, v.node, v.vmid).ConfigSync(ctx,
+			pve.VirtualMachineOption{Name: "cores", Value: pl.machine.Cores},
+			pve.VirtualMachineOption{Name: "memory", Value: strconv.Itoa(pl.machine.MemoryMiB)},
+			pve.VirtualMachineOption{Name: "ide2", Value: cdrom},
+			pve.VirtualMachineOption{Name: "agent", Value: "1"},
+			pve.VirtualMachineOption{Name: "tags", Value: tags},
+		)
+	})
+	if err != nil {
+		return err
+	}
+	v.conf["tags"], v.conf["ide2"] = tags, cdrom
+	v.marks = readMarks(tags, v.confString("description"))
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("configured instance", "vmid", v.vmid)
+	return nil
+}
+
+// start writes the started mark, then starts the VM (step 4).
+func (p *Provider) start(ctx context.Context, v vmInfo) error {
+	if !v.marks.started {
+		tags := withTags(v.confString("tags"), tagStarted)
+		err := p.call(ctx, v.region, "MarkStarted", func(ctx context.Context, c conn) error {
+			return newVM(c.api, v.node, v.vmid).ConfigSync(ctx, pve.VirtualMachineOption{Name: "tags", Value: tags})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var upid pve.UPID
+	err := p.call(ctx, v.region, "StartVM", func(ctx context.Context, c conn) error {
+		task, err := newVM(c.api, v.node, v.vmid).Start(ctx)
+		if task != nil {
+			upid = task.UPID
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return p.waitTask(ctx, v.region, upid, fmt.Sprintf("start of VM %d", v.vmid))
+}
+
+// Get reads the VM: status, config and, when it runs, the guest agent's
+// addresses.
+func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instance, error) {
+	region, vmid, err := p.parse(providerID)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID))
+	v, err := p.lookup(ctx, region, vmid)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	if !v.marks.managed && v.lock() != "destroyed" {
+		return contract.Instance{}, contract.NotFound(fmt.Errorf("VM %d in region %s carries no egress-proxies marks: not this operator's", vmid, region))
+	}
+	ip := ""
+	if v.status.Status == "running" && (v.status.QMPStatus == "" || v.status.QMPStatus == "running") && v.lock() == "" {
+		if ip, err = p.agentIP(ctx, v); err != nil {
+			return contract.Instance{}, err
+		}
+	}
+	return p.instance(v, ip), nil
+}
+
+// lookup finds the VM's node (remembered, else from the cluster list) and
+// reads it. The node's own answer is trusted over the list, which lags.
+func (p *Provider) lookup(ctx context.Context, region string, vmid int) (vmInfo, error) {
+	if node, ok := p.remembered(region, vmid); ok {
+		v, err := p.readVM(ctx, region, node, vmid)
+		if !isNotFoundErr(err) {
+			return v, err
+		}
+		p.forget(region, vmid)
+		node2, err2 := p.locate(ctx, region, vmid)
+		if err2 != nil || node2 == node {
+			if err2 != nil && !isNotFoundErr(err2) {
+				return vmInfo{}, err2
+			}
+			return vmInfo{}, err
+		}
+		return p.readRemember(ctx, region, node2, vmid)
+	}
+	node, err := p.locate(ctx, region, vmid)
+	if err != nil {
+		return vmInfo{}, err
+	}
+	return p.readRemember(ctx, region, node, vmid)
+}
+
+func (p *Provider) readRemember(ctx context.Context, region, node string, vmid int) (vmInfo, error) {
+	v, err := p.readVM(ctx, region, node, vmid)
+	if err == nil {
+		p.remember(region, vmid, node)
+	}
+	return v, err
+}
+
+// locate finds a VM's node in the cluster list (not-found: list-and-miss).
+func (p *Provider) locate(ctx context.Context, region string, vmid int) (string, error) {
+	vms, err := p.resources(ctx, region)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range vms {
+		if r != nil && int(r.VMID) == vmid {
+			return r.Node, nil
+		}
+	}
+	return "", contract.NotFound(fmt.Errorf("no VM %d in region %s", vmid, region))
+}
+
+// Delete stops the VM, destroys it with its disks and deletes its seed
+// (delete-return: waits, secondary-resources: explicit). A VM already gone,
+// already being destroyed or not this operator's is success; its seed is
+// deleted all the same.
+func (p *Provider) Delete(ctx context.Context, providerID string) error {
+	region, vmid, err := ids.Parse(providerID)
+	if err != nil {
+		return err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID)
+	if _, ok := p.cfg.Regions[region]; !ok {
+		log.Info("region is no longer configured; nothing to delete", "region", region)
+		return nil
+	}
+	ctx = logr.NewContext(ctx, log)
+	id, _ := strconv.Atoi(vmid)
+	v, err := p.lookup(ctx, region, id)
+	switch {
+	case isNotFoundErr(err):
+		log.V(contract.LogOutcome).Info("instance is gone")
+		return p.deleteSeeds(ctx, region, id)
+	case err != nil:
+		return err
+	case v.lock() == "destroyed":
+		log.V(contract.LogStep).Info("instance is already being destroyed")
+		return p.deleteSeeds(ctx, region, id)
+	case !v.marks.managed:
+		log.Info("VM carries no egress-proxies marks; not deleting it", "vmid", id)
+		return nil
+	}
+	if v.status.Status == "running" {
+		if err := p.stop(ctx, v); err != nil {
+			return err
+		}
+	}
+	var upid pve.UPID
+	err = p.call(ctx, region, "DestroyVM", func(ctx context.Context, c conn) error {
+		task, err := newVM(c.api, v.node, v.vmid).Delete(ctx, &pve.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true})
+		if task != nil {
+			upid = task.UPID
+		}
+		return err
+	})
+	if err == nil {
+		err = p.waitTask(ctx, region, upid, fmt.Sprintf("destroy of VM %d", id))
+	}
+	if err != nil && !isNotFoundErr(err) {
+		return err
+	}
+	p.forget(region, id)
+	log.V(contract.LogOutcome).Info("destroyed instance", "vmid", id)
+	return p.deleteSeeds(ctx, region, id)
+}
+
+// stop powers the VM off (a hard stop: the VM is destroyed next).
+func (p *Provider) stop(ctx context.Context, v vmInfo) error {
+	var upid pve.UPID
+	err := p.call(ctx, v.region, "StopVM", func(ctx context.Context, c conn) error {
+		task, err := newVM(c.api, v.node, v.vmid).Stop(ctx)
+		if task != nil {
+			upid = task.UPID
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return p.waitTask(ctx, v.region, upid, fmt.Sprintf("stop of VM %d", v.vmid))
+}
+
+// deleteSeeds deletes the VM's seeds from every zone's ISO storage of the
+// region: the VM may be gone, and its node with it.
+func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) error {
+	zones := p.cfg.Regions[region].Zones
+	for _, zn := range slices.Sorted(maps.Keys(zones)) {
+		if err := p.deleteVolumes(ctx, region, zones[zn], isSeedOf(vmid)); err != nil {
+			return err
+		}
+	}
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("deleted seeds", "vmid", vmid)
+	return nil
+}
+
+// ListByTag lists each region's VMs in one call and keeps those whose tags
+// carry the mark (list-partial: fail-whole). PVE cannot filter by tag on
+// the server. The state comes from the list (no guest agent call per VM):
+// a running VM is Provisioning here; Get reports Running with its address.
+func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
+	var want string
+	switch key {
+	case contract.LabelManaged:
+		if value != contract.ManagedValue {
+			return nil, nil
+		}
+		want = tagManaged
+	case contract.LabelUID:
+		want = tagUID + value
+	default:
+		return nil, contract.InvalidField("key", key, "one of "+contract.LabelManaged+", "+contract.LabelUID)
+	}
+	var out []contract.Instance
+	for _, region := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
+		vms, err := p.resources(ctx, region)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range vms {
+			if r == nil || r.Template == 1 || !slices.Contains(splitTags(r.Tags), want) || !slices.Contains(splitTags(r.Tags), tagManaged) {
+				continue
+			}
+			m := readMarks(r.Tags, "")
+			v := vmInfo{region: region, node: r.Node, vmid: int(r.VMID), status: vmStatus{Name: r.Name, Status: r.Status}, marks: m}
+			p.remember(region, v.vmid, r.Node)
+			out = append(out, p.instance(v, ""))
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) instance(v vmInfo, ip string) contract.Instance {
+	state := v.state(ip)
+	inst := contract.Instance{ProviderID: ids.Format(v.region, strconv.Itoa(v.vmid)), Name: v.name(), State: state,
+		UID: v.marks.uid, CreatedAt: v.marks.createdAt}
+	if state == contract.StateRunning {
+		inst.IP = ip
+	}
+	if l := v.lock(); l != "" && l != "destroyed" {
+		inst.Message = "locked (" + l + ")"
+	}
+	return inst
+}
+
+// parse checks a providerID and that its region is configured.
+func (p *Provider) parse(providerID string) (string, int, error) {
+	region, vmid, err := ids.Parse(providerID)
+	if err != nil {
+		return "", 0, err
+	}
+	if _, ok := p.cfg.Regions[region]; !ok {
+		return "", 0, contract.InvalidField("providerID", providerID, "region "+region+" is not configured")
+	}
+	id, _ := strconv.Atoi(vmid)
+	return region, id, nil
+}
+
+func (p *Provider) remember(region string, vmid int, node string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nodes[region+"/"+strconv.Itoa(vmid)] = node
+}
+
+func (p *Provider) remembered(region string, vmid int) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, ok := p.nodes[region+"/"+strconv.Itoa(vmid)]
+	return n, ok
+}
+
+func (p *Provider) forget(region string, vmid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.nodes, region+"/"+strconv.Itoa(vmid))
+}
+
+func isNotFoundErr(err error) bool { return errors.Is(err, contract.ErrNotFound) }

@@ -1,0 +1,339 @@
+package pvefake
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Op names a kind of API call, for FailNext.
+type Op string
+
+// The calls FailNext can target.
+const (
+	OpResources Op = "resources"     // GET /cluster/resources
+	OpNextID    Op = "nextid"        // GET /cluster/nextid
+	OpConfig    Op = "config"        // GET/PUT/POST …/qemu/{vmid}/config
+	OpCurrent   Op = "status"        // GET …/qemu/{vmid}/status/current
+	OpClone     Op = "clone"         // POST …/qemu/{vmid}/clone
+	OpPower     Op = "power"         // POST …/qemu/{vmid}/status/{start,stop,shutdown}
+	OpDestroy   Op = "destroy"       // DELETE …/qemu/{vmid}
+	OpAgent     Op = "agent"         // GET …/agent/network-get-interfaces
+	OpStorage   Op = "storage"       // GET …/storage[/{storage}/status]
+	OpContent   Op = "content"       // GET …/storage/{storage}/content
+	OpUpload    Op = "upload"        // POST …/storage/{storage}/upload
+	OpDelVolume Op = "delete-volume" // DELETE …/storage/{storage}/content/{volume}
+	OpTask      Op = "task"          // GET …/tasks/{upid}/{status,log}
+	OpOther     Op = "other"
+)
+
+type fault struct {
+	op  Op
+	err *apiError
+}
+
+func (s *Server) opOf(req *request) Op {
+	p, m := req.path, req.method
+	switch {
+	case eq(p, "cluster", "resources"):
+		return OpResources
+	case eq(p, "cluster", "nextid"):
+		return OpNextID
+	case len(p) >= 5 && p[0] == "nodes" && p[2] == "qemu":
+		switch {
+		case p[4] == "config":
+			return OpConfig
+		case p[4] == "clone":
+			return OpClone
+		case p[4] == "agent":
+			return OpAgent
+		case p[4] == "status" && len(p) == 6 && p[5] == "current":
+			return OpCurrent
+		case p[4] == "status":
+			return OpPower
+		}
+	case len(p) == 4 && p[0] == "nodes" && p[2] == "qemu" && m == http.MethodDelete:
+		return OpDestroy
+	case len(p) >= 3 && p[0] == "nodes" && p[2] == "storage":
+		switch {
+		case len(p) >= 6 && m == http.MethodDelete:
+			return OpDelVolume
+		case len(p) == 5 && p[4] == "upload":
+			return OpUpload
+		case len(p) == 5 && p[4] == "content":
+			return OpContent
+		}
+		return OpStorage
+	case len(p) >= 4 && p[0] == "nodes" && p[2] == "tasks":
+		return OpTask
+	}
+	return OpOther
+}
+
+// takeFault returns the first queued fault for op. Caller holds s.mu.
+func (s *Server) takeFault(op Op) *apiError {
+	for i, f := range s.faults {
+		if f.op == op {
+			s.faults = slices.Delete(s.faults, i, i+1)
+			return f.err
+		}
+	}
+	return nil
+}
+
+// FailNext makes the next call of op answer with status and PVE's message
+// in the reason phrase (body {"data":null}).
+func (s *Server) FailNext(op Op, status int, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{op: op, err: fail(status, "%s", msg)})
+}
+
+// FailNextParam makes the next call of op fail PVE's parameter check on
+// field with msg (400 "Parameter verification failed.").
+func (s *Server) FailNextParam(op Op, field, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{op: op, err: paramErr(field, msg)})
+}
+
+// FailNextTask makes the next task of type typ (qmclone, qmstart,
+// qmdestroy, imgcopy, …) end with exit status exit instead of OK.
+func (s *Server) FailNextTask(typ, exit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.taskFail[typ] = exit
+}
+
+// DropNextClone makes the next clone request start its task and then lose
+// its answer: the connection closes before a response, as a proxy or a
+// network cut would.
+func (s *Server) DropNextClone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropNext = true
+}
+
+// HoldTasks keeps every task of type typ started from now on running until
+// release is called.
+func (s *Server) HoldTasks(typ string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.hold[typ] = ch
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.hold[typ] == ch {
+			delete(s.hold, typ)
+			close(ch)
+		}
+	}
+}
+
+// Stall holds every call from now on until release.
+func (s *Server) Stall() (release func()) { return s.gate.Stall() }
+
+// Calls counts the API calls served.
+func (s *Server) Calls() int { return int(s.calls.Load()) }
+
+// RejectToken makes the fake refuse the API token (401) or accept it again.
+func (s *Server) RejectToken(reject bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejected = reject
+}
+
+// Lock sets `lock: <lock>` on the VM's config, as a running backup, clone
+// or migration does, until unlock is called.
+func (s *Server) Lock(vmid int, lock string) (unlock func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok {
+		return nil, fmt.Errorf("no VM %d", vmid)
+	}
+	v.conf["lock"] = lock
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if v.conf["lock"] == lock {
+			delete(v.conf, "lock")
+		}
+	}, nil
+}
+
+// BeginDestroy starts destroying the VM (stopping it first, as `qm destroy
+// --purge` after `qm stop` would) and holds the qmdestroy task until finish.
+func (s *Server) BeginDestroy(vmid int) (finish func(), err error) {
+	release := s.HoldTasks("qmdestroy")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok {
+		release()
+		return nil, fmt.Errorf("no VM %d", vmid)
+	}
+	v.status, v.agent = "stopped", nil
+	s.startDestroy(v, s.opts.TokenID)
+	return release, nil
+}
+
+// ReportIP plays the guest agent answering with one NIC holding ips (and
+// lo); the VM must run.
+func (s *Server) ReportIP(vmid int, ips ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok {
+		return fmt.Errorf("no VM %d", vmid)
+	}
+	if v.status != "running" {
+		return fmt.Errorf("VM %d is not running", vmid)
+	}
+	var addrs []map[string]any
+	for _, ip := range ips {
+		typ, prefix := "ipv4", 24
+		if strings.Contains(ip, ":") {
+			typ, prefix = "ipv6", 64
+		}
+		addrs = append(addrs, map[string]any{"ip-address-type": typ, "ip-address": ip, "prefix": prefix})
+	}
+	v.agent = []map[string]any{
+		{"name": "lo", "hardware-address": "00:00:00:00:00:00", "ip-addresses": []map[string]any{
+			{"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8}, {"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128}}},
+		{"name": "eth0", "hardware-address": "bc:24:11:00:00:02", "ip-addresses": addrs,
+			"statistics": map[string]any{"rx-bytes": 1024, "tx-bytes": 512, "rx-packets": 10, "tx-packets": 5}},
+	}
+	return nil
+}
+
+// SetQMPStatus sets the QEMU run state status/current reports for a
+// running VM (paused, internal-error, a state the provider does not know).
+func (s *Server) SetQMPStatus(vmid int, qmp string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok || v.status != "running" {
+		return fmt.Errorf("no running VM %d", vmid)
+	}
+	v.qmp = qmp
+	return nil
+}
+
+// CloneVM clones src into the lowest free VMID from 100 with name and no
+// description or tags, as a person in the web UI would; it returns the VMID.
+func (s *Server) CloneVM(src int, name string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from, ok := s.vms[src]
+	if !ok {
+		return 0, fmt.Errorf("no VM %d", src)
+	}
+	id := 100
+	for ; s.vms[id] != nil; id++ {
+	}
+	conf := map[string]string{}
+	for k, v := range from.conf {
+		if k != "template" && k != "lock" {
+			conf[k] = v
+		}
+	}
+	conf["name"] = name
+	conf["scsi0"] = fmt.Sprintf("local-lvm:vm-%d-disk-0,size=2G", id)
+	s.vms[id] = &vm{vmid: id, node: from.node, status: "stopped", conf: conf}
+	return id, nil
+}
+
+// Config returns a copy of the VM's config, or false if there is no VM.
+func (s *Server) Config(vmid int) (map[string]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok {
+		return nil, false
+	}
+	out := map[string]string{}
+	for k, val := range v.conf {
+		out[k] = val
+	}
+	return out, true
+}
+
+// Volume returns the content of a volume, by volid, on node.
+func (s *Server) Volume(node, volid string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name, _, _ := strings.Cut(volid, ":")
+	st, ok := s.storageOn(node, name)
+	if !ok {
+		return nil, false
+	}
+	data, ok := st.volumes[volid]
+	return data, ok
+}
+
+// Inventory lists every VM (but the templates), every volume and every
+// task still running, one string each.
+func (s *Server) Inventory() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, id := range s.sortedVMIDs() {
+		v := s.vms[id]
+		if v.conf["template"] == "1" {
+			continue
+		}
+		out = append(out, "vm "+strconv.Itoa(id)+" "+v.conf["name"])
+	}
+	keys := make([]string, 0, len(s.storages))
+	for k := range s.storages {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for volid := range s.storages[k].volumes {
+			out = append(out, "volume "+k+" "+volid)
+		}
+	}
+	for _, t := range s.tasks {
+		if t.status == "running" {
+			out = append(out, "task "+t.upid)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WaitTasks waits until every task started so far has ended.
+func (s *Server) WaitTasks() {
+	s.mu.Lock()
+	var chans []chan struct{}
+	for _, t := range s.tasks {
+		chans = append(chans, t.completed)
+	}
+	s.mu.Unlock()
+	for _, c := range chans {
+		<-c
+	}
+}
+
+// RotateSecret replaces the API token's secret, as regenerating a token
+// in PVE does: the old secret is refused from now on.
+func (s *Server) RotateSecret(secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.Secret = secret
+}
+
+// HideNames makes /cluster/resources omit the names of VMs (not templates), as right after a clone
+// before pvestatd's next update (assumed: the list's names come from
+// pvestatd's status data, the config holds them at once).
+func (s *Server) HideNames(hide bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hideNames = hide
+}

@@ -1,0 +1,476 @@
+package pvefake
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+)
+
+// Options describe the cluster the fake serves.
+type Options struct {
+	// Nodes are the cluster's node names. Default ["pve"].
+	Nodes []string
+	// Storages exist on every node; a Shared one is the same storage
+	// everywhere, the others are one per node.
+	Storages []StorageSpec
+	// Templates are template VMs, each on its node.
+	Templates []Template
+	// TokenID ("user@realm!name") and Secret are the one API token the
+	// fake accepts.
+	TokenID, Secret string
+}
+
+// StorageSpec is one storage.
+type StorageSpec struct {
+	Name    string
+	Type    string   // dir, lvmthin, …
+	Content []string // iso, images, rootdir, vztmpl, snippets, import
+	Shared  bool
+	// Total is the capacity in bytes; default 100 GiB.
+	Total int64
+}
+
+// Template is a template VM.
+type Template struct {
+	VMID int
+	Name string
+	Node string
+}
+
+// Server is the fake PVE API. Its URL is the API root
+// (https://127.0.0.1:port); go-proxmox's base URL is URL+"/api2/json".
+type Server struct {
+	*httptest.Server
+
+	opts  Options
+	calls atomic.Int64
+	gate  contracttest.Gate
+
+	mu       sync.Mutex
+	rejected bool
+	vms      map[int]*vm
+	storages map[string]*storage // by storageKey
+	tasks    map[string]*task
+	pid      int
+	faults   []fault
+	taskFail map[string]string // task type → exit status of its next run
+	dropNext bool
+	// hideNames plays pvestatd's lag: the list's names come from its
+	// status updates, seconds behind the config.
+	hideNames bool
+	hold      map[string]chan struct{} // task type → closed to release
+}
+
+// New starts a fake cluster; Close stops it.
+func New(opts Options) *Server {
+	if len(opts.Nodes) == 0 {
+		opts.Nodes = []string{"pve"}
+	}
+	s := &Server{
+		opts: opts, vms: map[int]*vm{}, storages: map[string]*storage{}, tasks: map[string]*task{},
+		pid: 0x1000, taskFail: map[string]string{}, hold: map[string]chan struct{}{},
+	}
+	for _, spec := range opts.Storages {
+		if spec.Total == 0 {
+			spec.Total = 100 << 30
+		}
+		for _, node := range opts.Nodes {
+			key := storageKey(spec, node)
+			if _, ok := s.storages[key]; !ok {
+				s.storages[key] = &storage{spec: spec, volumes: map[string][]byte{}}
+			}
+		}
+	}
+	for _, t := range opts.Templates {
+		s.vms[t.VMID] = &vm{vmid: t.VMID, node: t.Node, status: "stopped", conf: map[string]string{
+			"name": t.Name, "template": "1", "cores": "1", "memory": "512", "agent": "1", "ostype": "l26",
+			"scsihw": "virtio-scsi-single", "scsi0": fmt.Sprintf("local-lvm:base-%d-disk-0,size=2G", t.VMID),
+			"net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "boot": "order=scsi0;net0",
+			"meta": "creation-qemu=8.1.5,ctime=1700000000", "smbios1": "uuid=6f1e0a3e-8d0b-4c55-9a43-0c1d7b0f9a01",
+		}}
+	}
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+func storageKey(spec StorageSpec, node string) string {
+	if spec.Shared {
+		return spec.Name
+	}
+	return node + "/" + spec.Name
+}
+
+// BaseURL is what go-proxmox's NewClient takes.
+func (s *Server) BaseURL() string { return s.URL + "/api2/json" }
+
+// apiError is an error PVE answers with: the message goes into the reason
+// phrase; parameter errors also carry an "errors" object in the body.
+type apiError struct {
+	status int
+	msg    string
+	params map[string]string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s", e.status, e.msg) }
+
+func fail(status int, format string, args ...any) *apiError {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// paramErr is PVE's 400 for a parameter that fails the schema
+// (PVE::JSONSchema::validate → raise_param_exc).
+func paramErr(field, msg string) *apiError {
+	return &apiError{status: 400, msg: "Parameter verification failed.", params: map[string]string{field: msg}}
+}
+
+func notExist(node string, vmid int) *apiError {
+	return fail(500, "Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid)
+}
+
+// request is one parsed API call.
+type request struct {
+	method string
+	path   []string // segments after /api2/json, unescaped
+	params url.Values
+	r      *http.Request
+	user   string
+	upload *uploaded
+}
+
+// uploaded is the file part of a multipart upload.
+type uploaded struct {
+	name string
+	data []byte
+}
+
+// serve authenticates, routes and answers one call.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.calls.Add(1)
+	if s.gate.Pass(r.Context()) != nil {
+		return
+	}
+	req, err := s.parse(r)
+	if err == nil {
+		err = s.authenticate(req)
+	}
+	var data any
+	var after func()
+	if err == nil {
+		data, after, err = s.route(req)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if after != nil {
+		// DropNextClone: the work is done, the answer is lost.
+		after()
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, herr := hj.Hijack(); herr == nil {
+				_ = conn.Close()
+				return
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	body, _ := json.Marshal(map[string]any{"data": data})
+	_, _ = w.Write(body)
+}
+
+// writeError answers like pveproxy: the status line carries the message as
+// its reason phrase, which net/http cannot write, so the connection is
+// hijacked and the response written by hand.
+func writeError(w http.ResponseWriter, err *apiError) {
+	body := map[string]any{"data": nil}
+	if err.params != nil {
+		body["errors"] = err.params
+	}
+	b, _ := json.Marshal(body)
+	reason := strings.NewReplacer("\r", " ", "\n", " ").Replace(strings.TrimSpace(err.msg))
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, reason, err.status)
+		return
+	}
+	conn, buf, herr := hj.Hijack()
+	if herr != nil {
+		return
+	}
+	defer func() { _ = conn.Close() }()
+	writeRaw(buf, err.status, reason, b)
+}
+
+func writeRaw(buf *bufio.ReadWriter, status int, reason string, body []byte) {
+	_, _ = fmt.Fprintf(buf, "HTTP/1.1 %03d %s\r\nContent-Type: application/json;charset=UTF-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", status, reason, len(body))
+	_, _ = buf.Write(body)
+	_ = buf.Flush()
+}
+
+func (s *Server) parse(r *http.Request) (*request, *apiError) {
+	raw := r.URL.EscapedPath()
+	rest, ok := strings.CutPrefix(raw, "/api2/json/")
+	if !ok {
+		return nil, fail(501, "Not Implemented")
+	}
+	var segs []string
+	for _, seg := range strings.Split(strings.TrimSuffix(rest, "/"), "/") {
+		u, err := url.PathUnescape(seg)
+		if err != nil {
+			return nil, fail(400, "Bad Request")
+		}
+		segs = append(segs, u)
+	}
+	params := r.URL.Query()
+	var upload *uploaded
+	if r.Method == http.MethodPost || r.Method == http.MethodPut {
+		ct := r.Header.Get("Content-Type")
+		switch {
+		case strings.HasPrefix(ct, "application/json"):
+			var body map[string]any
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil && err.Error() != "EOF" {
+				return nil, fail(400, "Bad Request: %v", err)
+			}
+			for k, v := range body {
+				params.Set(k, scalar(v))
+			}
+		case strings.HasPrefix(ct, "multipart/form-data"):
+			if err := r.ParseMultipartForm(64 << 20); err != nil {
+				return nil, fail(400, "Bad Request: %v", err)
+			}
+			for k, v := range r.MultipartForm.Value {
+				params[k] = v
+			}
+			if fh := r.MultipartForm.File["filename"]; len(fh) == 1 {
+				f, err := fh[0].Open()
+				if err != nil {
+					return nil, fail(500, "%v", err)
+				}
+				data, err := io.ReadAll(f)
+				_ = f.Close()
+				if err != nil {
+					return nil, fail(500, "%v", err)
+				}
+				upload = &uploaded{name: fh[0].Filename, data: data}
+			}
+		default:
+			if err := r.ParseForm(); err == nil {
+				for k, v := range r.PostForm {
+					params[k] = v
+				}
+			}
+		}
+	}
+	return &request{method: r.Method, path: segs, params: params, r: r, upload: upload}, nil
+}
+
+// scalar renders a JSON value as PVE's parameter parser sees it.
+func scalar(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case bool:
+		if x {
+			return "1"
+		}
+		return "0"
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case nil:
+		return ""
+	default:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+}
+
+// authenticate checks the API token header (PVEAPIToken=USER@REALM!ID=SECRET).
+func (s *Server) authenticate(req *request) *apiError {
+	h := req.r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "PVEAPIToken=")
+	if !ok {
+		return fail(401, "No ticket")
+	}
+	id, secret, _ := strings.Cut(tok, "=")
+	s.mu.Lock()
+	rejected, want := s.rejected, s.opts.Secret
+	s.mu.Unlock()
+	if id != s.opts.TokenID || secret != want || rejected {
+		return fail(401, "invalid token value!")
+	}
+	req.user = id
+	return nil
+}
+
+// match reports whether path matches pattern; "*" segments are captured.
+func match(path []string, pattern ...string) ([]string, bool) {
+	if len(path) != len(pattern) {
+		return nil, false
+	}
+	var vars []string
+	for i, p := range pattern {
+		switch {
+		case p == "*":
+			vars = append(vars, path[i])
+		case p != path[i]:
+			return nil, false
+		}
+	}
+	return vars, true
+}
+
+// route dispatches a call; the op names are what FailNext targets.
+func (s *Server) route(req *request) (any, func(), *apiError) {
+	p, m := req.path, req.method
+	get, post, put, del := m == http.MethodGet, m == http.MethodPost, m == http.MethodPut, m == http.MethodDelete
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	op := s.opOf(req)
+	if err := s.takeFault(op); err != nil {
+		return nil, nil, err
+	}
+	if v, ok := match(p, "nodes", "*", "*"); ok && v[1] != "qemu" && v[1] != "storage" && v[1] != "tasks" && v[1] != "status" {
+		return nil, nil, fail(501, "Method '%s /nodes/%s/%s' not implemented", m, v[0], v[1])
+	}
+	if v, ok := match(p, "nodes", "*"); ok || (len(p) > 1 && p[0] == "nodes") {
+		if !ok {
+			v = p[1:2]
+		}
+		if !s.isNode(v[0]) {
+			return nil, nil, fail(500, "hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known", v[0], v[0])
+		}
+	}
+	switch {
+	case get && eq(p, "version"):
+		return map[string]string{"version": "8.2.4", "release": "8.2", "repoid": "faa83925c9641325"}, nil, nil
+	case get && eq(p, "cluster", "nextid"):
+		d, err := s.nextID(req)
+		return d, nil, err
+	case get && eq(p, "cluster", "resources"):
+		d, err := s.resources(req)
+		return d, nil, err
+	case get && eq(p, "cluster", "status"):
+		return s.clusterStatus(), nil, nil
+	}
+	if v, ok := match(p, "nodes", "*", "status"); ok && get {
+		return map[string]any{"uptime": 86400, "pveversion": "pve-manager/8.2.4/faa83925c9641325", "kversion": "Linux 6.8.8-2-pve", "node": v[0]}, nil, nil
+	}
+	if v, ok := match(p, "nodes", "*", "qemu"); ok && get {
+		return s.listVMs(v[0]), nil, nil
+	}
+	if d, after, err, ok := s.routeVM(req, get, post, put, del); ok {
+		return d, after, err
+	}
+	if d, err, ok := s.routeStorage(req, get, post, del); ok {
+		return d, nil, err
+	}
+	if v, ok := match(p, "nodes", "*", "tasks", "*", "status"); ok && get {
+		d, err := s.taskStatus(v[0], v[1])
+		return d, nil, err
+	}
+	if v, ok := match(p, "nodes", "*", "tasks", "*", "log"); ok && get {
+		d, err := s.taskLog(v[0], v[1])
+		return d, nil, err
+	}
+	return nil, nil, fail(501, "Method '%s /%s' not implemented", m, strings.Join(p, "/"))
+}
+
+func eq(path []string, want ...string) bool {
+	_, ok := match(path, want...)
+	return ok
+}
+
+func (s *Server) isNode(name string) bool {
+	for _, n := range s.opts.Nodes {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) clusterStatus() []map[string]any {
+	out := []map[string]any{{"type": "cluster", "id": "cluster", "name": "fake", "nodes": len(s.opts.Nodes), "quorate": 1, "version": 3}}
+	for i, n := range s.opts.Nodes {
+		out = append(out, map[string]any{"type": "node", "id": "node/" + n, "name": n, "nodeid": i + 1, "online": 1, "local": b2i(i == 0), "ip": fmt.Sprintf("127.0.0.%d", i+1)})
+	}
+	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// nextID is GET /cluster/nextid: the lowest free VMID from 100, or, with
+// vmid=N, N itself when free.
+func (s *Server) nextID(req *request) (any, *apiError) {
+	if v := req.params.Get("vmid"); v != "" {
+		id, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, paramErr("vmid", fmt.Sprintf("type check ('integer') failed - got '%s'", v))
+		}
+		if _, used := s.vms[id]; used {
+			return nil, paramErr("vmid", fmt.Sprintf("VM %d already exists", id))
+		}
+		return strconv.Itoa(id), nil
+	}
+	for id := 100; ; id++ {
+		if _, used := s.vms[id]; !used {
+			return strconv.Itoa(id), nil
+		}
+	}
+}
+
+// resources is GET /cluster/resources[?type=vm|storage|node|sdn].
+func (s *Server) resources(req *request) (any, *apiError) {
+	typ := req.params.Get("type")
+	switch typ {
+	case "", "vm", "storage", "node", "sdn":
+	default:
+		return nil, paramErr("type", fmt.Sprintf("value '%s' does not have a value in the enumeration 'vm, storage, node, sdn'", typ))
+	}
+	out := []map[string]any{}
+	if typ == "" || typ == "vm" {
+		for _, id := range s.sortedVMIDs() {
+			out = append(out, s.vms[id].resource(s.hideNames))
+		}
+	}
+	if typ == "" || typ == "node" {
+		for _, n := range s.opts.Nodes {
+			out = append(out, map[string]any{"id": "node/" + n, "type": "node", "node": n, "status": "online", "maxcpu": 8, "maxmem": 32 << 30})
+		}
+	}
+	if typ == "" || typ == "storage" {
+		for _, n := range s.opts.Nodes {
+			for _, spec := range s.opts.Storages {
+				st := s.storages[storageKey(spec, n)]
+				out = append(out, map[string]any{"id": "storage/" + n + "/" + spec.Name, "type": "storage", "node": n, "storage": spec.Name,
+					"status": "available", "shared": b2i(spec.Shared), "content": strings.Join(spec.Content, ","), "plugintype": spec.Type,
+					"maxdisk": spec.Total, "disk": st.used()})
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) sortedVMIDs() []int {
+	ids := make([]int, 0, len(s.vms))
+	for id := range s.vms {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	return ids
+}

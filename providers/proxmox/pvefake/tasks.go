@@ -1,0 +1,105 @@
+package pvefake
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// task is one worker task, named by its UPID.
+type task struct {
+	upid      string
+	node      string
+	typ, id   string
+	user      string
+	pid       int
+	start     time.Time
+	status    string // running, stopped
+	exit      string // OK or the error
+	endtime   time.Time
+	log       []string
+	completed chan struct{}
+}
+
+// newTask registers a running task. Caller holds s.mu.
+func (s *Server) newTask(node, typ, id, user string) *task {
+	s.pid++
+	now := time.Now()
+	t := &task{node: node, typ: typ, id: id, user: user, pid: s.pid, start: now, status: "running", completed: make(chan struct{})}
+	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, t.pid, s.pid*7, now.Unix(), typ, id, user)
+	s.tasks[t.upid] = t
+	return t
+}
+
+// finish ends t in the background once any hold on its type is released:
+// with onOK applied, or, when a failure was queued for its type, with that
+// exit status and onFail. Caller holds s.mu.
+func (s *Server) finish(t *task, exit string, onOK func(), onFail ...func(string)) {
+	if queued, ok := s.taskFail[t.typ]; ok {
+		delete(s.taskFail, t.typ)
+		exit = queued
+	}
+	hold := s.hold[t.typ]
+	go func() {
+		if hold != nil {
+			<-hold
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if exit == "OK" {
+			if onOK != nil {
+				onOK()
+			}
+		} else {
+			for _, f := range onFail {
+				f(exit)
+			}
+		}
+		if exit == "OK" {
+			t.log = append(t.log, "TASK OK")
+		} else if len(onFail) == 0 {
+			t.log = append(t.log, "TASK ERROR: "+exit)
+		}
+		t.status, t.exit, t.endtime = "stopped", exit, time.Now()
+		close(t.completed)
+	}()
+}
+
+func (s *Server) findTask(node, upid string) (*task, *apiError) {
+	if !strings.HasPrefix(upid, "UPID:") {
+		return nil, fail(500, "unable to parse worker upid '%s'", upid)
+	}
+	t, ok := s.tasks[upid]
+	if !ok || t.node != node {
+		return nil, fail(500, "no such task")
+	}
+	return t, nil
+}
+
+// taskStatus is GET /nodes/{node}/tasks/{upid}/status.
+func (s *Server) taskStatus(node, upid string) (any, *apiError) {
+	t, err := s.findTask(node, upid)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pid * 7, "starttime": t.start.Unix(),
+		"type": t.typ, "id": t.id, "user": t.user, "status": t.status}
+	if t.status == "stopped" {
+		out["exitstatus"] = t.exit
+		out["endtime"] = t.endtime.Unix()
+	}
+	return out, nil
+}
+
+// taskLog is GET /nodes/{node}/tasks/{upid}/log: lines numbered from 1.
+func (s *Server) taskLog(node, upid string) (any, *apiError) {
+	t, err := s.findTask(node, upid)
+	if err != nil {
+		return nil, err
+	}
+	out := []map[string]any{}
+	for i, l := range t.log {
+		out = append(out, map[string]any{"n": i + 1, "t": l})
+	}
+	return out, nil
+}

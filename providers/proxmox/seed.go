@@ -1,0 +1,141 @@
+package proxmox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	pve "github.com/luthermonson/go-proxmox"
+
+	"github.com/egress-proxies/egress-proxies-operator/images/nocloud"
+)
+
+// seedPrefix starts every seed ISO's file name; the VMID and the
+// instance's name follow, so a seed is found by name from either
+// (secondary-resources: explicit).
+const seedPrefix = "egressproxies-"
+
+// seedFile is the seed's file name for a VM: egressproxies-<vmid>-<name>.iso.
+func seedFile(vmid int, name string) string {
+	return fmt.Sprintf("%s%d-%s.iso", seedPrefix, vmid, name)
+}
+
+// seedVolid is the seed's volume ID on the zone's ISO storage.
+func seedVolid(z Zone, vmid int, name string) string {
+	return z.ISOStorage + ":iso/" + seedFile(vmid, name)
+}
+
+// uploadSeed builds the NoCloud seed into a temporary file (streamed, not
+// held in memory: §1.4) and uploads it to the zone's ISO storage; a seed
+// of the same name left by an earlier attempt is replaced, so the guest
+// reads exactly this request's bytes.
+func (p *Provider) uploadSeed(ctx context.Context, pl plan, name string, vmid int, userData []byte) error {
+	f, err := os.CreateTemp("", "egressproxies-seed-*.iso")
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
+	seed := nocloud.Seed{UserData: userData, InstanceID: fmt.Sprintf("%s-%d", name, vmid), Hostname: name}
+	size, err := seed.WriteTo(f)
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	if err := p.deleteVolumes(ctx, pl.region, pl.zone, func(volid string) bool { return volid == seedVolid(pl.zone, vmid, name) }); err != nil {
+		return err
+	}
+	var upid pve.UPID
+	err = p.callWithin(ctx, pl.region, "UploadSeed", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c conn) error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		return upload(ctx, c, pl.zone, seedFile(vmid, name), f, size, &upid)
+	})
+	if err != nil {
+		return err
+	}
+	return p.waitTask(ctx, pl.region, upid, "seed upload")
+}
+
+// upload is POST /nodes/{node}/storage/{storage}/upload, made here rather
+// than with go-proxmox's Storage.Upload/UploadReader: those take no
+// context (§1.5 needs every call cancellable). pveproxy does not take
+// chunked bodies, so the length is set from the file's size.
+func upload(ctx context.Context, c conn, z Zone, filename string, body io.Reader, size int64, upid *pve.UPID) error {
+	var head bytes.Buffer
+	w := multipart.NewWriter(&head)
+	if err := w.WriteField("content", "iso"); err != nil {
+		return err
+	}
+	if _, err := w.CreateFormFile("filename", filename); err != nil {
+		return err
+	}
+	prefix := head.Len()
+	if err := w.Close(); err != nil {
+		return err
+	}
+	all := head.Bytes()
+	u := c.base + "/nodes/" + url.PathEscape(z.Node) + "/storage/" + url.PathEscape(z.ISOStorage) + "/upload"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, io.MultiReader(bytes.NewReader(all[:prefix]), body, bytes.NewReader(all[prefix:])))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = int64(len(all)) + size
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "PVEAPIToken="+c.token)
+	res, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = res.Body.Close() }()
+	var out struct {
+		Data pve.UPID `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&out); err != nil {
+		return fmt.Errorf("upload answer: %w", err)
+	}
+	*upid = out.Data
+	return nil
+}
+
+// deleteVolumes deletes the ISO volumes of the zone's ISO storage that
+// match, one imgdel task each; a volume already gone is fine.
+func (p *Provider) deleteVolumes(ctx context.Context, region string, z Zone, match func(volid string) bool) error {
+	var content []*pve.StorageContent
+	err := p.call(ctx, region, "ListISOs", func(ctx context.Context, c conn) error {
+		return c.api.Get(ctx, "/nodes/"+url.PathEscape(z.Node)+"/storage/"+url.PathEscape(z.ISOStorage)+"/content?content=iso", &content)
+	})
+	if err != nil {
+		return err
+	}
+	for _, item := range content {
+		if item == nil || !match(item.Volid) {
+			continue
+		}
+		var upid pve.UPID
+		err := p.call(ctx, region, "DeleteISO", func(ctx context.Context, c conn) error {
+			return c.api.Delete(ctx, "/nodes/"+url.PathEscape(z.Node)+"/storage/"+url.PathEscape(z.ISOStorage)+"/content/"+url.PathEscape(item.Volid), &upid)
+		})
+		if err == nil {
+			err = p.waitTask(ctx, region, upid, "seed delete")
+		}
+		if err != nil && !isNotFoundErr(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// isSeedOf reports whether volid is a seed of the VM vmid, whatever its name.
+func isSeedOf(vmid int) func(string) bool {
+	prefix := ":iso/" + seedPrefix + strconv.Itoa(vmid) + "-"
+	return func(volid string) bool { return strings.Contains(volid, prefix) && strings.HasSuffix(volid, ".iso") }
+}

@@ -1,0 +1,72 @@
+package proxmox
+
+import (
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// vmState is what the state table reads: status/current's status,
+// qmpstatus and lock, and the started mark.
+type vmState struct {
+	status  string // running, stopped
+	qmp     string // QEMU's run state while running
+	lock    string
+	started bool
+}
+
+// stateOf maps a VM to the contract's state (template entry 9,
+// provisioning-state: marker + lock). ip is the guest agent's first
+// routable IPv4 address, "" when there is none.
+func stateOf(s vmState, ip string) contract.State {
+	switch s.lock {
+	case "destroyed":
+		// qmdestroy replaced the config with only this lock.
+		return contract.StateTerminated
+	case "clone", "create":
+		// Still being made: never run.
+		return contract.StateProvisioning
+	case "suspended", "suspending":
+		// Hibernated to disk: it ran.
+		return contract.StateStopped
+	}
+	// Other locks (backup, migrate, snapshot, rollback) do not change
+	// whether the VM runs.
+	switch s.status {
+	case "running":
+		switch s.qmp {
+		case "", "running":
+			if ip != "" {
+				return contract.StateRunning
+			}
+			return contract.StateProvisioning
+		case "prelaunch", "inmigrate":
+			// QEMU is up and about to run the guest.
+			return contract.StateProvisioning
+		default:
+			// paused, suspended, internal-error, io-error, guest-panicked,
+			// shutdown, and any state QEMU adds: not serving (contract §3).
+			return contract.StateStopped
+		}
+	case "stopped":
+		if s.started {
+			return contract.StateStopped
+		}
+		return contract.StateProvisioning
+	default:
+		return contract.StateStopped
+	}
+}
+
+// agentIPv4 is the first routable IPv4 address the guest agent reports,
+// NICs in its order ("lo" is dropped by go-proxmox), addresses in theirs.
+func agentIPv4(ifaces []agentIface) string {
+	var ips []string
+	for _, nic := range ifaces {
+		ips = append(ips, nic.ips...)
+	}
+	return contract.FirstRoutableIPv4(ips)
+}
+
+type agentIface struct {
+	name string
+	ips  []string
+}
