@@ -24,7 +24,7 @@ import (
 // for a region; "flavorID" and "imageID" for catalogue entries.
 func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 	results := []contract.CheckResult{p.check(ctx, "credentials", p.firstRegion(), func(ctx context.Context, c *clients) (map[string]string, error) {
-		if err := c.compute.ProviderClient.Reauthenticate(ctx, ""); err != nil {
+		if err := c.compute.Reauthenticate(ctx, ""); err != nil {
 			return nil, err
 		}
 		p.mu.Lock()
