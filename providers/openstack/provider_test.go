@@ -227,3 +227,33 @@ func TestListByTagCoversEveryRegion(t *testing.T) {
 		t.Errorf("ListByTag = %+v, %v; want one server in each region", got, err)
 	}
 }
+
+// A region the catalogue does not list is a permanent error, and the
+// Checker calls it misconfigured; a used-up quota shows in the Checker.
+func TestCheckerReportsRegionsAndQuota(t *testing.T) {
+	c := startCloud(t)
+	c.cfg.Regions["three"] = Region{Name: "RegionThree", Network: c.cfg.Regions["one"].Network, Zones: map[string]string{"az1": "az1"}}
+	p := c.provider(t)
+	ctx := context.Background()
+	req := request("proxy-three")
+	req.Placement.Region = "three"
+	if _, err := p.Create(ctx, req); !errors.Is(err, contract.ErrPermanent) || !strings.Contains(err.Error(), "RegionThree") {
+		t.Errorf("Create in a region the catalogue lacks = %v, want ErrPermanent naming it", err)
+	}
+	c.fake.SetQuota(osfake.Quota{Instances: 1})
+	if _, err := p.Create(ctx, request("proxy-one")); err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, r := range p.Check(ctx) {
+		reasons[r.Target] = r.Reason
+	}
+	for target, want := range map[string]string{
+		"credentials": contract.ReasonOK, "region/one": contract.ReasonQuotaExceeded, "region/one/zone/az2": contract.ReasonOK,
+		"region/one/image/debian-12": contract.ReasonOK, "region/three": contract.ReasonMisconfigured,
+	} {
+		if reasons[target] != want {
+			t.Errorf("Check %s = %q, want %q (all: %v)", target, reasons[target], want, reasons)
+		}
+	}
+}

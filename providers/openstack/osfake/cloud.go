@@ -37,7 +37,8 @@ type Options struct {
 	HoldBuilds bool
 	// TokenTTL is a token's lifetime. Default one hour.
 	TokenTTL time.Duration
-	// Quota is the project's compute quota; zero fields are unlimited.
+	// Quota is the project's compute quota in each region; zero fields
+	// are unlimited.
 	Quota Quota
 	// MaxMicroversion is the highest compute microversion served. Default
 	// 2.96 (Nova 2024.1).

@@ -280,7 +280,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	now := time.Now().UTC()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if msg := c.overQuota(flavor); msg != "" {
+	if msg := c.overQuota(flavor, region); msg != "" {
 		novaError(w, http.StatusForbidden, msg)
 		return
 	}
@@ -324,18 +324,26 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	}})
 }
 
-// overQuota returns TooManyInstances' message when one more server of
-// flavor exceeds the project's quota (403 from POST /servers).
-func (c *Cloud) overQuota(f Flavor) string {
-	q := c.opts.Quota
+// usage is what the project uses in a region (each region's Nova keeps
+// its own quota). Called with c.mu held.
+func (c *Cloud) usage(region string) Quota {
 	used := Quota{}
 	for _, s := range c.servers {
-		if !s.deleting {
+		if !s.deleting && s.region == region {
 			used.Instances++
 			used.Cores += s.flavor.VCPUs
 			used.RAM += s.flavor.RAM
 		}
 	}
+	return used
+}
+
+// overQuota returns TooManyInstances' message when one more server of
+// flavor exceeds the project's quota in the region (403 from POST
+// /servers). Called with c.mu held.
+func (c *Cloud) overQuota(f Flavor, region string) string {
+	q := c.opts.Quota
+	used := c.usage(region)
 	for _, chk := range []struct {
 		name             string
 		req, used, limit int
@@ -735,16 +743,10 @@ func (c *Cloud) showFlavor(w http.ResponseWriter, r *http.Request, _ microversio
 
 // limits is GET /limits: the quota and what the project uses (-1 is
 // unlimited).
-func (c *Cloud) limits(w http.ResponseWriter, _ *http.Request, _ microversion, _ string) {
+func (c *Cloud) limits(w http.ResponseWriter, _ *http.Request, _ microversion, region string) {
 	c.mu.Lock()
-	used := Quota{}
-	for _, s := range c.servers {
-		if !s.deleting {
-			used.Instances++
-			used.Cores += s.flavor.VCPUs
-			used.RAM += s.flavor.RAM
-		}
-	}
+	used := c.usage(region)
+	q := c.opts.Quota
 	c.mu.Unlock()
 	unlimited := func(n int) int {
 		if n == 0 {
@@ -752,7 +754,6 @@ func (c *Cloud) limits(w http.ResponseWriter, _ *http.Request, _ microversion, _
 		}
 		return n
 	}
-	q := c.opts.Quota
 	writeJSON(w, http.StatusOK, map[string]any{"limits": map[string]any{"rate": []any{}, "absolute": map[string]any{
 		"maxTotalInstances": unlimited(q.Instances), "maxTotalCores": unlimited(q.Cores), "maxTotalRAMSize": unlimited(q.RAM),
 		"maxServerMeta": 128, "maxTotalKeypairs": 100, "maxServerGroups": 10, "maxServerGroupMembers": 10,
