@@ -50,10 +50,12 @@ func classify(err error) error {
 	}
 }
 
-// quotaRE matches Nova's quota texts: "Quota exceeded for instances: …"
-// (TooManyInstances, 403, and 413 before the v2.1 API), "Maximum number
-// of ports exceeded" (PortLimitExceeded, 403).
-var quotaRE = regexp.MustCompile(`(?i)quota exceeded|maximum number of [a-z ]+ exceeded`)
+// quotaRE matches Nova's quota texts (nova.exception's QuotaError
+// family): "Quota exceeded for instances: …" (TooManyInstances, 403, and
+// 413 before the v2.1 API), "Maximum number of ports exceeded"
+// (PortLimitExceeded), "Maximum number of metadata items exceeds 128"
+// (MetadataLimitExceeded).
+var quotaRE = regexp.MustCompile(`(?i)quota exceeded|maximum number of [a-z ]+ exceed`)
 
 func classifyStatus(err error, code gophercloud.ErrUnexpectedResponseCode) error {
 	switch s := code.Actual; {

@@ -106,6 +106,7 @@ func TestClassify(t *testing.T) {
 		{Name: "403 instance quota", Err: captured(t, 403, osfake.QuotaBody), Want: contract.ErrQuota, Source: faults + "TooManyInstances"},
 		{Name: "403 cores quota", Err: captured(t, 403, `{"forbidden": {"code": 403, "message": "Quota exceeded for cores: Requested 2, but already used 20 of 20 cores"}}`), Want: contract.ErrQuota, Source: faults + "TooManyInstances"},
 		{Name: "403 port quota", Err: captured(t, 403, `{"forbidden": {"code": 403, "message": "Maximum number of ports exceeded"}}`), Want: contract.ErrQuota, Source: faults + "PortLimitExceeded"},
+		{Name: "403 metadata quota", Err: captured(t, 403, `{"forbidden": {"code": 403, "message": "Maximum number of metadata items exceeds 128"}}`), Want: contract.ErrQuota, Source: faults + "MetadataLimitExceeded"},
 		{Name: "403 policy", Err: captured(t, 403, osfake.PolicyBody), Want: contract.ErrPermanent, Source: faults + "PolicyNotAuthorized"},
 		{Name: "413 quota (pre-2.1 API)", Err: captured(t, 413, `{"overLimit": {"code": 413, "message": "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"}}`), Want: contract.ErrQuota, Source: faults + "the v2 API's overLimit for a quota"},
 		{Name: "413 rate limited", Err: captured(t, 413, `{"overLimit": {"code": 413, "message": "This request was rate-limited.", "retryAfter": "59"}}`), Want: nil, Source: faults + "Limits (rate limits)"},

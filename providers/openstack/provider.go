@@ -83,11 +83,9 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	for _, s := range found {
-		if s.Name == req.Name && s.TaskState != "deleting" && owned(s, req.UID) {
-			log.V(contract.LogStep).Info("found the instance of an earlier attempt", "server", s.ID)
-			return p.instanceOrFault(ctx, plan.regionKey, s)
-		}
+	if s, ok := earliest(found, req); ok {
+		log.V(contract.LogStep).Info("found the instance of an earlier attempt", "server", s.ID)
+		return p.instanceOrFault(ctx, plan.regionKey, s, true)
 	}
 	flavorID, imageID, err := p.resolve(ctx, plan)
 	if err != nil {
@@ -124,16 +122,33 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	return p.instanceOrFault(ctx, plan.regionKey, s)
+	return p.instanceOrFault(ctx, plan.regionKey, s, true)
 }
 
-// instanceOrFault returns the server as an Instance; a server whose build
-// failed for want of capacity is deleted and its fault returned as
-// ErrQuota (Nova never retries an ERROR server; the operator backs off and
-// creates again once Get reports it gone).
-func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s servers.Server) (contract.Instance, error) {
+// earliest is the oldest server of the request's name carrying its marks
+// and not being deleted: the one an earlier attempt made (two exist only
+// if two Creates for one Proxy raced; the other is collected).
+func earliest(found []servers.Server, req contract.CreateRequest) (servers.Server, bool) {
+	var best servers.Server
+	ok := false
+	for _, s := range found {
+		if s.Name == req.Name && s.TaskState != "deleting" && owned(s, req.UID) && (!ok || s.Created.Before(best.Created)) {
+			best, ok = s, true
+		}
+	}
+	return best, ok
+}
+
+// instanceOrFault returns the server as an Instance. Nova never retries an
+// ERROR server, so one whose build failed for want of capacity is deleted
+// and its fault returned as ErrQuota: the operator backs off and creates
+// again once Get reports it gone. For Create (anyFault) every ERROR server
+// is deleted and its fault returned, so Create never hands back a dead
+// server; Get reports other ERROR servers as Stopped, which the operator
+// replaces.
+func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s servers.Server, anyFault bool) (contract.Instance, error) {
 	fault := &FaultError{ServerID: s.ID, Fault: s.Fault}
-	if s.Status != "ERROR" || s.TaskState == "deleting" || !fault.Capacity() {
+	if s.Status != "ERROR" || s.TaskState == "deleting" || (!anyFault && !fault.Capacity()) {
 		return instance(regionKey, s), nil
 	}
 	log := logr.FromContextOrDiscard(ctx)
@@ -202,7 +217,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	return p.instanceOrFault(ctx, regionKey, s)
+	return p.instanceOrFault(ctx, regionKey, s, false)
 }
 
 func (p *Provider) getServer(ctx context.Context, regionKey, id string) (servers.Server, error) {

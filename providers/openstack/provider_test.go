@@ -257,3 +257,33 @@ func TestCheckerReportsRegionsAndQuota(t *testing.T) {
 		}
 	}
 }
+
+// Create never hands back a dead server: one whose build failed for
+// another reason is deleted and the failure returned as transient, and the
+// next Create boots a fresh one. Get reports such a server as Stopped.
+func TestCreateReplacesAFailedBuild(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds = true })
+	p := c.provider(t)
+	ctx := context.Background()
+	req := request("proxy-failed")
+	const fault = "Build of instance aborted: Failed to allocate the network(s), not rescheduling."
+	c.fake.FailNextBuild(fault)
+	inst, err := p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := ids.Parse(inst.ProviderID)
+	if err := c.fake.FinishBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Get(ctx, inst.ProviderID); err != nil || got.State != contract.StateStopped || !strings.Contains(got.Message, fault) {
+		t.Errorf("Get of the failed build = %+v, %v; want Stopped with the fault", got, err)
+	}
+	if _, err := p.Create(ctx, req); err == nil || contract.ClassOf(err) != contract.ClassTransient || !strings.Contains(err.Error(), fault) {
+		t.Errorf("Create over the failed build = %v, want a transient error with the fault", err)
+	}
+	again, err := p.Create(ctx, req)
+	if err != nil || again.ProviderID == inst.ProviderID || again.State != contract.StateProvisioning {
+		t.Errorf("the next Create = %+v, %v; want a fresh server", again, err)
+	}
+}

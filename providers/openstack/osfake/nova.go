@@ -234,7 +234,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 		invalidInput(w, "user_data", fmt.Sprintf("Value: %s. '%s' is not a 'base64'", *body.UserData, *body.UserData))
 		return
 	case len(body.Metadata) > 128:
-		novaError(w, http.StatusForbidden, fmt.Sprintf("Quota exceeded for metadata_items: Requested %d, but already used 0 of 128 metadata_items", len(body.Metadata)))
+		novaError(w, http.StatusForbidden, "Maximum number of metadata items exceeds 128")
 		return
 	}
 	for _, t := range body.Tags {
@@ -562,18 +562,17 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microvers
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// tagsEditable is Nova's check before a tag change: not while building
-// or deleting (409).
-func tagsEditable(w http.ResponseWriter, s *server) bool {
-	if s.status == statusBuild || s.deleting {
-		state := s.vmState
-		if s.deleting {
-			state = "deleting"
-		}
-		novaError(w, http.StatusConflict, fmt.Sprintf("Cannot 'update tags' instance %s while it is in vm_state %s", s.id, state))
-		return false
+// tagsEditable is Nova's check before a tag change
+// (ServerTagsController._check_instance_in_valid_state): only in these
+// vm_states, else 409. A building server cannot be tagged, which is why
+// tags on create (2.52) matter.
+func tagsEditable(w http.ResponseWriter, s *server, action string) bool {
+	switch s.vmState {
+	case "active", "paused", "suspended", "stopped", "shelved", "shelved_offloaded":
+		return true
 	}
-	return true
+	novaError(w, http.StatusConflict, fmt.Sprintf("Cannot '%s' instance %s while it is in vm_state %s", action, s.id, s.vmState))
+	return false
 }
 
 func (c *Cloud) serverTags(w http.ResponseWriter, r *http.Request, v microversion, region string) {
@@ -587,7 +586,15 @@ func (c *Cloud) serverTags(w http.ResponseWriter, r *http.Request, v microversio
 	if s == nil {
 		return
 	}
-	if r.Method == http.MethodPut {
+	switch r.Method {
+	case http.MethodDelete:
+		if !tagsEditable(w, s, "delete tags") {
+			return
+		}
+		s.tags = []string{}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case http.MethodPut:
 		var body struct {
 			Tags []string `json:"tags"`
 		}
@@ -605,7 +612,7 @@ func (c *Cloud) serverTags(w http.ResponseWriter, r *http.Request, v microversio
 				return
 			}
 		}
-		if !tagsEditable(w, s) {
+		if !tagsEditable(w, s, "update tags") {
 			return
 		}
 		s.tags = slices.Compact(slices.Sorted(slices.Values(body.Tags)))
@@ -626,41 +633,38 @@ func (c *Cloud) serverTag(w http.ResponseWriter, r *http.Request, v microversion
 	}
 	tag := r.PathValue("tag")
 	has := slices.Contains(s.tags, tag)
-	notFound := func() {
-		novaError(w, http.StatusNotFound, fmt.Sprintf("Tag '%s' could not be found for instance %s.", tag, s.id))
-	}
 	switch r.Method {
 	case http.MethodGet:
 		if !has {
-			notFound()
+			novaError(w, http.StatusNotFound, fmt.Sprintf("Server %s has no tag '%s'", s.id, tag))
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodPut:
-		if !tagRE.MatchString(tag) {
-			invalidInput(w, "tag", fmt.Sprintf("Value: %s. '%s' does not match '^[^,/]*$'", tag, tag))
+		if !tagsEditable(w, s, "update tag") {
 			return
 		}
-		if !tagsEditable(w, s) {
+		if !tagRE.MatchString(tag) {
+			novaError(w, http.StatusBadRequest, fmt.Sprintf("Tag '%s' is invalid. It must be a non empty string without characters '/' and ','. Validation error message: '%s' does not match '^[^,/]*$'", tag, tag))
+			return
+		}
+		if len(s.tags) >= 50 {
+			novaError(w, http.StatusBadRequest, "The number of tags exceeded the per-server limit 50")
 			return
 		}
 		if has {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		if len(s.tags) >= 50 {
-			novaError(w, http.StatusBadRequest, fmt.Sprintf("The number of tags exceeded the per-server limit %d", 50))
-			return
-		}
 		s.tags = append(s.tags, tag)
 		w.Header().Set("Location", c.Server.URL+r.URL.Path)
 		w.WriteHeader(http.StatusCreated)
 	case http.MethodDelete:
-		if !tagsEditable(w, s) {
+		if !tagsEditable(w, s, "delete tag") {
 			return
 		}
 		if !has {
-			notFound()
+			novaError(w, http.StatusNotFound, fmt.Sprintf("Instance %s has no tag '%s'", s.id, tag))
 			return
 		}
 		s.tags = slices.DeleteFunc(s.tags, func(t string) bool { return t == tag })

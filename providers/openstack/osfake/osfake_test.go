@@ -241,7 +241,7 @@ func TestQuotaAnswersWithNovasBody(t *testing.T) {
 func TestTagsAndMetadata(t *testing.T) {
 	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds = true })
 	id := create(t, c, compute, "tagged", "a")
-	if status, _, body := raw(t, c, compute, "PUT", "servers/"+id+"/tags/b", "2.52", ""); status != 409 || !strings.Contains(body, "while it is in vm_state building") {
+	if status, _, body := raw(t, c, compute, "PUT", "servers/"+id+"/tags/b", "2.52", ""); status != 409 || !strings.Contains(body, "while it is in vm_state building") || !strings.Contains(body, "Cannot 'update tag'") {
 		t.Errorf("tag during the build: %d %s", status, body)
 	}
 	if err := c.FinishBuild(id); err != nil {
