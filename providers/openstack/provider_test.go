@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 
@@ -285,5 +287,53 @@ func TestCreateReplacesAFailedBuild(t *testing.T) {
 	again, err := p.Create(ctx, req)
 	if err != nil || again.ProviderID == inst.ProviderID || again.State != contract.StateProvisioning {
 		t.Errorf("the next Create = %+v, %v; want a fresh server", again, err)
+	}
+}
+
+// While one call waits for a hanging Keystone to log in, another whose
+// ctx is done returns at once instead of queueing behind it (§1.5).
+func TestCallsDoNotQueueBehindALogin(t *testing.T) {
+	c := startCloud(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	c.fake.SetGate(func(r *http.Request) error {
+		if strings.HasPrefix(r.URL.Path, "/identity/") {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return nil
+	})
+	c.cfg.CallTimeout = Duration{30 * time.Second}
+	p := c.provider(t)
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.ListByTag(context.Background(), contract.LabelManaged, contract.ManagedValue)
+		first <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	returned := make(chan error, 1)
+	go func() {
+		_, err := p.Get(ctx, "one/9b7c1c42-5c0e-4d0b-a0f6-46a4b8a5e0f3")
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Get with a cancelled ctx = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Get with a cancelled ctx waited behind the login")
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("the call that logged in: %v", err)
 	}
 }

@@ -31,10 +31,15 @@ type Provider struct {
 	cfg    Config
 	clouds contract.SecretFile
 
-	mu      sync.Mutex
+	// sem is held while the session is read or made (a login is a
+	// network call): a channel, so a caller whose ctx ends while another
+	// logs in returns at once (contract §1.5).
+	sem     chan struct{}
 	pc      *gophercloud.ProviderClient
-	method  string
 	regions map[string]*clients
+
+	mu     sync.Mutex
+	method string
 	// refs caches flavor and image IDs by region and name: they rarely
 	// change, and a Create that Nova refuses with 400 drops the region's
 	// entries so they are looked up afresh.
@@ -52,14 +57,18 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("openstack provider config: %w", err)
 	}
-	return &Provider{cfg: cfg.withDefaults(), clouds: contract.SecretFile{Path: cfg.CloudsFile}, refs: map[string]string{}}, nil
+	return &Provider{cfg: cfg.withDefaults(), clouds: contract.SecretFile{Path: cfg.CloudsFile}, sem: make(chan struct{}, 1), refs: map[string]string{}}, nil
 }
 
 // session returns the region's clients, logging in when there is no
 // session or the clouds file changed.
 func (p *Provider) session(ctx context.Context, regionKey string) (*clients, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	select {
+	case p.sem <- struct{}{}:
+		defer func() { <-p.sem }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the session: %w", ctx.Err())
+	}
 	if p.pc == nil || p.clouds.Changed() {
 		if err := p.login(ctx); err != nil {
 			return nil, err
@@ -115,7 +124,7 @@ func (p *Provider) regionClients(ctx context.Context, regionKey string) (*client
 	}
 }
 
-// login reads the clouds file and authenticates. Called with p.mu held.
+// login reads the clouds file and authenticates. Called with p.sem held.
 func (p *Provider) login(ctx context.Context) error {
 	content, err := p.clouds.Read()
 	if err != nil {
@@ -144,7 +153,10 @@ func (p *Provider) login(ctx context.Context) error {
 		method = "application_credential"
 	}
 	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("logged in", "identity", hostOf(ao.IdentityEndpoint), "method", method)
-	p.pc, p.method, p.regions = pc, method, map[string]*clients{}
+	p.pc, p.regions = pc, map[string]*clients{}
+	p.mu.Lock()
+	p.method = method
+	p.mu.Unlock()
 	return nil
 }
 
