@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= vsphere
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox dev dev-smoke
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack dev dev-smoke
 all: test
 
 help: ## List the targets.
@@ -86,6 +86,10 @@ test-integration-proxmox: ## The Proxmox VE lifecycle against a real cluster nam
 
 proxmox-secret: ## Print the credentials Secret for Proxmox VE from PROXMOX_TOKEN_ID_FILE and PROXMOX_TOKEN_SECRET_FILE (and PROXMOX_CA_FILE if set).
 	hack/credentials-secret.sh proxmox-token-id=$(PROXMOX_TOKEN_ID_FILE) proxmox-token-secret=$(PROXMOX_TOKEN_SECRET_FILE) $(if $(PROXMOX_CA_FILE),proxmox-ca.pem=$(PROXMOX_CA_FILE))
+test-integration-openstack: ## The OpenStack lifecycle against a real cloud named by OPENSTACK_TEST_* (docs/openstack-provider.md).
+	cd providers/openstack && $(GO) test -count=1 -run '^TestIntegration$$' -v .
+openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_CLOUDS_FILE (and OPENSTACK_CA_FILE if set).
+	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))
 
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd

@@ -1,0 +1,26 @@
+package openstack
+
+import (
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
+)
+
+// TestContract runs the conformance harness against the provider on the
+// fake cloud. The fake holds every build until the control reports the
+// server's address, so "not yet built" lasts as long as a rule needs it;
+// deletes take 20 ms, so Get sees task_state deleting on the way out.
+func TestContract(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 20*time.Millisecond })
+	contracttest.Run(t, contracttest.Config{
+		NewProvider: func(t *testing.T) contract.Provider { return c.provider(t) },
+		Backend:     control{c},
+		Placement:   contract.Placement{Region: "one", Zone: "az2", MachineType: "small", Image: "debian-12"},
+		Credential:  testAppCredSecret,
+		CallBudget:  time.Second,
+		WaitTimeout: 20 * time.Second,
+	})
+}

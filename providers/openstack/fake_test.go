@@ -1,0 +1,276 @@
+package openstack
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
+)
+
+// The test backend is the module's own fake of Keystone, Nova and Glance
+// (package osfake), in process over TLS. Everything the harness needs from
+// the cloud that the provider must not do — the build finishing with an
+// address, faults, servers made by someone else — the control below does
+// through the fake's control methods.
+
+const (
+	testAppCredID     = "0c5a2b3d6e7f48a1b2c3d4e5f6a7b8c9"
+	testAppCredSecret = "sentinel-appcred-secret-5f0e2a"
+	testUser          = "egress-operator"
+	testPassword      = "sentinel-password-91c3"
+	testProject       = "egress"
+)
+
+// cloud is one fake with the provider config that points at it.
+type cloud struct {
+	fake *osfake.Cloud
+	cfg  Config
+	dir  string
+	gate contracttest.Gate
+}
+
+// startCloud starts a two-region fake. opts may adjust its options.
+func startCloud(t *testing.T, adjust ...func(*osfake.Options)) *cloud {
+	t.Helper()
+	opts := osfake.Options{
+		Regions: []string{"RegionOne", "RegionTwo"}, Zones: []string{"az1", "az2"},
+		Username: testUser, Password: testPassword, ProjectName: testProject,
+		AppCredentialID: testAppCredID, AppCredentialSecret: testAppCredSecret,
+	}
+	for _, a := range adjust {
+		a(&opts)
+	}
+	fake := osfake.New(opts)
+	t.Cleanup(fake.Close)
+	c := &cloud{fake: fake, dir: t.TempDir()}
+	fake.SetGate(func(r *http.Request) error { return c.gate.Pass(r.Context()) })
+	c.writeClouds(t, appCredClouds(fake.AuthURL(), testAppCredSecret))
+	network := fake.Options().Network.ID
+	c.cfg = Config{
+		CloudsFile: filepath.Join(c.dir, "clouds.yaml"),
+		CAFile:     c.write(t, "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: fake.Server.Certificate().Raw})),
+		Regions: map[string]Region{
+			"one": {Name: "RegionOne", Network: network, Zones: map[string]string{"az1": "az1", "az2": "az2"}},
+			"two": {Name: "RegionTwo", Network: network, Zones: map[string]string{"az1": "az1"}},
+		},
+		MachineTypes: map[string]string{"small": "m1.small"},
+		Images:       map[string]string{"debian-12": "debian-12"},
+		CallTimeout:  Duration{time.Second},
+	}
+	return c
+}
+
+func appCredClouds(authURL, secret string) string {
+	return fmt.Sprintf("clouds:\n  openstack:\n    auth_type: v3applicationcredential\n    auth:\n      auth_url: %s\n      application_credential_id: %s\n      application_credential_secret: %s\n", authURL, testAppCredID, secret)
+}
+
+func passwordClouds(authURL, password string) string {
+	return fmt.Sprintf("clouds:\n  openstack:\n    auth:\n      auth_url: %s\n      username: %s\n      password: %s\n      project_name: %s\n      user_domain_name: Default\n      project_domain_name: Default\n", authURL, testUser, password, testProject)
+}
+
+func (c *cloud) write(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(c.dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// writeClouds replaces the clouds file as the kubelet's symlink swap
+// would: a new file, a new modification time.
+func (c *cloud) writeClouds(t *testing.T, content string) {
+	t.Helper()
+	p := c.write(t, "clouds.yaml.new", []byte(content))
+	if err := os.Rename(p, filepath.Join(c.dir, "clouds.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Duration(len(content)) * time.Millisecond)
+	if err := os.Chtimes(filepath.Join(c.dir, "clouds.yaml"), later, later); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *cloud) provider(t *testing.T) *Provider {
+	t.Helper()
+	p, err := New(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// control is the harness's backend control over the fake.
+type control struct{ c *cloud }
+
+var (
+	_ contracttest.GuestReporter      = control{}
+	_ contracttest.StateInjector      = control{}
+	_ contracttest.UnstartedCreator   = control{}
+	_ contracttest.Locker             = control{}
+	_ contracttest.DeleteStarter      = control{}
+	_ contracttest.UnmarkedCreator    = control{}
+	_ contracttest.Staller            = control{}
+	_ contracttest.FaultInjector      = control{}
+	_ contracttest.CredentialRejecter = control{}
+	_ contracttest.UserDataReader     = control{}
+	_ contracttest.CallCounter        = control{}
+	_ contracttest.Inventory          = control{}
+)
+
+func serverID(providerID string) (string, error) {
+	_, id, err := ids.Parse(providerID)
+	return id, err
+}
+
+// ReportIP plays Neutron binding the port and the build finishing: the
+// server becomes ACTIVE with that address (the fake holds every build
+// until then).
+func (k control) ReportIP(_ context.Context, providerID, ip string) error {
+	id, err := serverID(providerID)
+	if err != nil {
+		return err
+	}
+	if err := k.c.fake.SetAddresses(id, ip); err != nil {
+		return err
+	}
+	return k.c.fake.FinishBuild(id)
+}
+
+// SetUnknownState gives the server a status no Nova has today.
+func (k control) SetUnknownState(_ context.Context, providerID string) error {
+	id, err := serverID(providerID)
+	if err != nil {
+		return err
+	}
+	return k.c.fake.SetStatus(id, "HIBERNATED", "hibernated", "")
+}
+
+// CreateUnstarted makes the server as Create does, marks and user_data
+// included, and holds its build.
+func (k control) CreateUnstarted(_ context.Context, req contract.CreateRequest) (string, error) {
+	p, err := New(k.c.cfg)
+	if err != nil {
+		return "", err
+	}
+	pl, err := p.plan(req)
+	if err != nil {
+		return "", err
+	}
+	id := k.c.fake.CreateServer(osfake.ServerSpec{
+		Name: req.Name, Region: pl.region.Name, Held: true,
+		Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
+		Metadata: map[string]string{contract.LabelManaged: contract.ManagedValue, contract.LabelUID: req.UID},
+		UserData: base64.StdEncoding.EncodeToString(req.CloudInit),
+	})
+	return ids.Format(pl.regionKey, id), nil
+}
+
+// Lock holds the server's build (task_state spawning).
+func (k control) Lock(_ context.Context, providerID string) (func(), error) {
+	id, err := serverID(providerID)
+	if err != nil {
+		return nil, err
+	}
+	return k.c.fake.HoldBuild(id)
+}
+
+// BeginDelete starts Nova's delete and holds it in task_state deleting.
+func (k control) BeginDelete(_ context.Context, providerID string) (func(), error) {
+	id, err := serverID(providerID)
+	if err != nil {
+		return nil, err
+	}
+	return k.c.fake.BeginDelete(id)
+}
+
+// CreateUnmarked makes a server without tags or metadata, as a person
+// would.
+func (k control) CreateUnmarked(_ context.Context, name string, pl contract.Placement) (string, error) {
+	region := k.c.cfg.Regions[pl.Region]
+	return ids.Format(pl.Region, k.c.fake.CreateServer(osfake.ServerSpec{Name: name, Region: region.Name})), nil
+}
+
+// Stall holds every request at the fake's front.
+func (k control) Stall() func() { return k.c.gate.Stall() }
+
+// paths says which request serves each provider operation.
+var paths = map[contracttest.Op][2]string{
+	contracttest.OpCreate: {"POST", `/servers$`},
+	contracttest.OpGet:    {"GET", `/servers/[0-9a-f-]{36}$`},
+	contracttest.OpList:   {"GET", `/servers/detail$`},
+	contracttest.OpDelete: {"DELETE", `/servers/[0-9a-f-]{36}$`},
+}
+
+// policy is the action Nova's policy names for each operation.
+var policy = map[contracttest.Op]string{
+	contracttest.OpCreate: "os_compute_api:servers:create", contracttest.OpGet: "os_compute_api:servers:show",
+	contracttest.OpList: "os_compute_api:servers:detail", contracttest.OpDelete: "os_compute_api:servers:delete",
+}
+
+// FailNext answers the next request serving op with Nova's own error of
+// the class.
+func (k control) FailNext(op contracttest.Op, class error) error {
+	m := paths[op]
+	switch {
+	case errors.Is(class, contract.ErrNotFound):
+		k.c.fake.FailNext(m[0], m[1], 404, osfake.NotFoundBody)
+	case errors.Is(class, contract.ErrQuota):
+		k.c.fake.FailNext(m[0], m[1], 403, osfake.QuotaBody)
+	case errors.Is(class, contract.ErrPermanent):
+		k.c.fake.FailNext(m[0], m[1], 403, fmt.Sprintf(`{"forbidden": {"code": 403, "message": "Policy doesn't allow %s to be performed."}}`, policy[op]))
+	case op == contracttest.OpDelete:
+		k.c.fake.FailNext(m[0], m[1], 409, osfake.ConflictBody)
+	default:
+		k.c.fake.FailNext(m[0], m[1], 503, osfake.UnavailableBody)
+	}
+	return nil
+}
+
+// FailAfterCreate lets Nova create the server and loses its answer.
+func (k control) FailAfterCreate() error {
+	k.c.fake.DropNextResponse("POST", paths[contracttest.OpCreate][1])
+	return nil
+}
+
+// RejectCredentials makes Keystone refuse the credential and revokes the
+// tokens it issued.
+func (k control) RejectCredentials(reject bool) { k.c.fake.RejectCredentials(reject) }
+
+// UserData is the user_data as the metadata service hands it to the guest.
+func (k control) UserData(_ context.Context, providerID string) ([]byte, error) {
+	id, err := serverID(providerID)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := k.c.fake.Lookup(id)
+	if !ok {
+		return nil, fmt.Errorf("no server %s", id)
+	}
+	return s.UserData, nil
+}
+
+// Calls counts requests at the fake.
+func (k control) Calls() int { return k.c.fake.Calls() }
+
+// Resources lists servers and the addresses (ports) they hold.
+func (k control) Resources(context.Context) ([]string, error) {
+	var out []string
+	for _, s := range k.c.fake.Servers() {
+		out = append(out, "server "+s.ID+" "+s.Name)
+		for _, a := range s.Addresses {
+			out = append(out, "port of "+s.ID+" "+a)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,67 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+)
+
+// TestIntegration runs one real lifecycle against the cloud named by the
+// OPENSTACK_TEST_* variables (make test-integration-openstack): a server
+// boots from the image, runs with an address, is found by its marks, and
+// is deleted. Without the variables it is skipped, saying which are
+// missing.
+func TestIntegration(t *testing.T) {
+	vars := map[string]string{}
+	var missing []string
+	for _, name := range []string{"CLOUDS_FILE", "REGION", "ZONE", "NETWORK", "FLAVOR", "IMAGE"} {
+		vars[name] = os.Getenv("OPENSTACK_TEST_" + name)
+		if vars[name] == "" {
+			missing = append(missing, "OPENSTACK_TEST_"+name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Skipf("skipped: no real cloud; set %s (and optionally OPENSTACK_TEST_CLOUD, OPENSTACK_TEST_CA_FILE, OPENSTACK_TEST_SECURITY_GROUP)", strings.Join(missing, ", "))
+	}
+	var groups []string
+	if g := os.Getenv("OPENSTACK_TEST_SECURITY_GROUP"); g != "" {
+		groups = []string{g}
+	}
+	p, err := New(Config{
+		CloudsFile: vars["CLOUDS_FILE"], Cloud: os.Getenv("OPENSTACK_TEST_CLOUD"), CAFile: os.Getenv("OPENSTACK_TEST_CA_FILE"),
+		Regions: map[string]Region{"test": {Name: vars["REGION"], Network: vars["NETWORK"], SecurityGroups: groups,
+			Zones: map[string]string{"test": vars["ZONE"]}}},
+		MachineTypes: map[string]string{"small": vars["FLAVOR"]},
+		Images:       map[string]string{"proxy": vars["IMAGE"]},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range p.Check(context.Background()) {
+		t.Logf("check %s: %s %s", r.Target, r.Reason, r.Message)
+	}
+	name := fmt.Sprintf("egress-it-%d", time.Now().Unix()%1000000)
+	contracttest.RunLifecycle(t, contracttest.Lifecycle{
+		Provider: p,
+		Request: contract.CreateRequest{
+			Name: name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-integration01", Port: 3128,
+			Placement: contract.Placement{Region: "test", Zone: "test", MachineType: "small", Image: "proxy"},
+			CloudInit: []byte("#cloud-config\nhostname: " + name + "\n"),
+		},
+		Timeout: 15 * time.Minute,
+		Probe: func(ctx context.Context, ip string) error {
+			conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", net.JoinHostPort(ip, "3128"))
+			if err == nil {
+				_ = conn.Close()
+			}
+			return err
+		},
+	})
+}

@@ -1,0 +1,267 @@
+package osfake
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options shape one fake cloud. The zero value is a one-region cloud with
+// the defaults below.
+type Options struct {
+	// Regions are the catalogue's regions. Default ["RegionOne"].
+	Regions []string
+	// Zones are the availability zones of every region. Default ["nova"].
+	Zones []string
+	// Flavors and Images are what Nova and Glance offer in every region.
+	// Defaults: m1.tiny, m1.small; "debian-12" (active).
+	Flavors []Flavor
+	Images  []Image
+	// Network is the one network every server is attached to.
+	Network Network
+	// Username, Password, ProjectName (domain "Default") and
+	// AppCredentialID, AppCredentialSecret are the credentials Keystone
+	// accepts; an empty pair is not accepted.
+	Username, Password, ProjectName      string
+	AppCredentialID, AppCredentialSecret string
+	// BuildDelay is how long a server stays BUILD; DeleteDelay how long it
+	// is "deleting". Zero means the next request sees the change.
+	BuildDelay, DeleteDelay time.Duration
+	// HoldBuilds keeps every new server BUILD until FinishBuild.
+	HoldBuilds bool
+	// TokenTTL is a token's lifetime. Default one hour.
+	TokenTTL time.Duration
+	// Quota is the project's compute quota in each region; zero fields
+	// are unlimited.
+	Quota Quota
+	// MaxMicroversion is the highest compute microversion served. Default
+	// 2.96 (Nova 2024.1).
+	MaxMicroversion string
+}
+
+// Flavor is a Nova flavor.
+type Flavor struct {
+	ID, Name         string
+	VCPUs, RAM, Disk int
+}
+
+// Image is a Glance image.
+type Image struct {
+	ID, Name, Status string
+}
+
+// Network is the network servers get their address on.
+type Network struct {
+	ID, Name string
+	// Prefix is the first three octets of the addresses handed out.
+	Prefix string
+}
+
+// Quota is a project's compute quota.
+type Quota struct {
+	Instances, Cores, RAM int
+}
+
+// Cloud is one running fake.
+type Cloud struct {
+	// Server is the TLS server; its certificate signs every endpoint.
+	Server *httptest.Server
+	opts   Options
+
+	calls atomic.Int64
+
+	mu        sync.Mutex
+	servers   map[string]*server
+	tokens    map[string]token
+	faults    []fault
+	drops     []matcher
+	buildFail string
+	reject    bool
+	gate      func(*http.Request) error
+	ipSeq     int
+	projectID string
+	userID    string
+}
+
+// New starts a fake cloud; it is closed when the test ends (Close).
+func New(opts Options) *Cloud {
+	if len(opts.Regions) == 0 {
+		opts.Regions = []string{"RegionOne"}
+	}
+	if len(opts.Zones) == 0 {
+		opts.Zones = []string{"nova"}
+	}
+	if opts.Flavors == nil {
+		opts.Flavors = []Flavor{{ID: "1", Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}, {ID: "2", Name: "m1.small", VCPUs: 1, RAM: 2048, Disk: 20}}
+	}
+	if opts.Images == nil {
+		opts.Images = []Image{{ID: newUUID(), Name: "debian-12", Status: "active"}}
+	}
+	if opts.Network.ID == "" {
+		opts.Network = Network{ID: newUUID(), Name: "private", Prefix: "10.0.0"}
+	}
+	if opts.TokenTTL == 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.MaxMicroversion == "" {
+		opts.MaxMicroversion = "2.96"
+	}
+	c := &Cloud{opts: opts, servers: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID()}
+	mux := http.NewServeMux()
+	c.routeKeystone(mux)
+	c.routeNova(mux)
+	c.routeGlance(mux)
+	c.Server = httptest.NewTLSServer(c.front(mux))
+	return c
+}
+
+// Close stops the server.
+func (c *Cloud) Close() { c.Server.Close() }
+
+// AuthURL is Keystone's v3 endpoint, as clouds.yaml's auth_url.
+func (c *Cloud) AuthURL() string { return c.Server.URL + "/identity/v3" }
+
+// Calls counts every request the fake received.
+func (c *Cloud) Calls() int { return int(c.calls.Load()) }
+
+// front counts, gates and faults every request before the API sees it.
+func (c *Cloud) front(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.calls.Add(1)
+		c.mu.Lock()
+		gate := c.gate
+		c.mu.Unlock()
+		if gate != nil && gate(r) != nil {
+			return
+		}
+		if f, ok := c.takeFault(r); ok {
+			w.Header().Set("Content-Type", "application/json")
+			for k, v := range f.header {
+				w.Header().Set(k, v)
+			}
+			w.WriteHeader(f.status)
+			_, _ = w.Write([]byte(f.body))
+			return
+		}
+		if c.takeDrop(r) {
+			// Serve the request, then lose the answer, as a cut
+			// connection does after the server acted on it.
+			api.ServeHTTP(discard{header: http.Header{}}, r)
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+				}
+			}
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// discard is a ResponseWriter whose answer nobody receives.
+type discard struct{ header http.Header }
+
+func (d discard) Header() http.Header         { return d.header }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}
+
+// matcher selects requests by method and path.
+type matcher struct {
+	method string
+	path   *regexp.Regexp
+}
+
+func (m matcher) match(r *http.Request) bool {
+	return (m.method == "" || m.method == r.Method) && m.path.MatchString(r.URL.Path)
+}
+
+type fault struct {
+	matcher
+	status int
+	body   string
+	header map[string]string
+}
+
+func (c *Cloud) takeFault(r *http.Request) (fault, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, f := range c.faults {
+		if f.match(r) {
+			c.faults = append(c.faults[:i], c.faults[i+1:]...)
+			return f, true
+		}
+	}
+	return fault{}, false
+}
+
+func (c *Cloud) takeDrop(r *http.Request) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, m := range c.drops {
+		if m.match(r) {
+			c.drops = append(c.drops[:i], c.drops[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// writeJSON answers with a JSON body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// novaError answers with Nova's fault body, {"<name>": {"code", "message"}}
+// (Compute API guide, Faults).
+func novaError(w http.ResponseWriter, status int, message string) {
+	writeJSON(w, status, map[string]any{faultName(status): map[string]any{"code": status, "message": message}})
+}
+
+// faultName is the body's key Nova (webob) uses for each status.
+func faultName(status int) string {
+	switch status {
+	case 400:
+		return "badRequest"
+	case 401:
+		return "unauthorized"
+	case 403:
+		return "forbidden"
+	case 404:
+		return "itemNotFound"
+	case 405:
+		return "badMethod"
+	case 409:
+		return "conflictingRequest"
+	case 413, 429:
+		return "overLimit"
+	case 501:
+		return "notImplemented"
+	case 503:
+		return "serviceUnavailable"
+	default:
+		return "computeFault"
+	}
+}
+
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// hexID is a Keystone ID: 32 hex digits.
+func hexID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}

@@ -1,0 +1,241 @@
+package osfake
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// The control methods put the cloud into the states a test needs, as the
+// cloud's operators, its hypervisors or its failures would.
+
+// Bodies of the real services' errors, for FailNext.
+const (
+	// QuotaBody is Nova's 403 for a create over the instance quota
+	// (nova.exception.TooManyInstances).
+	QuotaBody = `{"forbidden": {"code": 403, "message": "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"}}`
+	// PolicyBody is Nova's 403 for a call the policy forbids
+	// (nova.exception.PolicyNotAuthorized).
+	PolicyBody = `{"forbidden": {"code": 403, "message": "Policy doesn't allow os_compute_api:servers:create to be performed."}}`
+	// NotFoundBody is Nova's 404 for a server that does not exist.
+	NotFoundBody = `{"itemNotFound": {"code": 404, "message": "Instance 9b7c1c42-5c0e-4d0b-a0f6-46a4b8a5e0f3 could not be found."}}`
+	// ConflictBody is Nova's 409 for a locked server.
+	ConflictBody = `{"conflictingRequest": {"code": 409, "message": "Instance 9b7c1c42-5c0e-4d0b-a0f6-46a4b8a5e0f3 is locked"}}`
+	// RateLimitBody is the 429 of a rate-limiting front (Nova's own
+	// rate limiter used 413 with the same body).
+	RateLimitBody = `{"overLimit": {"code": 429, "message": "This request was rate-limited.", "retryAfter": "2"}}`
+	// ServerErrorBody is Nova's 500 for an unexpected exception.
+	ServerErrorBody = `{"computeFault": {"code": 500, "message": "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.\n<class 'oslo_db.exception.DBConnectionError'>"}}`
+	// UnavailableBody is the 503 a load balancer or Nova gives while
+	// the API is down.
+	UnavailableBody = `{"serviceUnavailable": {"code": 503, "message": "The server is currently unavailable. Please try again at a later time."}}`
+)
+
+// FailNext makes the next request whose method is method ("" any) and
+// whose URL path matches pathRE be answered with status and body instead
+// of being served.
+func (c *Cloud) FailNext(method, pathRE string, status int, body string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults = append(c.faults, fault{matcher: matcher{method, regexp.MustCompile(pathRE)}, status: status, body: body})
+}
+
+// DropNextResponse makes the next matching request be served, and its
+// response lost: the connection closes before the answer is sent.
+func (c *Cloud) DropNextResponse(method, pathRE string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drops = append(c.drops, matcher{method, regexp.MustCompile(pathRE)})
+}
+
+// FailNextBuild makes the next server created end its build in ERROR with
+// the fault message (NoValidHost: the scheduler found no host).
+func (c *Cloud) FailNextBuild(message string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buildFail = message
+}
+
+// RejectCredentials makes Keystone refuse every credential and revokes
+// every token issued (reject true), or accept them again (false).
+func (c *Cloud) RejectCredentials(reject bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reject = reject
+	if reject {
+		c.tokens = map[string]token{}
+	}
+}
+
+// ExpireTokens ends every token's life now, as Keystone's expiry does.
+func (c *Cloud) ExpireTokens() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tokens = map[string]token{}
+}
+
+// SetGate runs gate at the start of every request; a non-nil error drops
+// the request unanswered. A gate that blocks is a hanging cloud.
+func (c *Cloud) SetGate(gate func(*http.Request) error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gate = gate
+}
+
+// SetQuota changes the project's compute quota.
+func (c *Cloud) SetQuota(q Quota) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opts.Quota = q
+}
+
+func (c *Cloud) withServer(id string, fn func(*server)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(time.Now())
+	s, ok := c.servers[id]
+	if !ok {
+		return fmt.Errorf("osfake: no server %s", id)
+	}
+	fn(s)
+	return nil
+}
+
+// FinishBuild ends a held build now (ACTIVE with an address, or ERROR
+// with the fault it was set to fail with).
+func (c *Cloud) FinishBuild(id string) error {
+	return c.withServer(id, func(s *server) {
+		if s.status == statusBuild {
+			s.locked = false
+			c.finishBuild(s, time.Now().UTC())
+		}
+	})
+}
+
+// HoldBuild keeps a server that is still BUILD in BUILD, task_state
+// spawning, until release: a slow hypervisor.
+func (c *Cloud) HoldBuild(id string) (release func(), err error) {
+	var building bool
+	err = c.withServer(id, func(s *server) {
+		building = s.status == statusBuild
+		if building {
+			s.locked, s.taskState = true, "spawning"
+		}
+	})
+	if err == nil && !building {
+		err = fmt.Errorf("osfake: server %s is no longer BUILD", id)
+	}
+	return func() { _ = c.withServer(id, func(s *server) { s.locked = false }) }, err
+}
+
+// SetAddresses replaces the server's addresses on its network, as Neutron
+// binding a port does.
+func (c *Cloud) SetAddresses(id string, ips ...string) error {
+	return c.withServer(id, func(s *server) { s.addresses = slices.Clone(ips) })
+}
+
+// SetStatus sets a server's status, vm_state and task_state ("" is null),
+// as a hypervisor event or an admin action would.
+func (c *Cloud) SetStatus(id, status, vmState, taskState string) error {
+	return c.withServer(id, func(s *server) {
+		s.status, s.vmState, s.taskState, s.updated = status, vmState, taskState, time.Now().UTC()
+	})
+}
+
+// BeginDelete starts the server's deletion and holds it in task_state
+// deleting until finish, which lets it end.
+func (c *Cloud) BeginDelete(id string) (finish func(), err error) {
+	err = c.withServer(id, func(s *server) {
+		s.deleting, s.taskState, s.deleteDone = true, "deleting", time.Time{}
+	})
+	return func() {
+		_ = c.withServer(id, func(s *server) { s.deleteDone = time.Now() })
+	}, err
+}
+
+// ServerSpec is a server the control makes directly, as another tool
+// or a person would.
+type ServerSpec struct {
+	Name, Region string
+	Tags         []string
+	Metadata     map[string]string
+	UserData     string // base64
+	// Held keeps it BUILD until FinishBuild.
+	Held bool
+}
+
+// CreateServer makes a server without going through the API.
+func (c *Cloud) CreateServer(spec ServerSpec) string {
+	now := time.Now().UTC()
+	s := &server{
+		id: newUUID(), name: spec.Name, region: spec.Region, zone: c.opts.Zones[0], flavor: c.opts.Flavors[0],
+		imageID: c.opts.Images[0].ID, status: statusBuild, vmState: "building", taskState: "scheduling",
+		tags: slices.Clone(spec.Tags), metadata: map[string]string{}, userData: spec.UserData,
+		securityGroups: []string{"default"}, created: now.Truncate(time.Second), updated: now,
+	}
+	if s.tags == nil {
+		s.tags = []string{}
+	}
+	for k, v := range spec.Metadata {
+		s.metadata[k] = v
+	}
+	if s.region == "" {
+		s.region = c.opts.Regions[0]
+	}
+	if !spec.Held && !c.opts.HoldBuilds {
+		s.buildDone = now.Add(c.opts.BuildDelay)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.servers[s.id] = s
+	return s.id
+}
+
+// ServerInfo is what the control reads of a server.
+type ServerInfo struct {
+	ID, Name, Region, Status, TaskState string
+	Tags                                []string
+	Metadata                            map[string]string
+	Addresses                           []string
+	// UserData is user_data decoded, as the metadata service serves it.
+	UserData []byte
+}
+
+// Servers lists every server, deleting ones included, sorted by ID.
+func (c *Cloud) Servers() []ServerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(time.Now())
+	var out []ServerInfo
+	for _, s := range c.servers {
+		ud, _ := s.userDataBytes()
+		out = append(out, ServerInfo{ID: s.id, Name: s.name, Region: s.region, Status: s.status, TaskState: s.taskState,
+			Tags: slices.Clone(s.tags), Metadata: s.metadata, Addresses: slices.Clone(s.addresses), UserData: ud})
+	}
+	slices.SortFunc(out, func(a, b ServerInfo) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// Lookup returns one server.
+func (c *Cloud) Lookup(id string) (ServerInfo, bool) {
+	for _, s := range c.Servers() {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return ServerInfo{}, false
+}
+
+// Options returns the options the cloud runs with, defaults filled in.
+func (c *Cloud) Options() Options {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opts
+}

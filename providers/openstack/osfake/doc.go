@@ -1,0 +1,52 @@
+// Package osfake is a stateful fake of the OpenStack calls the openstack
+// provider makes: Keystone v3 tokens and the service catalogue, Nova
+// servers (with tags, metadata, microversions, quotas, flavors, limits and
+// availability zones) and the Glance v2 image list. It runs as an
+// httptest TLS server and answers with the status codes, headers and
+// bodies of the real services, so the provider is tested through the real
+// gophercloud client. No maintained OpenStack simulator exists
+// (docs/openstack-provider-spec.md, entry 21).
+//
+// It follows these references; the bodies of errors are the services'
+// own texts (the Nova texts are nova/exception.py's message formats):
+//
+//   - Identity API v3, "Password authentication with scoped authorization"
+//     and "Authenticating with an Application Credential" (POST
+//     /v3/auth/tokens, 201 with X-Subject-Token, the token's catalog):
+//     https://docs.openstack.org/api-ref/identity/v3/#authentication-and-token-management
+//   - Compute API, Servers (create 202, show, list with filters tags,
+//     tags-any, not-tags, not-tags-any, name, status, limit and marker,
+//     delete 204): https://docs.openstack.org/api-ref/compute/#servers-servers
+//   - Compute API, Server tags (microversion 2.26; tags on create since
+//     2.52; at most 50 tags of at most 60 characters without "," or "/"):
+//     https://docs.openstack.org/api-ref/compute/#server-tags-servers-tags
+//   - Compute API, Server metadata:
+//     https://docs.openstack.org/api-ref/compute/#server-metadata-servers-metadata
+//   - Compute API, Flavors, Limits, Availability zones:
+//     https://docs.openstack.org/api-ref/compute/#flavors,
+//     https://docs.openstack.org/api-ref/compute/#limits-limits,
+//     https://docs.openstack.org/api-ref/compute/#availability-zones-os-availability-zone
+//   - Compute API guide, Microversions (X-OpenStack-Nova-API-Version and
+//     OpenStack-API-Version headers, 406 for an unsupported version):
+//     https://docs.openstack.org/api-guide/compute/microversions.html
+//   - Compute API guide, Faults (error bodies {"<name>": {"code", "message"}},
+//     a server's fault in ERROR) and Server concepts (statuses, task_state):
+//     https://docs.openstack.org/api-guide/compute/faults.html,
+//     https://docs.openstack.org/api-guide/compute/server_concepts.html
+//   - Image API v2, List images and Show image:
+//     https://docs.openstack.org/api-ref/image/v2/#images
+//
+// What it leaves out: Neutron (a server's address comes from the fake's
+// own pool on its one network), Cinder, Placement and the scheduler (a
+// capacity failure is injected with FailNextBuild), admin-only filters,
+// and the policy engine (a policy denial is injected with FailNext).
+//
+// Servers change state on their own, as the real services do: a new
+// server is BUILD until Options.BuildDelay has passed, then ACTIVE with an
+// address; a deleted server keeps its status with task_state "deleting"
+// until Options.DeleteDelay has passed, then is gone (404). Time is read
+// when a request arrives, so the fake runs no goroutines. The control
+// methods (HoldBuilds, FinishBuild, BeginDelete, SetAddresses, SetStatus,
+// FailNext, DropNextResponse, FailNextBuild, RejectCredentials, SetGate)
+// put it in the states a test needs.
+package osfake

@@ -1,0 +1,790 @@
+package osfake
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// server is one Nova server.
+type server struct {
+	id, name, region, zone string
+	flavor                 Flavor
+	imageID                string
+	status, vmState        string
+	taskState              string // "" is null
+	powerState             int
+	tags                   []string
+	metadata               map[string]string
+	userData               string // base64, as sent
+	securityGroups         []string
+	addresses              []string
+	created, updated       time.Time
+	buildDone              time.Time // when BUILD ends; zero while held
+	fail                   string    // the fault message a failing build ends with
+	faultAt                time.Time
+	locked                 bool
+	deleteDone             time.Time // when a delete ends; zero while held
+	deleting               bool
+}
+
+// microversion is a compute API version, major.minor.
+type microversion struct{ major, minor int }
+
+func parseVersion(s string) (microversion, bool) {
+	maj, min, ok := strings.Cut(strings.TrimSpace(s), ".")
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	return microversion{a, b}, ok && err1 == nil && err2 == nil
+}
+
+func (v microversion) atLeast(minor int) bool { return v.major > 2 || v.minor >= minor }
+func (v microversion) String() string         { return fmt.Sprintf("%d.%d", v.major, v.minor) }
+
+// The statuses of Nova's API (Compute API guide, Server concepts).
+const (
+	statusBuild  = "BUILD"
+	statusActive = "ACTIVE"
+	statusError  = "ERROR"
+)
+
+// NoValidHost is the fault message of a server the scheduler could not
+// place (nova.exception.NoValidHost with the filter scheduler's reason).
+const NoValidHost = "No valid host was found. There are not enough hosts available."
+
+type novaHandler func(w http.ResponseWriter, r *http.Request, v microversion, region string)
+
+func (c *Cloud) routeNova(mux *http.ServeMux) {
+	base := "/compute/{region}/v2.1"
+	for pattern, h := range map[string]novaHandler{
+		"POST /servers":                    c.createServer,
+		"GET /servers":                     c.listServers(false),
+		"GET /servers/detail":              c.listServers(true),
+		"GET /servers/{id}":                c.showServer,
+		"DELETE /servers/{id}":             c.deleteServer,
+		"GET /servers/{id}/tags":           c.serverTags,
+		"PUT /servers/{id}/tags":           c.serverTags,
+		"GET /servers/{id}/tags/{tag}":     c.serverTag,
+		"PUT /servers/{id}/tags/{tag}":     c.serverTag,
+		"DELETE /servers/{id}/tags/{tag}":  c.serverTag,
+		"GET /servers/{id}/metadata":       c.serverMetadata,
+		"POST /servers/{id}/metadata":      c.serverMetadata,
+		"PUT /servers/{id}/metadata":       c.serverMetadata,
+		"GET /flavors":                     c.listFlavors(false),
+		"GET /flavors/detail":              c.listFlavors(true),
+		"GET /flavors/{id}":                c.showFlavor,
+		"GET /limits":                      c.limits,
+		"GET /os-availability-zone":        c.zones,
+		"GET /os-availability-zone/detail": c.zones,
+		"GET /servers/{id}/os-instance-actions": func(w http.ResponseWriter, _ *http.Request, _ microversion, _ string) {
+			writeJSON(w, http.StatusOK, map[string]any{"instanceActions": []any{}})
+		},
+	} {
+		method, path, _ := strings.Cut(pattern, " ")
+		mux.Handle(method+" "+base+path, c.nova(h))
+	}
+}
+
+// nova wraps a compute handler: token check, region, microversion
+// negotiation and its response headers.
+func (c *Cloud) nova(h novaHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !c.authorized(w, r) {
+			return
+		}
+		region := r.PathValue("region")
+		if !slices.Contains(c.opts.Regions, region) {
+			novaError(w, http.StatusNotFound, "The resource could not be found.")
+			return
+		}
+		maxV, _ := parseVersion(c.opts.MaxMicroversion)
+		v := microversion{2, 1}
+		asked := r.Header.Get("X-OpenStack-Nova-API-Version")
+		if h := r.Header.Get("OpenStack-API-Version"); strings.HasPrefix(h, "compute ") {
+			asked = strings.TrimPrefix(h, "compute ")
+		}
+		switch asked {
+		case "":
+		case "latest":
+			v = maxV
+		default:
+			got, ok := parseVersion(asked)
+			if !ok {
+				novaError(w, http.StatusBadRequest, fmt.Sprintf("API Version String %s is of invalid format. Must be of format MajorNum.MinorNum.", asked))
+				return
+			}
+			if got.major != 2 || got.minor < 1 || (got.major == maxV.major && got.minor > maxV.minor) {
+				novaError(w, http.StatusNotAcceptable, fmt.Sprintf("Version %s is not supported by the API. Minimum is 2.1 and maximum is %s.", asked, maxV))
+				return
+			}
+			v = got
+		}
+		w.Header().Set("OpenStack-API-Version", "compute "+v.String())
+		w.Header().Set("X-OpenStack-Nova-API-Version", v.String())
+		w.Header().Set("Vary", "OpenStack-API-Version, X-OpenStack-Nova-API-Version")
+		c.mu.Lock()
+		c.advance(time.Now())
+		c.mu.Unlock()
+		h(w, r, v, region)
+	})
+}
+
+// advance moves every server along as time passed: builds end, deletes
+// finish. Called with c.mu held.
+func (c *Cloud) advance(now time.Time) {
+	for id, s := range c.servers {
+		if s.deleting && !s.deleteDone.IsZero() && !now.Before(s.deleteDone) {
+			delete(c.servers, id)
+			continue
+		}
+		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.locked {
+			c.finishBuild(s, now)
+		}
+	}
+}
+
+// finishBuild ends a build: ACTIVE with an address, or ERROR with the
+// fault the build was set to fail with.
+func (c *Cloud) finishBuild(s *server, now time.Time) {
+	s.updated, s.taskState = now, ""
+	if s.fail != "" {
+		s.status, s.vmState, s.faultAt = statusError, "error", now
+		return
+	}
+	s.status, s.vmState, s.powerState = statusActive, "active", 1
+	if len(s.addresses) == 0 {
+		c.ipSeq++
+		s.addresses = []string{fmt.Sprintf("%s.%d", c.opts.Network.Prefix, 10+c.ipSeq%240)}
+	}
+}
+
+// createRequest is the server create body, {"server": {...}}.
+type createRequest struct {
+	Server map[string]json.RawMessage `json:"server"`
+}
+
+// createKeys are the create body's properties the fake knows, with the
+// microversion each needs (the request schema rejects the others).
+var createKeys = map[string]int{
+	"name": 1, "imageRef": 1, "flavorRef": 1, "networks": 1, "security_groups": 1, "user_data": 1,
+	"availability_zone": 1, "metadata": 1, "config_drive": 1, "key_name": 1, "adminPass": 1,
+	"min_count": 1, "max_count": 1, "OS-DCF:diskConfig": 1, "block_device_mapping_v2": 1,
+	"accessIPv4": 1, "accessIPv6": 1, "description": 19, "tags": 52, "hostname": 90,
+}
+
+var (
+	tagRE      = regexp.MustCompile(`^[^,/]{1,60}$`)
+	metaKeyRE  = regexp.MustCompile(`^[a-zA-Z0-9-_:. /]{1,255}$`)
+	base64Like = regexp.MustCompile(`^[A-Za-z0-9+/]*={0,2}$`)
+)
+
+func invalidInput(w http.ResponseWriter, field, detail string) {
+	novaError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input for field/attribute %s. %s", field, detail))
+}
+
+func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microversion, region string) {
+	var req createRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Server == nil {
+		novaError(w, http.StatusBadRequest, "The request body is invalid.")
+		return
+	}
+	for _, k := range slices.Sorted(mapsKeys(req.Server)) {
+		if min, ok := createKeys[k]; !ok || !v.atLeast(min) {
+			novaError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input for field/attribute server. Value: {...}. Additional properties are not allowed ('%s' was unexpected)", k))
+			return
+		}
+	}
+	var body struct {
+		Name           string                  `json:"name"`
+		ImageRef       string                  `json:"imageRef"`
+		FlavorRef      string                  `json:"flavorRef"`
+		Networks       json.RawMessage         `json:"networks"`
+		SecurityGroups []struct{ Name string } `json:"security_groups"`
+		UserData       *string                 `json:"user_data"`
+		Zone           string                  `json:"availability_zone"`
+		Metadata       map[string]string       `json:"metadata"`
+		Tags           []string                `json:"tags"`
+	}
+	raw, _ := json.Marshal(req.Server)
+	if err := json.Unmarshal(raw, &body); err != nil {
+		novaError(w, http.StatusBadRequest, "Invalid input for field/attribute server. "+err.Error())
+		return
+	}
+	switch {
+	case len(body.Name) < 1 || len(body.Name) > 255 || strings.TrimSpace(body.Name) != body.Name:
+		invalidInput(w, "name", fmt.Sprintf("Value: %s. '%s' does not match '^(?! )[[:print:]]{1,255}(?<! )$'", body.Name, body.Name))
+		return
+	case v.atLeast(37) && len(body.Networks) == 0:
+		invalidInput(w, "server", "Value: {...}. 'networks' is a required property")
+		return
+	case len(body.Tags) > 50:
+		invalidInput(w, "tags", "Value: [...]. [...] is too long")
+		return
+	case body.UserData != nil && (len(*body.UserData) > 65535):
+		invalidInput(w, "user_data", fmt.Sprintf("Value: %s. '%s' is too long", *body.UserData, *body.UserData))
+		return
+	case body.UserData != nil && !base64Like.MatchString(*body.UserData):
+		invalidInput(w, "user_data", fmt.Sprintf("Value: %s. '%s' is not a 'base64'", *body.UserData, *body.UserData))
+		return
+	case len(body.Metadata) > 128:
+		novaError(w, http.StatusForbidden, "Maximum number of metadata items exceeds 128")
+		return
+	}
+	for _, t := range body.Tags {
+		if !tagRE.MatchString(t) {
+			invalidInput(w, "tags/0", fmt.Sprintf("Value: %s. '%s' does not match '^[^,/]*$'", t, t))
+			return
+		}
+	}
+	for k, val := range body.Metadata {
+		if !metaKeyRE.MatchString(k) || len(val) > 255 {
+			invalidInput(w, "metadata", fmt.Sprintf("Value: %s. '%s' does not match any of the regexes: '^[a-zA-Z0-9-_:. /]{1,255}$'", k, k))
+			return
+		}
+	}
+	if body.Zone != "" && !slices.Contains(c.opts.Zones, body.Zone) {
+		novaError(w, http.StatusBadRequest, "The requested availability zone is not available")
+		return
+	}
+	flavor, ok := c.flavor(body.FlavorRef)
+	if !ok {
+		novaError(w, http.StatusBadRequest, "Invalid flavorRef provided.")
+		return
+	}
+	if img, ok := c.image(body.ImageRef); !ok || img.Status != "active" {
+		novaError(w, http.StatusBadRequest, "Can not find requested image")
+		return
+	}
+	var nets []struct {
+		UUID string `json:"uuid"`
+	}
+	if len(body.Networks) > 0 && string(body.Networks) != `"auto"` && string(body.Networks) != `"none"` {
+		if err := json.Unmarshal(body.Networks, &nets); err != nil {
+			invalidInput(w, "networks", "Value: "+string(body.Networks)+". is not of type 'array'")
+			return
+		}
+		for _, n := range nets {
+			if n.UUID != c.opts.Network.ID {
+				novaError(w, http.StatusBadRequest, fmt.Sprintf("Network %s could not be found.", n.UUID))
+				return
+			}
+		}
+	}
+	now := time.Now().UTC()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if msg := c.overQuota(flavor, region); msg != "" {
+		novaError(w, http.StatusForbidden, msg)
+		return
+	}
+	s := &server{
+		id: newUUID(), name: body.Name, region: region, zone: body.Zone, flavor: flavor, imageID: body.ImageRef,
+		status: statusBuild, vmState: "building", taskState: "scheduling", tags: body.Tags, metadata: body.Metadata,
+		created: now.Truncate(time.Second), updated: now, fail: c.buildFail,
+	}
+	c.buildFail = ""
+	if s.zone == "" {
+		s.zone = c.opts.Zones[0]
+	}
+	if s.metadata == nil {
+		s.metadata = map[string]string{}
+	}
+	if s.tags == nil {
+		s.tags = []string{}
+	}
+	if body.UserData != nil {
+		s.userData = *body.UserData
+	}
+	for _, sg := range body.SecurityGroups {
+		s.securityGroups = append(s.securityGroups, sg.Name)
+	}
+	if len(s.securityGroups) == 0 {
+		s.securityGroups = []string{"default"}
+	}
+	if !c.opts.HoldBuilds {
+		s.buildDone = now.Add(c.opts.BuildDelay)
+	}
+	c.servers[s.id] = s
+	self := c.Server.URL + "/compute/" + region + "/v2.1/servers/" + s.id
+	w.Header().Set("Location", self)
+	sgs := make([]any, len(s.securityGroups))
+	for i, n := range s.securityGroups {
+		sgs[i] = map[string]any{"name": n}
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"server": map[string]any{
+		"id": s.id, "links": c.links("servers", region, s.id), "OS-DCF:diskConfig": "MANUAL",
+		"security_groups": sgs, "adminPass": hexID()[:12],
+	}})
+}
+
+// usage is what the project uses in a region (each region's Nova keeps
+// its own quota). Called with c.mu held.
+func (c *Cloud) usage(region string) Quota {
+	used := Quota{}
+	for _, s := range c.servers {
+		if !s.deleting && s.region == region {
+			used.Instances++
+			used.Cores += s.flavor.VCPUs
+			used.RAM += s.flavor.RAM
+		}
+	}
+	return used
+}
+
+// overQuota returns TooManyInstances' message when one more server of
+// flavor exceeds the project's quota in the region (403 from POST
+// /servers). Called with c.mu held.
+func (c *Cloud) overQuota(f Flavor, region string) string {
+	q := c.opts.Quota
+	used := c.usage(region)
+	for _, chk := range []struct {
+		name             string
+		req, used, limit int
+	}{{"instances", 1, used.Instances, q.Instances}, {"cores", f.VCPUs, used.Cores, q.Cores}, {"ram", f.RAM, used.RAM, q.RAM}} {
+		if chk.limit > 0 && chk.used+chk.req > chk.limit {
+			return fmt.Sprintf("Quota exceeded for %s: Requested %d, but already used %d of %d %s", chk.name, chk.req, chk.used, chk.limit, chk.name)
+		}
+	}
+	return ""
+}
+
+func (c *Cloud) links(kind, region, id string) []any {
+	return []any{
+		map[string]any{"rel": "self", "href": c.Server.URL + "/compute/" + region + "/v2.1/" + kind + "/" + id},
+		map[string]any{"rel": "bookmark", "href": c.Server.URL + "/compute/" + region + "/" + kind + "/" + id},
+	}
+}
+
+// view is a server as GET /servers/{id} shows it at microversion v.
+func (c *Cloud) view(s *server, v microversion) map[string]any {
+	var flavor any = map[string]any{"id": s.flavor.ID, "links": c.links("flavors", s.region, s.flavor.ID)[1:]}
+	if v.atLeast(47) {
+		flavor = map[string]any{"vcpus": s.flavor.VCPUs, "ram": s.flavor.RAM, "disk": s.flavor.Disk, "ephemeral": 0, "swap": 0, "original_name": s.flavor.Name, "extra_specs": map[string]any{}}
+	}
+	addrs := []any{}
+	for i, a := range s.addresses {
+		version := 4
+		if ip := net.ParseIP(a); ip != nil && ip.To4() == nil {
+			version = 6
+		}
+		addrs = append(addrs, map[string]any{"version": version, "addr": a, "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": fmt.Sprintf("fa:16:3e:00:00:%02x", i)})
+	}
+	addresses := map[string]any{}
+	if len(addrs) > 0 {
+		addresses[c.opts.Network.Name] = addrs
+	}
+	var task any
+	if s.taskState != "" {
+		task = s.taskState
+	}
+	sgs := make([]any, len(s.securityGroups))
+	for i, n := range s.securityGroups {
+		sgs[i] = map[string]any{"name": n}
+	}
+	var launched any
+	if s.status != statusBuild && s.fail == "" {
+		launched = s.created.Format("2006-01-02T15:04:05.000000")
+	}
+	out := map[string]any{
+		"id": s.id, "name": s.name, "status": s.status, "tenant_id": c.projectID, "user_id": c.userID,
+		"metadata": s.metadata, "hostId": "", "image": map[string]any{"id": s.imageID, "links": c.links("images", s.region, s.imageID)[1:]},
+		"flavor": flavor, "created": s.created.Format(time.RFC3339), "updated": s.updated.Format(time.RFC3339),
+		"addresses": addresses, "accessIPv4": "", "accessIPv6": "", "links": c.links("servers", s.region, s.id),
+		"OS-DCF:diskConfig": "MANUAL", "progress": 0, "OS-EXT-AZ:availability_zone": s.zone, "config_drive": "",
+		"key_name": nil, "OS-SRV-USG:launched_at": launched, "OS-SRV-USG:terminated_at": nil, "security_groups": sgs,
+		"OS-EXT-STS:task_state": task, "OS-EXT-STS:vm_state": s.vmState, "OS-EXT-STS:power_state": s.powerState,
+		"os-extended-volumes:volumes_attached": []any{},
+	}
+	if s.status == statusActive || s.status == statusError {
+		out["hostId"] = hexID()[:28]
+	}
+	if v.atLeast(9) {
+		out["locked"] = s.locked
+	}
+	if v.atLeast(19) {
+		out["description"] = nil
+	}
+	if v.atLeast(26) {
+		out["tags"] = s.tags
+	}
+	if s.status == statusError && s.fail != "" {
+		// Details are shown to admins only for code 500 faults.
+		out["fault"] = map[string]any{"code": 500, "created": s.faultAt.Format(time.RFC3339), "message": s.fail}
+	}
+	return out
+}
+
+// lookup finds a server of the region, or answers 404.
+func (c *Cloud) lookup(w http.ResponseWriter, r *http.Request, region string) *server {
+	id := r.PathValue("id")
+	s, ok := c.servers[id]
+	if !ok || s.region != region {
+		novaError(w, http.StatusNotFound, fmt.Sprintf("Instance %s could not be found.", id))
+		return nil
+	}
+	return s
+}
+
+func (c *Cloud) showServer(w http.ResponseWriter, r *http.Request, v microversion, region string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.lookup(w, r, region); s != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"server": c.view(s, v)})
+	}
+}
+
+func (c *Cloud) listServers(detail bool) novaHandler {
+	return func(w http.ResponseWriter, r *http.Request, v microversion, region string) {
+		q := r.URL.Query()
+		var nameRE *regexp.Regexp
+		if n := q.Get("name"); n != "" {
+			re, err := regexp.Compile(n)
+			if err != nil {
+				novaError(w, http.StatusBadRequest, "Invalid filter: name")
+				return
+			}
+			nameRE = re
+		}
+		split := func(k string) []string {
+			if q.Get(k) == "" {
+				return nil
+			}
+			return strings.Split(q.Get(k), ",")
+		}
+		tags, tagsAny, notTags, notTagsAny := split("tags"), split("tags-any"), split("not-tags"), split("not-tags-any")
+		if !v.atLeast(26) && (tags != nil || tagsAny != nil || notTags != nil || notTagsAny != nil) {
+			// Before 2.26 the tag filters are unknown and ignored.
+			tags, tagsAny, notTags, notTagsAny = nil, nil, nil, nil
+		}
+		limit := 1000
+		if l := q.Get("limit"); l != "" {
+			n, err := strconv.Atoi(l)
+			if err != nil || n < 0 {
+				invalidInput(w, "limit", "Value: "+l+". '"+l+"' does not match '^[0-9]*$'")
+				return
+			}
+			limit = min(n, 1000)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var all []*server
+		for _, s := range c.servers {
+			if s.region != region || (nameRE != nil && !nameRE.MatchString(s.name)) ||
+				(q.Get("status") != "" && !strings.EqualFold(q.Get("status"), s.status)) ||
+				(q.Get("availability_zone") != "" && q.Get("availability_zone") != s.zone) {
+				continue
+			}
+			if !hasAll(s.tags, tags) || (tagsAny != nil && !hasAny(s.tags, tagsAny)) ||
+				(notTags != nil && hasAll(s.tags, notTags)) || hasAny(s.tags, notTagsAny) {
+				continue
+			}
+			all = append(all, s)
+		}
+		// Nova's default order: created_at, then id, descending.
+		slices.SortFunc(all, func(a, b *server) int {
+			if d := b.created.Compare(a.created); d != 0 {
+				return d
+			}
+			return strings.Compare(b.id, a.id)
+		})
+		if m := q.Get("marker"); m != "" {
+			i := slices.IndexFunc(all, func(s *server) bool { return s.id == m })
+			if i < 0 {
+				novaError(w, http.StatusBadRequest, fmt.Sprintf("marker [%s] not found", m))
+				return
+			}
+			all = all[i+1:]
+		}
+		out := map[string]any{}
+		page := all[:min(limit, len(all))]
+		items := make([]any, len(page))
+		for i, s := range page {
+			if detail {
+				items[i] = c.view(s, v)
+			} else {
+				items[i] = map[string]any{"id": s.id, "name": s.name, "links": c.links("servers", region, s.id)}
+			}
+		}
+		out["servers"] = items
+		if len(page) > 0 && len(page) == limit && len(all) > limit {
+			next := *r.URL
+			nq := next.Query()
+			nq.Set("marker", page[len(page)-1].id)
+			next.RawQuery = nq.Encode()
+			out["servers_links"] = []any{map[string]any{"rel": "next", "href": c.Server.URL + next.RequestURI()}}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func hasAll(have, want []string) bool {
+	for _, t := range want {
+		if !slices.Contains(have, t) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasAny(have, want []string) bool {
+	for _, t := range want {
+		if slices.Contains(have, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microversion, region string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.lookup(w, r, region)
+	if s == nil {
+		return
+	}
+	if s.locked {
+		novaError(w, http.StatusConflict, fmt.Sprintf("Instance %s is locked", s.id))
+		return
+	}
+	if !s.deleting {
+		// A repeat delete of a server already deleting is accepted and
+		// ignored ("Instance is already in deleting state").
+		s.deleting, s.taskState = true, "deleting"
+		s.deleteDone = time.Now().Add(c.opts.DeleteDelay)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// tagsEditable is Nova's check before a tag change
+// (ServerTagsController._check_instance_in_valid_state): only in these
+// vm_states, else 409. A building server cannot be tagged, which is why
+// tags on create (2.52) matter.
+func tagsEditable(w http.ResponseWriter, s *server, action string) bool {
+	switch s.vmState {
+	case "active", "paused", "suspended", "stopped", "shelved", "shelved_offloaded":
+		return true
+	}
+	novaError(w, http.StatusConflict, fmt.Sprintf("Cannot '%s' instance %s while it is in vm_state %s", action, s.id, s.vmState))
+	return false
+}
+
+func (c *Cloud) serverTags(w http.ResponseWriter, r *http.Request, v microversion, region string) {
+	if !v.atLeast(26) {
+		novaError(w, http.StatusNotFound, "The resource could not be found.")
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.lookup(w, r, region)
+	if s == nil {
+		return
+	}
+	switch r.Method {
+	case http.MethodDelete:
+		if !tagsEditable(w, s, "delete tags") {
+			return
+		}
+		s.tags = []string{}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case http.MethodPut:
+		var body struct {
+			Tags []string `json:"tags"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Tags == nil {
+			invalidInput(w, "tags", "'tags' is a required property")
+			return
+		}
+		if len(body.Tags) > 50 {
+			invalidInput(w, "tags", "Value: [...]. [...] is too long")
+			return
+		}
+		for _, t := range body.Tags {
+			if !tagRE.MatchString(t) {
+				invalidInput(w, "tags/0", fmt.Sprintf("Value: %s. '%s' does not match '^[^,/]*$'", t, t))
+				return
+			}
+		}
+		if !tagsEditable(w, s, "update tags") {
+			return
+		}
+		s.tags = slices.Compact(slices.Sorted(slices.Values(body.Tags)))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tags": s.tags})
+}
+
+func (c *Cloud) serverTag(w http.ResponseWriter, r *http.Request, v microversion, region string) {
+	if !v.atLeast(26) {
+		novaError(w, http.StatusNotFound, "The resource could not be found.")
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.lookup(w, r, region)
+	if s == nil {
+		return
+	}
+	tag := r.PathValue("tag")
+	has := slices.Contains(s.tags, tag)
+	switch r.Method {
+	case http.MethodGet:
+		if !has {
+			novaError(w, http.StatusNotFound, fmt.Sprintf("Server %s has no tag '%s'", s.id, tag))
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodPut:
+		if !tagsEditable(w, s, "update tag") {
+			return
+		}
+		if !tagRE.MatchString(tag) {
+			novaError(w, http.StatusBadRequest, fmt.Sprintf("Tag '%s' is invalid. It must be a non empty string without characters '/' and ','. Validation error message: '%s' does not match '^[^,/]*$'", tag, tag))
+			return
+		}
+		if len(s.tags) >= 50 {
+			novaError(w, http.StatusBadRequest, "The number of tags exceeded the per-server limit 50")
+			return
+		}
+		if has {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		s.tags = append(s.tags, tag)
+		w.Header().Set("Location", c.Server.URL+r.URL.Path)
+		w.WriteHeader(http.StatusCreated)
+	case http.MethodDelete:
+		if !tagsEditable(w, s, "delete tag") {
+			return
+		}
+		if !has {
+			novaError(w, http.StatusNotFound, fmt.Sprintf("Instance %s has no tag '%s'", s.id, tag))
+			return
+		}
+		s.tags = slices.DeleteFunc(s.tags, func(t string) bool { return t == tag })
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (c *Cloud) serverMetadata(w http.ResponseWriter, r *http.Request, _ microversion, region string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.lookup(w, r, region)
+	if s == nil {
+		return
+	}
+	if r.Method != http.MethodGet {
+		var body struct {
+			Metadata map[string]string `json:"metadata"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Metadata == nil {
+			novaError(w, http.StatusBadRequest, "Malformed request body")
+			return
+		}
+		for k, val := range body.Metadata {
+			if !metaKeyRE.MatchString(k) || len(val) > 255 {
+				invalidInput(w, "metadata", fmt.Sprintf("Value: %s. '%s' does not match any of the regexes: '^[a-zA-Z0-9-_:. /]{1,255}$'", k, k))
+				return
+			}
+		}
+		if s.deleting {
+			novaError(w, http.StatusConflict, fmt.Sprintf("Cannot 'update_instance_metadata' instance %s while it is in task_state deleting", s.id))
+			return
+		}
+		if r.Method == http.MethodPut {
+			s.metadata = map[string]string{}
+		}
+		for k, val := range body.Metadata {
+			s.metadata[k] = val
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"metadata": s.metadata})
+}
+
+func (c *Cloud) flavor(ref string) (Flavor, bool) {
+	for _, f := range c.opts.Flavors {
+		if f.ID == ref || strings.HasSuffix(ref, "/flavors/"+f.ID) {
+			return f, true
+		}
+	}
+	return Flavor{}, false
+}
+
+func (c *Cloud) flavorView(f Flavor, region string, detail bool) map[string]any {
+	out := map[string]any{"id": f.ID, "name": f.Name, "links": c.links("flavors", region, f.ID), "description": nil}
+	if detail {
+		out["vcpus"], out["ram"], out["disk"] = f.VCPUs, f.RAM, f.Disk
+		out["OS-FLV-EXT-DATA:ephemeral"], out["OS-FLV-DISABLED:disabled"] = 0, false
+		out["swap"], out["rxtx_factor"], out["os-flavor-access:is_public"] = 0, 1.0, true
+	}
+	return out
+}
+
+func (c *Cloud) listFlavors(detail bool) novaHandler {
+	return func(w http.ResponseWriter, _ *http.Request, _ microversion, region string) {
+		items := make([]any, len(c.opts.Flavors))
+		for i, f := range c.opts.Flavors {
+			items[i] = c.flavorView(f, region, detail)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"flavors": items})
+	}
+}
+
+func (c *Cloud) showFlavor(w http.ResponseWriter, r *http.Request, _ microversion, region string) {
+	f, ok := c.flavor(r.PathValue("id"))
+	if !ok {
+		novaError(w, http.StatusNotFound, fmt.Sprintf("Flavor %s could not be found.", r.PathValue("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"flavor": c.flavorView(f, region, true)})
+}
+
+// limits is GET /limits: the quota and what the project uses (-1 is
+// unlimited).
+func (c *Cloud) limits(w http.ResponseWriter, _ *http.Request, _ microversion, region string) {
+	c.mu.Lock()
+	used := c.usage(region)
+	q := c.opts.Quota
+	c.mu.Unlock()
+	unlimited := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"limits": map[string]any{"rate": []any{}, "absolute": map[string]any{
+		"maxTotalInstances": unlimited(q.Instances), "maxTotalCores": unlimited(q.Cores), "maxTotalRAMSize": unlimited(q.RAM),
+		"maxServerMeta": 128, "maxTotalKeypairs": 100, "maxServerGroups": 10, "maxServerGroupMembers": 10,
+		"totalInstancesUsed": used.Instances, "totalCoresUsed": used.Cores, "totalRAMUsed": used.RAM, "totalServerGroupsUsed": 0,
+	}}})
+}
+
+func (c *Cloud) zones(w http.ResponseWriter, _ *http.Request, _ microversion, _ string) {
+	items := make([]any, len(c.opts.Zones))
+	for i, z := range c.opts.Zones {
+		items[i] = map[string]any{"zoneName": z, "zoneState": map[string]any{"available": true}, "hosts": nil}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"availabilityZoneInfo": items})
+}
+
+// userData decodes a server's user_data as the metadata service hands it
+// to the guest.
+func (s *server) userDataBytes() ([]byte, error) {
+	return base64.StdEncoding.DecodeString(s.userData)
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

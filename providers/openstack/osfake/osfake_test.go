@@ -1,0 +1,312 @@
+package osfake_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+
+	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
+)
+
+// The fake is tested through the real gophercloud client where the
+// provider uses it, and with raw requests where the exact wire shape
+// (status, headers, body) is the point.
+
+func start(t *testing.T, adjust func(*osfake.Options)) (*osfake.Cloud, *gophercloud.ServiceClient) {
+	t.Helper()
+	opts := osfake.Options{AppCredentialID: "ac1", AppCredentialSecret: "s3cret", Username: "u", Password: "p", ProjectName: "demo"}
+	if adjust != nil {
+		adjust(&opts)
+	}
+	c := osfake.New(opts)
+	t.Cleanup(c.Close)
+	pc, err := openstack.NewClient(c.AuthURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.HTTPClient = *c.Server.Client()
+	err = openstack.Authenticate(context.Background(), pc, gophercloud.AuthOptions{IdentityEndpoint: c.AuthURL(), ApplicationCredentialID: "ac1", ApplicationCredentialSecret: "s3cret", AllowReauth: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compute, err := openstack.NewComputeV2(pc, gophercloud.EndpointOpts{Region: "RegionOne"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compute.Microversion = "2.52"
+	return c, compute
+}
+
+func create(t *testing.T, c *osfake.Cloud, compute *gophercloud.ServiceClient, name string, tags ...string) string {
+	t.Helper()
+	s, err := servers.Create(context.Background(), compute, servers.CreateOpts{
+		Name: name, FlavorRef: "1", ImageRef: c.Options().Images[0].ID, Tags: tags,
+		Networks: []servers.Network{{UUID: c.Options().Network.ID}}, UserData: []byte("#cloud-config\n"),
+	}, nil).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
+}
+
+func get(t *testing.T, compute *gophercloud.ServiceClient, id string) *servers.Server {
+	t.Helper()
+	s, err := servers.Get(context.Background(), compute, id).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestBuildThenActiveWithAnAddress(t *testing.T) {
+	c, compute := start(t, nil)
+	id := create(t, c, compute, "web")
+	// BuildDelay 0: the next request sees the build done.
+	s := get(t, compute, id)
+	if s.Status != "ACTIVE" || s.VmState != "active" || s.TaskState != "" || s.PowerState != servers.RUNNING {
+		t.Fatalf("after the build: %s %s %q %d", s.Status, s.VmState, s.TaskState, s.PowerState)
+	}
+	if addrs, _ := s.Addresses["private"].([]any); len(addrs) != 1 {
+		t.Errorf("addresses %v, want one on private", s.Addresses)
+	}
+	if s.Tags == nil || s.Created.IsZero() || s.Flavor["original_name"] != "m1.tiny" {
+		t.Errorf("2.52 view lacks tags, created or the embedded flavor: %+v", s)
+	}
+}
+
+func TestBuildLastsItsDelay(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.BuildDelay = time.Hour })
+	id := create(t, c, compute, "slow")
+	if s := get(t, compute, id); s.Status != "BUILD" || s.TaskState != "scheduling" || len(s.Addresses) != 0 {
+		t.Errorf("within the delay: %s %q %v", s.Status, s.TaskState, s.Addresses)
+	}
+	if err := c.FinishBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, compute, id); s.Status != "ACTIVE" {
+		t.Errorf("after FinishBuild: %s", s.Status)
+	}
+}
+
+func TestDeleteIsAsynchronousAndIdempotent(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.DeleteDelay = time.Hour })
+	id := create(t, c, compute, "gone")
+	for range 2 {
+		if err := servers.Delete(context.Background(), compute, id).ExtractErr(); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+	}
+	if s := get(t, compute, id); s.TaskState != "deleting" {
+		t.Errorf("during the delete task_state is %q", s.TaskState)
+	}
+	c2, compute2 := start(t, nil)
+	id2 := create(t, c2, compute2, "gone")
+	if err := servers.Delete(context.Background(), compute2, id2).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := servers.Get(context.Background(), compute2, id2).Extract()
+	var code gophercloud.ErrUnexpectedResponseCode
+	if !gophercloud.ResponseCodeIs(err, 404) || !errors.As(err, &code) || !strings.Contains(string(code.Body), `"itemNotFound"`) {
+		t.Errorf("get after the delete = %v, want 404 itemNotFound", err)
+	}
+}
+
+func TestListFiltersOnTagsAndPages(t *testing.T) {
+	c, compute := start(t, nil)
+	a := create(t, c, compute, "a", "x", "y")
+	b := create(t, c, compute, "b", "x")
+	cc := create(t, c, compute, "c")
+	for _, tc := range []struct {
+		opts servers.ListOpts
+		want []string
+	}{
+		{servers.ListOpts{Tags: "x,y"}, []string{a}},
+		{servers.ListOpts{Tags: "x"}, []string{a, b}},
+		{servers.ListOpts{TagsAny: "y,z"}, []string{a}},
+		{servers.ListOpts{NotTags: "x,y"}, []string{b, cc}},
+		{servers.ListOpts{NotTagsAny: "x"}, []string{cc}},
+		{servers.ListOpts{Name: "^b$"}, []string{b}},
+		{servers.ListOpts{Limit: 1}, []string{a, b, cc}},
+	} {
+		pages, err := servers.List(compute, tc.opts).AllPages(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := servers.ExtractServers(pages)
+		ids := map[string]bool{}
+		for _, s := range got {
+			ids[s.ID] = true
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%+v: %d servers, want %d", tc.opts, len(got), len(tc.want))
+		}
+		for _, w := range tc.want {
+			if !ids[w] {
+				t.Errorf("%+v: missing %s", tc.opts, w)
+			}
+		}
+	}
+}
+
+// raw sends one request with the token and returns status, headers and
+// body.
+func raw(t *testing.T, c *osfake.Cloud, compute *gophercloud.ServiceClient, method, path, version, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, compute.Endpoint+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Auth-Token", compute.TokenID)
+	req.Header.Set("Content-Type", "application/json")
+	if version != "" {
+		req.Header.Set("OpenStack-API-Version", "compute "+version)
+	}
+	resp, err := c.Server.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func TestMicroversions(t *testing.T) {
+	c, compute := start(t, nil)
+	status, h, _ := raw(t, c, compute, "GET", "servers", "2.52", "")
+	if status != 200 || h.Get("OpenStack-API-Version") != "compute 2.52" || h.Get("X-OpenStack-Nova-API-Version") != "2.52" {
+		t.Errorf("2.52: %d %v", status, h)
+	}
+	if status, h, _ := raw(t, c, compute, "GET", "servers", "", ""); status != 200 || h.Get("X-OpenStack-Nova-API-Version") != "2.1" {
+		t.Errorf("no version asked: %d, served %q, want 2.1", status, h.Get("X-OpenStack-Nova-API-Version"))
+	}
+	if status, _, body := raw(t, c, compute, "GET", "servers", "2.200", ""); status != 406 || !strings.Contains(body, "Version 2.200 is not supported by the API. Minimum is 2.1 and maximum is 2.96.") {
+		t.Errorf("2.200: %d %s", status, body)
+	}
+	create := fmt.Sprintf(`{"server": {"name": "t", "flavorRef": "1", "imageRef": %q, "networks": "none", "tags": ["a"]}}`, c.Options().Images[0].ID)
+	if status, _, body := raw(t, c, compute, "POST", "servers", "2.51", create); status != 400 || !strings.Contains(body, "('tags' was unexpected)") {
+		t.Errorf("tags on create at 2.51: %d %s", status, body)
+	}
+	if status, _, body := raw(t, c, compute, "GET", "servers/detail", "2.25", ""); status != 200 || strings.Contains(body, `"tags"`) {
+		t.Errorf("2.25 shows tags: %s", body)
+	}
+}
+
+func TestRequestValidation(t *testing.T) {
+	c, compute := start(t, nil)
+	img := c.Options().Images[0].ID
+	body := func(extra string) string {
+		return fmt.Sprintf(`{"server": {"name": "t", "flavorRef": "1", "imageRef": %q, "networks": "none"%s}}`, img, extra)
+	}
+	for _, tc := range []struct {
+		name, body, want string
+		status           int
+	}{
+		{"comma in a tag", body(`, "tags": ["a,b"]`), `does not match '^[^,/]*$'`, 400},
+		{"61-character tag", body(`, "tags": ["` + strings.Repeat("t", 61) + `"]`), `does not match`, 400},
+		{"user_data too long", body(`, "user_data": "` + strings.Repeat("QUFB", 16384) + `"`), `is too long`, 400},
+		{"unknown flavor", strings.Replace(body(""), `"flavorRef": "1"`, `"flavorRef": "99"`, 1), "Invalid flavorRef provided.", 400},
+		{"unknown zone", body(`, "availability_zone": "mars"`), "The requested availability zone is not available", 400},
+		{"no networks", fmt.Sprintf(`{"server": {"name": "t", "flavorRef": "1", "imageRef": %q}}`, img), "'networks' is a required property", 400},
+	} {
+		status, _, got := raw(t, c, compute, "POST", "servers", "2.52", tc.body)
+		if status != tc.status || !strings.Contains(got, tc.want) || !strings.Contains(got, `"badRequest"`) {
+			t.Errorf("%s: %d %s", tc.name, status, got)
+		}
+	}
+}
+
+func TestQuotaAnswersWithNovasBody(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.Quota = osfake.Quota{Instances: 1} })
+	create(t, c, compute, "one")
+	_, err := servers.Create(context.Background(), compute, servers.CreateOpts{Name: "two", FlavorRef: "1", ImageRef: c.Options().Images[0].ID, Networks: "none"}, nil).Extract()
+	var code gophercloud.ErrUnexpectedResponseCode
+	if !errors.As(err, &code) || code.Actual != 403 ||
+		string(bytes.TrimSpace(code.Body)) != `{"forbidden":{"code":403,"message":"Quota exceeded for instances: Requested 1, but already used 1 of 1 instances"}}` {
+		t.Errorf("create over the quota = %v", err)
+	}
+}
+
+func TestTagsAndMetadata(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds = true })
+	id := create(t, c, compute, "tagged", "a")
+	if status, _, body := raw(t, c, compute, "PUT", "servers/"+id+"/tags/b", "2.52", ""); status != 409 || !strings.Contains(body, "while it is in vm_state building") || !strings.Contains(body, "Cannot 'update tag'") {
+		t.Errorf("tag during the build: %d %s", status, body)
+	}
+	if err := c.FinishBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := raw(t, c, compute, "PUT", "servers/"+id+"/tags/b", "2.52", ""); status != 201 {
+		t.Errorf("add tag: %d", status)
+	}
+	if status, _, _ := raw(t, c, compute, "GET", "servers/"+id+"/tags/b", "2.52", ""); status != 204 {
+		t.Errorf("check tag: %d", status)
+	}
+	if status, _, body := raw(t, c, compute, "GET", "servers/"+id+"/tags", "2.52", ""); status != 200 || !strings.Contains(body, `["a","b"]`) {
+		t.Errorf("list tags: %d %s", status, body)
+	}
+	if status, _, body := raw(t, c, compute, "POST", "servers/"+id+"/metadata", "2.52", `{"metadata": {"k": "v"}}`); status != 200 || !strings.Contains(body, `"k":"v"`) {
+		t.Errorf("set metadata: %d %s", status, body)
+	}
+}
+
+func TestKeystoneAndGlance(t *testing.T) {
+	c, compute := start(t, nil)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, c.AuthURL()+"/auth/tokens",
+		strings.NewReader(`{"auth": {"identity": {"methods": ["password"], "password": {"user": {"name": "u", "domain": {"name": "Default"}, "password": "wrong"}}}, "scope": {"project": {"name": "demo", "domain": {"name": "Default"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Server.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || body["error"]["title"] != "Unauthorized" {
+		t.Errorf("wrong password: %d %v", resp.StatusCode, body)
+	}
+	image, err := openstack.NewImageV2(compute.ProviderClient, gophercloud.EndpointOpts{Region: "RegionOne"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := images.List(image, images.ListOpts{Name: "debian-12"}).AllPages(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := images.ExtractImages(pages); len(got) != 1 || got[0].Status != images.ImageStatusActive {
+		t.Errorf("images named debian-12: %+v", got)
+	}
+	if _, err := images.Get(context.Background(), image, "00000000-0000-4000-8000-000000000000").Extract(); !gophercloud.ResponseCodeIs(err, 404) {
+		t.Errorf("a missing image = %v, want 404", err)
+	}
+}
+
+func TestFaultHooks(t *testing.T) {
+	c, compute := start(t, nil)
+	c.FailNext("GET", `/servers/detail$`, 503, osfake.UnavailableBody)
+	if _, err := servers.List(compute, nil).AllPages(context.Background()); !gophercloud.ResponseCodeIs(err, 503) {
+		t.Errorf("injected 503 = %v", err)
+	}
+	c.DropNextResponse("POST", `/servers$`)
+	_, err := servers.Create(context.Background(), compute, servers.CreateOpts{Name: "lost", FlavorRef: "1", ImageRef: c.Options().Images[0].ID, Networks: "none"}, nil).Extract()
+	if err == nil || len(c.Servers()) != 1 {
+		t.Errorf("a dropped answer = %v with %d servers, want an error and the server made", err, len(c.Servers()))
+	}
+	c.RejectCredentials(true)
+	if _, err := servers.List(compute, nil).AllPages(context.Background()); err == nil {
+		t.Error("calls pass with the credentials rejected")
+	}
+}

@@ -1,0 +1,388 @@
+// Package openstack is the egress-proxies provider for OpenStack, on
+// gophercloud v2: it boots proxy servers with Nova from a Glance image,
+// hands them cloud-init as Nova user_data, marks them with server tags
+// (and metadata), and reads their address from Nova. docs/openstack-provider-spec.md
+// gives every decision and its reason; docs/openstack-provider.md is the
+// guide. Package osfake is the stateful fake of Keystone, Nova and Glance
+// the tests run against.
+package openstack
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// Type is the provider's type in the providers config.
+const Type = "openstack"
+
+// The marks. Nova tags cannot hold "/" or "," and are at most 60
+// characters, so the contract's keys are mapped (gc-mark: native-labels;
+// ListByTag filters on them with tags=); metadata carries the contract's
+// own keys and values beside them, for people reading the server.
+const (
+	tagManaged   = "egressproxies-managed"
+	tagUIDPrefix = "egressproxies-uid-"
+	maxTag       = 60
+	// maxUID is the longest UID a tag can hold; a Kubernetes UID has 36
+	// characters.
+	maxUID = maxTag - len(tagUIDPrefix)
+)
+
+// computeMicroversion is the Nova API version every compute call asks
+// for: 2.52 is the first that takes tags on create, so a server is never
+// visible without its marks.
+const computeMicroversion = "2.52"
+
+// MaxCloudInit bounds CloudInit: Nova's request schema takes user_data of
+// at most 65535 base64 characters, which hold 49149 bytes.
+const MaxCloudInit = 65535 / 4 * 3
+
+var ids = contract.IDFormat{
+	Location: keyRE,
+	Key:      regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`),
+}
+
+var (
+	_ contract.Provider = (*Provider)(nil)
+	_ contract.Checker  = (*Provider)(nil)
+)
+
+// Create finds the Proxy's server or boots it (create-return: submit;
+// each step resumes a cut-off attempt, template entry 10):
+//  1. list the region's servers tagged with the marks (tags=); one of
+//     this name that is not being deleted → resume; an unmarked server of
+//     the same name is never listed, so never adopted;
+//  2. resolve the flavor and image by name (cached);
+//  3. create it, with the marks as tags and metadata and the cloud-init as
+//     user_data, in one request (microversion 2.52);
+//  4. read it back for its state and creation time.
+//
+// A server found in ERROR is deleted and its fault returned (a capacity
+// fault as ErrQuota), so the next Create boots a fresh one.
+func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	plan, err := p.plan(req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, req.Name)
+	ctx = logr.NewContext(ctx, log)
+
+	found, err := p.listTagged(ctx, plan.regionKey, tagManaged+","+tagUIDPrefix+req.UID)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	if s, ok := earliest(found, req); ok {
+		log.V(contract.LogStep).Info("found the instance of an earlier attempt", "server", s.ID)
+		return p.instanceOrFault(ctx, plan.regionKey, s, true)
+	}
+	flavorID, imageID, err := p.resolve(ctx, plan)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	var id string
+	err = p.do(ctx, "CreateServer", plan.regionKey, func(ctx context.Context, c *clients) error {
+		s, err := servers.Create(ctx, c.compute, servers.CreateOpts{
+			Name: req.Name, FlavorRef: flavorID, ImageRef: imageID, AvailabilityZone: plan.zone,
+			Networks:       []servers.Network{{UUID: plan.region.Network}},
+			SecurityGroups: plan.region.SecurityGroups,
+			// Encoded here: gophercloud sends bytes that already are
+			// valid base64 as they are, which would hand such a
+			// cloud-init to the guest decoded.
+			UserData: []byte(base64.StdEncoding.EncodeToString(req.CloudInit)),
+			Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
+			Metadata: map[string]string{contract.LabelManaged: contract.ManagedValue, contract.LabelUID: req.UID},
+		}, nil).Extract()
+		if err != nil {
+			return err
+		}
+		id = s.ID
+		return nil
+	})
+	if isStatus(err, 400) {
+		// A flavor or image replaced under its name: look them up afresh.
+		p.forgetRefs(plan.regionKey)
+	}
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	log.V(contract.LogOutcome).Info("created instance", "server", id, "flavor", flavorID, "image", imageID)
+	s, err := p.getServer(ctx, plan.regionKey, id)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	return p.instanceOrFault(ctx, plan.regionKey, s, true)
+}
+
+// earliest is the oldest server of the request's name carrying its marks
+// and not being deleted: the one an earlier attempt made (two exist only
+// if two Creates for one Proxy raced; the other is collected).
+func earliest(found []servers.Server, req contract.CreateRequest) (servers.Server, bool) {
+	var best servers.Server
+	ok := false
+	for _, s := range found {
+		if s.Name == req.Name && s.TaskState != "deleting" && owned(s, req.UID) && (!ok || s.Created.Before(best.Created)) {
+			best, ok = s, true
+		}
+	}
+	return best, ok
+}
+
+// instanceOrFault returns the server as an Instance. Nova never retries an
+// ERROR server, so one whose build failed for want of capacity is deleted
+// and its fault returned as ErrQuota: the operator backs off and creates
+// again once Get reports it gone. For Create (anyFault) every ERROR server
+// is deleted and its fault returned, so Create never hands back a dead
+// server; Get reports other ERROR servers as Stopped, which the operator
+// replaces.
+func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s servers.Server, anyFault bool) (contract.Instance, error) {
+	fault := &FaultError{ServerID: s.ID, Fault: s.Fault}
+	if s.Status != "ERROR" || s.TaskState == "deleting" || (!anyFault && !fault.Capacity()) {
+		return instance(regionKey, s), nil
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	if err := p.deleteServer(ctx, regionKey, s.ID); err != nil {
+		log.Error(err, "could not delete a server whose build failed; next attempt deletes it", "server", s.ID)
+	} else {
+		log.V(contract.LogOutcome).Info("deleted a server whose build failed", "server", s.ID, "fault", s.Fault.Message)
+	}
+	return contract.Instance{}, classify(fault)
+}
+
+// plan is a validated request resolved against the catalogues.
+type plan struct {
+	regionKey string
+	region    Region
+	zone      string
+	flavor    string
+	image     string
+}
+
+// plan validates req before any call (contract §1.2).
+func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
+	if err := req.Validate(); err != nil {
+		return plan{}, err
+	}
+	if len(req.UID) > maxUID {
+		return plan{}, contract.InvalidField("uid", req.UID, fmt.Sprintf("at most %d characters, to fit a Nova tag", maxUID))
+	}
+	pl := req.Placement
+	region, err := contract.Lookup("placement.region", p.cfg.Regions, pl.Region)
+	if err != nil {
+		return plan{}, err
+	}
+	zoneKey := pl.Zone
+	if zoneKey == "" && len(region.Zones) == 1 {
+		for zoneKey = range region.Zones {
+		}
+	}
+	zone, err := contract.Lookup("placement.zone", region.Zones, zoneKey)
+	if err != nil {
+		return plan{}, err
+	}
+	flavor, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
+	if err != nil {
+		return plan{}, err
+	}
+	image, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
+	if err != nil {
+		return plan{}, err
+	}
+	if len(req.CloudInit) > MaxCloudInit {
+		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes through Nova user_data", MaxCloudInit))
+	}
+	return plan{regionKey: pl.Region, region: region, zone: zone, flavor: flavor, image: image}, nil
+}
+
+// Get reads the server. A server whose build failed for want of capacity
+// is deleted and reported as ErrQuota (see instanceOrFault).
+func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instance, error) {
+	regionKey, id, err := p.parse(providerID)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID))
+	s, err := p.getServer(ctx, regionKey, id)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	return p.instanceOrFault(ctx, regionKey, s, false)
+}
+
+func (p *Provider) getServer(ctx context.Context, regionKey, id string) (servers.Server, error) {
+	var s *servers.Server
+	err := p.do(ctx, "GetServer", regionKey, func(ctx context.Context, c *clients) (err error) {
+		s, err = servers.Get(ctx, c.compute, id).Extract()
+		return err
+	})
+	if err != nil {
+		return servers.Server{}, err
+	}
+	return *s, nil
+}
+
+// Delete deletes the server; Nova deletes the port it made for it
+// (delete-return: returns-early; Get reports Terminated while task_state
+// is deleting). A server already gone or being deleted is success.
+func (p *Provider) Delete(ctx context.Context, providerID string) error {
+	regionKey, id, err := ids.Parse(providerID)
+	if err != nil {
+		return err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID)
+	if _, ok := p.cfg.Regions[regionKey]; !ok {
+		log.Info("region is no longer configured; nothing to delete", "region", regionKey)
+		return nil
+	}
+	ctx = logr.NewContext(ctx, log)
+	err = p.deleteServer(ctx, regionKey, id)
+	if errors.Is(err, contract.ErrNotFound) {
+		log.V(contract.LogStep).Info("instance already gone")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log.V(contract.LogOutcome).Info("deleting instance")
+	return nil
+}
+
+func (p *Provider) deleteServer(ctx context.Context, regionKey, id string) error {
+	return p.do(ctx, "DeleteServer", regionKey, func(ctx context.Context, c *clients) error {
+		return servers.Delete(ctx, c.compute, id).ExtractErr()
+	})
+}
+
+// ListByTag lists, region by region, the servers carrying the mark; Nova
+// filters on the tags (list-partial: fail-whole).
+func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
+	var tags string
+	switch {
+	case key == contract.LabelManaged && value == contract.ManagedValue:
+		tags = tagManaged
+	case key == contract.LabelManaged:
+		return nil, nil
+	case key == contract.LabelUID:
+		if value == "" || len(value) > maxUID || strings.ContainsAny(value, ",/") {
+			return nil, contract.InvalidField("value", value, fmt.Sprintf("a UID of at most %d characters without ',' or '/'", maxUID))
+		}
+		tags = tagManaged + "," + tagUIDPrefix + value
+	default:
+		return nil, contract.InvalidField("key", key, "one of "+contract.LabelManaged+", "+contract.LabelUID)
+	}
+	var out []contract.Instance
+	for _, regionKey := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
+		found, err := p.listTagged(ctx, regionKey, tags)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range found {
+			out = append(out, instance(regionKey, s))
+		}
+	}
+	return out, nil
+}
+
+// listTagged lists the region's servers carrying every tag of tags (a
+// comma-separated list), all pages. The tags are checked again here: a
+// Nova older than 2.26 would ignore the filter.
+func (p *Provider) listTagged(ctx context.Context, regionKey, tags string) ([]servers.Server, error) {
+	var all []servers.Server
+	err := p.do(ctx, "ListServers", regionKey, func(ctx context.Context, c *clients) error {
+		pages, err := servers.List(c.compute, servers.ListOpts{Tags: tags}).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		all, err = servers.ExtractServers(pages)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	want := strings.Split(tags, ",")
+	return slices.DeleteFunc(all, func(s servers.Server) bool {
+		return s.Tags == nil || !containsAll(*s.Tags, want)
+	}), nil
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// parse checks a providerID and that its region is configured.
+func (p *Provider) parse(providerID string) (string, string, error) {
+	regionKey, id, err := ids.Parse(providerID)
+	if err != nil {
+		return "", "", err
+	}
+	if _, ok := p.cfg.Regions[regionKey]; !ok {
+		return "", "", contract.InvalidField("providerID", providerID, "region "+regionKey+" is not configured")
+	}
+	return regionKey, id, nil
+}
+
+func owned(s servers.Server, uid string) bool {
+	return s.Tags != nil && containsAll(*s.Tags, []string{tagManaged, tagUIDPrefix + uid})
+}
+
+// uidOf reads the UID back from the server's tag.
+func uidOf(s servers.Server) string {
+	if s.Tags == nil {
+		return ""
+	}
+	for _, t := range *s.Tags {
+		if uid, ok := strings.CutPrefix(t, tagUIDPrefix); ok {
+			return uid
+		}
+	}
+	return ""
+}
+
+func instance(regionKey string, s servers.Server) contract.Instance {
+	state, ip, msg := stateOf(s)
+	return contract.Instance{
+		ProviderID: ids.Format(regionKey, s.ID), Name: s.Name, State: state, IP: ip,
+		UID: uidOf(s), CreatedAt: s.Created, Message: msg,
+	}
+}
+
+// do runs one step against the region's APIs: with the session, bounded
+// by the call timeout, under a child span (the HTTP calls are its
+// children), logged at the call tier, its error classified. An error of a
+// call cut off by ctx wraps ctx's error.
+func (p *Provider) do(ctx context.Context, name, regionKey string, fn func(context.Context, *clients) error) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout.Duration)
+	defer cancel()
+	ctx, span := contract.StartSpan(ctx, "openstack."+name)
+	start := time.Now()
+	c, err := p.session(ctx, regionKey)
+	if err == nil {
+		err = fn(ctx, c)
+	}
+	if ctxErr := ctx.Err(); err != nil && ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", err, ctxErr)
+	}
+	err = classify(err)
+	contract.EndSpan(span, err)
+	logr.FromContextOrDiscard(ctx).V(contract.LogCall).Info("openstack call", "call", name, "region", regionKey, "duration", time.Since(start), "class", contract.ClassOf(err))
+	if err != nil {
+		return fmt.Errorf("openstack %s in region %s: %w", name, regionKey, err)
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package openstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
+)
+
+func request(name string) contract.CreateRequest {
+	return contract.CreateRequest{
+		Name: name, UID: "5f1d7c2e-8a4b-4c3d-9e2f-0a1b2c3d4e5f", Port: 3128,
+		Placement: contract.Placement{Region: "one", Zone: "az1", MachineType: "small", Image: "debian-12"},
+		CloudInit: []byte("#cloud-config\n"),
+	}
+}
+
+func named(c *cloud, name string) []osfake.ServerInfo {
+	var out []osfake.ServerInfo
+	for _, s := range c.fake.Servers() {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A crash between Nova's create and the operator's status write: the
+// create's answer is lost, the operator restarts (a new provider) and
+// calls Create again. It finds the server by name and marks and makes no
+// second one.
+func TestCreateAfterCrashDoesNotDuplicate(t *testing.T) {
+	c := startCloud(t)
+	ctx := context.Background()
+	req := request("proxy-crash")
+	c.fake.DropNextResponse("POST", `/servers$`)
+	if _, err := c.provider(t).Create(ctx, req); err == nil || contract.ClassOf(err) != contract.ClassTransient {
+		t.Fatalf("Create with the answer lost = %v, want a transient error", err)
+	}
+	if got := named(c, req.Name); len(got) != 1 {
+		t.Fatalf("after the lost answer Nova holds %d servers named %s, want the 1 it made", len(got), req.Name)
+	}
+	inst, err := c.provider(t).Create(ctx, req)
+	if err != nil {
+		t.Fatalf("Create after the restart: %v", err)
+	}
+	got := named(c, req.Name)
+	if len(got) != 1 {
+		t.Fatalf("Nova holds %d servers named %s, want 1", len(got), req.Name)
+	}
+	if inst.ProviderID != "one/"+got[0].ID || inst.UID != req.UID {
+		t.Errorf("Create returned %+v, want one/%s with UID %s", inst, got[0].ID, req.UID)
+	}
+}
+
+// The server carries the marks as tags (filterable) and as metadata.
+func TestCreateMarksTheServer(t *testing.T) {
+	c := startCloud(t)
+	req := request("proxy-marks")
+	if _, err := c.provider(t).Create(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	s := named(c, req.Name)[0]
+	for _, tag := range []string{"egressproxies-managed", "egressproxies-uid-" + req.UID} {
+		if !strings.Contains(strings.Join(s.Tags, ","), tag) || len(tag) > 60 {
+			t.Errorf("tags %v: missing or too long %q", s.Tags, tag)
+		}
+	}
+	if s.Metadata[contract.LabelManaged] != "true" || s.Metadata[contract.LabelUID] != req.UID {
+		t.Errorf("metadata %v lacks the marks", s.Metadata)
+	}
+}
+
+// A create over the instance quota: Nova's 403 reaches the caller as
+// ErrQuota with Nova's own error still inside.
+func TestQuotaIsErrQuota(t *testing.T) {
+	c := startCloud(t)
+	c.fake.SetQuota(osfake.Quota{Instances: 1})
+	p := c.provider(t)
+	ctx := context.Background()
+	if _, err := p.Create(ctx, request("proxy-first")); err != nil {
+		t.Fatal(err)
+	}
+	second := request("proxy-second")
+	second.UID = "7a2c1d3e-4b5f-4a6b-8c7d-9e0f1a2b3c4d"
+	_, err := p.Create(ctx, second)
+	var code gophercloud.ErrUnexpectedResponseCode
+	if !errors.Is(err, contract.ErrQuota) || !errors.As(err, &code) || code.Actual != 403 ||
+		!bytes.Contains(code.Body, []byte("Quota exceeded for instances: Requested 1, but already used 1 of 1 instances")) {
+		t.Fatalf("Create over the quota = %v, want ErrQuota around Nova's 403", err)
+	}
+	if len(named(c, second.Name)) != 0 {
+		t.Error("a server was made over the quota")
+	}
+}
+
+// A build the scheduler cannot place ends in ERROR with the NoValidHost
+// fault: Get reports ErrQuota and deletes the dead server, so the
+// operator, after its quota back-off, finds it gone and creates again.
+func TestNoValidHostIsErrQuota(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds = true })
+	p := c.provider(t)
+	ctx := context.Background()
+	c.fake.FailNextBuild(osfake.NoValidHost)
+	inst, err := p.Create(ctx, request("proxy-novalidhost"))
+	if err != nil || inst.State != contract.StateProvisioning {
+		t.Fatalf("Create = %+v, %v; want Provisioning", inst, err)
+	}
+	_, id, _ := ids.Parse(inst.ProviderID)
+	if err := c.fake.FinishBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Get(ctx, inst.ProviderID)
+	var fault *FaultError
+	if !errors.Is(err, contract.ErrQuota) || !errors.As(err, &fault) || !strings.Contains(err.Error(), "No valid host was found") {
+		t.Fatalf("Get of the failed build = %v, want ErrQuota with the fault", err)
+	}
+	if s, ok := c.fake.Lookup(id); ok && s.TaskState != "deleting" {
+		t.Errorf("the ERROR server was left as it was: %+v", s)
+	}
+	// Create, too, meets a failed build as ErrQuota when its own read
+	// comes after the build.
+	c.fake.FailNextBuild(osfake.NoValidHost)
+	c2 := startCloud(t)
+	c2.fake.FailNextBuild(osfake.NoValidHost)
+	if _, err := c2.provider(t).Create(ctx, request("proxy-novalidhost")); !errors.Is(err, contract.ErrQuota) {
+		t.Errorf("Create whose read-back finds NoValidHost = %v, want ErrQuota", err)
+	}
+}
+
+// A CloudInit at Nova's limit goes through byte for byte; one byte more is
+// refused naming the field, before any call.
+func TestCloudInitLimit(t *testing.T) {
+	c := startCloud(t)
+	p := c.provider(t)
+	ctx := context.Background()
+	req := request("proxy-big")
+	req.CloudInit = bytes.Repeat([]byte("#\xff\r\n"), MaxCloudInit/4+1)[:MaxCloudInit]
+	if _, err := p.Create(ctx, req); err != nil {
+		t.Fatalf("Create with %d bytes of CloudInit: %v", len(req.CloudInit), err)
+	}
+	if got := named(c, req.Name)[0].UserData; !bytes.Equal(got, req.CloudInit) {
+		t.Error("the user_data Nova keeps is not the CloudInit")
+	}
+	big := request("proxy-bigger")
+	big.CloudInit = make([]byte, MaxCloudInit+1)
+	before := c.fake.Calls()
+	_, err := p.Create(ctx, big)
+	var fe *contract.FieldError
+	if !errors.As(err, &fe) || fe.Field != "cloudInit" || !errors.Is(err, contract.ErrPermanent) {
+		t.Errorf("Create with %d bytes = %v, want a cloudInit field error", len(big.CloudInit), err)
+	}
+	if c.fake.Calls() != before {
+		t.Error("the oversized request reached the cloud")
+	}
+}
+
+// A UID too long for a Nova tag is refused naming the field.
+func TestUIDMustFitATag(t *testing.T) {
+	c := startCloud(t)
+	req := request("proxy-uid")
+	req.UID = strings.Repeat("a", maxUID+1)
+	var fe *contract.FieldError
+	if _, err := c.provider(t).Create(context.Background(), req); !errors.As(err, &fe) || fe.Field != "uid" {
+		t.Errorf("Create with a %d-character UID = %v, want a uid field error", len(req.UID), err)
+	}
+}
+
+// The clouds file is read again when it changes: a wrong credential is
+// replaced by the right one without a new provider (contract §7).
+func TestCredentialRotation(t *testing.T) {
+	c := startCloud(t)
+	c.writeClouds(t, appCredClouds(c.fake.AuthURL(), "an-old-secret"))
+	p := c.provider(t)
+	ctx := context.Background()
+	_, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue)
+	if !errors.Is(err, contract.ErrPermanent) || strings.Contains(err.Error(), "an-old-secret") {
+		t.Fatalf("ListByTag with a refused credential = %v, want ErrPermanent without the secret", err)
+	}
+	if r := p.Check(ctx)[0]; r.Target != "credentials" || r.Reason != contract.ReasonUnauthenticated {
+		t.Errorf("Check with a refused credential = %+v, want credentials Unauthenticated", r)
+	}
+	c.writeClouds(t, passwordClouds(c.fake.AuthURL(), testPassword))
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+		t.Fatalf("ListByTag after the rotation: %v", err)
+	}
+	if r := p.Check(ctx)[0]; !r.OK || r.Details["method"] != "password" {
+		t.Errorf("Check after the rotation = %+v, want credentials OK by password", r)
+	}
+}
+
+// An expired token is renewed by gophercloud without the caller noticing.
+func TestExpiredTokenIsRenewed(t *testing.T) {
+	c := startCloud(t)
+	p := c.provider(t)
+	ctx := context.Background()
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+		t.Fatal(err)
+	}
+	c.fake.ExpireTokens()
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+		t.Errorf("ListByTag after the token expired: %v", err)
+	}
+}
+
+// ListByTag covers every configured region.
+func TestListByTagCoversEveryRegion(t *testing.T) {
+	c := startCloud(t)
+	p := c.provider(t)
+	ctx := context.Background()
+	a, b := request("proxy-a"), request("proxy-b")
+	b.Placement.Region, b.Placement.Zone = "two", ""
+	b.UID = "7a2c1d3e-4b5f-4a6b-8c7d-9e0f1a2b3c4d"
+	for _, req := range []contract.CreateRequest{a, b} {
+		if _, err := p.Create(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue)
+	if err != nil || len(got) != 2 || !strings.HasPrefix(got[0].ProviderID, "one/") || !strings.HasPrefix(got[1].ProviderID, "two/") {
+		t.Errorf("ListByTag = %+v, %v; want one server in each region", got, err)
+	}
+}
+
+// A region the catalogue does not list is a permanent error, and the
+// Checker calls it misconfigured; a used-up quota shows in the Checker.
+func TestCheckerReportsRegionsAndQuota(t *testing.T) {
+	c := startCloud(t)
+	c.cfg.Regions["three"] = Region{Name: "RegionThree", Network: c.cfg.Regions["one"].Network, Zones: map[string]string{"az1": "az1"}}
+	p := c.provider(t)
+	ctx := context.Background()
+	req := request("proxy-three")
+	req.Placement.Region = "three"
+	if _, err := p.Create(ctx, req); !errors.Is(err, contract.ErrPermanent) || !strings.Contains(err.Error(), "RegionThree") {
+		t.Errorf("Create in a region the catalogue lacks = %v, want ErrPermanent naming it", err)
+	}
+	c.fake.SetQuota(osfake.Quota{Instances: 1})
+	if _, err := p.Create(ctx, request("proxy-one")); err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, r := range p.Check(ctx) {
+		reasons[r.Target] = r.Reason
+	}
+	for target, want := range map[string]string{
+		"credentials": contract.ReasonOK, "region/one": contract.ReasonQuotaExceeded, "region/one/zone/az2": contract.ReasonOK,
+		"region/one/image/debian-12": contract.ReasonOK, "region/three": contract.ReasonMisconfigured,
+	} {
+		if reasons[target] != want {
+			t.Errorf("Check %s = %q, want %q (all: %v)", target, reasons[target], want, reasons)
+		}
+	}
+}
+
+// Create never hands back a dead server: one whose build failed for
+// another reason is deleted and the failure returned as transient, and the
+// next Create boots a fresh one. Get reports such a server as Stopped.
+func TestCreateReplacesAFailedBuild(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds = true })
+	p := c.provider(t)
+	ctx := context.Background()
+	req := request("proxy-failed")
+	const fault = "Build of instance aborted: Failed to allocate the network(s), not rescheduling."
+	c.fake.FailNextBuild(fault)
+	inst, err := p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := ids.Parse(inst.ProviderID)
+	if err := c.fake.FinishBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Get(ctx, inst.ProviderID); err != nil || got.State != contract.StateStopped || !strings.Contains(got.Message, fault) {
+		t.Errorf("Get of the failed build = %+v, %v; want Stopped with the fault", got, err)
+	}
+	if _, err := p.Create(ctx, req); err == nil || contract.ClassOf(err) != contract.ClassTransient || !strings.Contains(err.Error(), fault) {
+		t.Errorf("Create over the failed build = %v, want a transient error with the fault", err)
+	}
+	again, err := p.Create(ctx, req)
+	if err != nil || again.ProviderID == inst.ProviderID || again.State != contract.StateProvisioning {
+		t.Errorf("the next Create = %+v, %v; want a fresh server", again, err)
+	}
+}
+
+// While one call waits for a hanging Keystone to log in, another whose
+// ctx is done returns at once instead of queueing behind it (§1.5).
+func TestCallsDoNotQueueBehindALogin(t *testing.T) {
+	c := startCloud(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	c.fake.SetGate(func(r *http.Request) error {
+		if strings.HasPrefix(r.URL.Path, "/identity/") {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return nil
+	})
+	c.cfg.CallTimeout = Duration{30 * time.Second}
+	p := c.provider(t)
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.ListByTag(context.Background(), contract.LabelManaged, contract.ManagedValue)
+		first <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	returned := make(chan error, 1)
+	go func() {
+		_, err := p.Get(ctx, "one/9b7c1c42-5c0e-4d0b-a0f6-46a4b8a5e0f3")
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Get with a cancelled ctx = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Get with a cancelled ctx waited behind the login")
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("the call that logged in: %v", err)
+	}
+}
