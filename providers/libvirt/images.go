@@ -155,9 +155,14 @@ func isStale(vol *libvirt.StorageVol) (bool, error) {
 	if v.Target == nil || v.Target.Timestamps == nil || v.Target.Timestamps.Mtime == "" {
 		return true, nil
 	}
-	// "1700000000.123456789"; an unreadable one counts as stale.
-	secs, perr := strconv.ParseFloat(v.Target.Timestamps.Mtime, 64)
-	return perr != nil || time.Since(time.Unix(int64(secs), 0)) > staleAfter, nil
+	return staleMtime(v.Target.Timestamps.Mtime), nil
+}
+
+// staleMtime reads libvirt's "1700000000.123456789"; an unreadable one
+// counts as stale.
+func staleMtime(mtime string) bool {
+	secs, err := strconv.ParseFloat(mtime, 64)
+	return err != nil || time.Since(time.Unix(int64(secs), 0)) > staleAfter
 }
 
 // imageUpload is one base image being written.
