@@ -236,8 +236,9 @@ func volumeNames(t *testing.T, l lab) []string {
 // make image) on the real daemon with the default proxy cloud-init: the
 // domain runs with an address from the network, the proxy relays a
 // request to an HTTP server on the network's host side (the default
-// cloud-init disables tinyproxy's Via header, so the body is the proof), the instance is found by its marks, and Delete leaves no
-// domain and no volume.
+// cloud-init disables tinyproxy's Via header, so the body is the proof),
+// the instance is found by its marks, and Delete leaves no domain and no
+// volume.
 func TestLifecycle(t *testing.T) {
 	l := realDaemon(t)
 	image := os.Getenv("LIBVIRT_TEST_IMAGE")
