@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -162,7 +163,8 @@ func stopPrivateDaemon(t *testing.T, l lab, dir string) {
 			}
 		}
 	}
-	if out, err := exec.Command("ip", "netns", "del", l.ns).CombinedOutput(); err != nil {
+	// t.Context is already done in a cleanup.
+	if out, err := exec.CommandContext(context.Background(), "ip", "netns", "del", l.ns).CombinedOutput(); err != nil {
 		t.Logf("ip netns del %s: %v %s", l.ns, err, out)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -172,9 +174,9 @@ func stopPrivateDaemon(t *testing.T, l lab, dir string) {
 
 // inNamespace runs a command in the lab's network namespace (the host
 // side of the guests' network), or here for an existing daemon.
-func (l lab) inNamespace(t *testing.T, args ...string) *exec.Cmd {
+func (l lab) inNamespace(ctx context.Context, args ...string) *exec.Cmd {
 	if l.ns == "" {
-		return exec.CommandContext(t.Context(), args[0], args[1:]...)
+		return exec.CommandContext(ctx, args[0], args[1:]...)
 	}
-	return exec.CommandContext(t.Context(), "ip", append([]string{"netns", "exec", l.ns}, args...)...)
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", l.ns}, args...)...)
 }

@@ -270,16 +270,16 @@ func TestLifecycle(t *testing.T) {
 			CloudInit: userData,
 		},
 		Timeout: 5 * time.Minute,
-		Probe: func(_ context.Context, ip string) error {
+		Probe: func(ctx context.Context, ip string) error {
 			t.Logf("Running with %s after %s", ip, time.Since(start).Round(time.Second))
 			var last error
 			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-				out, err := l.inNamespace(t, "curl", "-sS", "-f", "-D", "-", "--max-time", "5", "-x", "http://"+ip+":3128", web).CombinedOutput()
+				out, err := l.inNamespace(ctx, "curl", "-sS", "-f", "-D", "-", "--max-time", "5", "-x", "http://"+ip+":3128", web).CombinedOutput()
 				if err == nil && strings.Contains(string(out), "egress-lifecycle-ok") {
 					t.Logf("proxied request answered after %s", time.Since(start).Round(time.Second))
 					return nil
 				}
-				last = fmt.Errorf("%v: %s", err, out)
+				last = fmt.Errorf("%w: %s", err, out)
 			}
 			return last
 		},
@@ -302,7 +302,7 @@ func startWebServer(t *testing.T, l lab) string {
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("egress-lifecycle-ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := l.inNamespace(t, "python3", "-m", "http.server", "--bind", "192.168.151.1", "--directory", dir, "8080")
+	cmd := l.inNamespace(t.Context(), "python3", "-m", "http.server", "--bind", "192.168.151.1", "--directory", dir, "8080")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type Provider struct {
 
 	mu    sync.Mutex
 	conns map[string]*libvirt.Connect
+	// prints holds, per region, the credential files' fingerprint the
+	// connection was opened with.
+	prints map[string]string
 
 	// hooks are nil in production. The fast tests on test:///default set
 	// them; see hooks.
@@ -74,22 +77,25 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("libvirt provider config: %w", err)
 	}
-	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}}, nil
+	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{}}, nil
 }
 
-// conn returns the region's connection, opening it when there is none or
-// the one held is dead.
+// conn returns the region's connection, opening it when there is none,
+// the one held is dead, or the credential files it was opened with have
+// changed (a rotated Secret).
 func (p *Provider) conn(region string) (*libvirt.Connect, error) {
+	uri := p.cfg.Regions[region].URI
+	fp := fingerprint(credentialFiles(uri))
 	p.mu.Lock()
-	c := p.conns[region]
+	c, opened := p.conns[region], p.prints[region]
 	p.mu.Unlock()
 	if c != nil {
-		if alive, err := c.IsAlive(); err == nil && alive {
+		if alive, err := c.IsAlive(); err == nil && alive && opened == fp {
 			return c, nil
 		}
 		p.drop(region, c)
 	}
-	c, err := libvirt.NewConnect(p.cfg.Regions[region].URI)
+	c, err := libvirt.NewConnect(uri)
 	if err != nil {
 		return nil, fmt.Errorf("connect to region %s: %w", region, err)
 	}
@@ -100,7 +106,7 @@ func (p *Provider) conn(region string) (*libvirt.Connect, error) {
 		_, _ = c.Close()
 		return held, nil
 	}
-	p.conns[region] = c
+	p.conns[region], p.prints[region] = c, fp
 	return c, nil
 }
 
