@@ -246,12 +246,17 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 }
 
 // build runs steps 2–4 of Create and returns the defined domain.
-func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateRequest) (domain, error) {
+func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateRequest) (d domain, err error) {
 	log := logr.FromContextOrDiscard(ctx)
 	base, err := p.ensureImage(ctx, pl)
 	if err != nil {
 		return domain{}, err
 	}
+	defer func() {
+		if err != nil {
+			p.dropVolumes(ctx, pl, req.Name)
+		}
+	}()
 	if err := p.createOverlay(ctx, pl, req.Name, base); err != nil {
 		return domain{}, err
 	}
@@ -278,6 +283,24 @@ func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateReques
 		log.V(contract.LogOutcome).Info("defined domain", "region", pl.regionName)
 	}
 	return p.lookup(ctx, pl.regionName, req.Name)
+}
+
+// dropVolumes deletes the volumes a failed build made, unless the domain
+// exists after all (a define whose answer was lost): volumes without a
+// domain are found by no list, so nothing else would ever delete them.
+// Best effort, bounded, even when ctx is done; what stays is replaced by
+// the next Create.
+func (p *Provider) dropVolumes(ctx context.Context, pl plan, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*p.cfg.CallTimeout.Duration)
+	defer cancel()
+	if _, err := p.lookup(ctx, pl.regionName, name); !isNotFound(err) {
+		return
+	}
+	for _, vol := range []string{overlayName(name), seedName(name)} {
+		if err := p.deleteVolume(ctx, pl.regionName, pl.region.Pool, vol); err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "could not delete the volume of a failed create; the next Create replaces it", "volume", vol)
+		}
+	}
 }
 
 // start writes the started mark, then starts the domain; a domain already
