@@ -61,6 +61,8 @@ func labProvider(t *testing.T, l lab, image fetch.Entry) *Provider {
 		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 1024, DiskGiB: 4}},
 		Images:       map[string]fetch.Entry{"proxy": image},
 		SerialLogDir: l.logDir,
+		// LIBVIRT_TEST_ADDRESS_SOURCES=agent checks the guest agent path alone.
+		AddressSources: strings.FieldsFunc(os.Getenv("LIBVIRT_TEST_ADDRESS_SOURCES"), func(r rune) bool { return r == ',' }),
 	})
 	if err != nil {
 		t.Fatal(err)
