@@ -115,7 +115,8 @@ func download(t *testing.T, uri, pool, name string) []byte {
 // pool through virStorageVolUpload and reads them back: the image once
 // per pool with its completeness marker, a failed checksum leaving
 // nothing, the overlay backed by the base, the seed's user-data byte for
-// byte, and the instance's volumes deleted by name, twice.
+// byte, every check target OK, and the instance's volumes deleted by
+// name, twice.
 func TestVolumeUpload(t *testing.T) {
 	l := realDaemon(t)
 	imgPath := filepath.Join(t.TempDir(), "base.qcow2")
@@ -192,6 +193,13 @@ func TestVolumeUpload(t *testing.T) {
 	userData, err := readISOFile(download(t, l.uri, l.pool, seedName(req.Name)), "user-data")
 	if err != nil || !bytes.Equal(userData, req.CloudInit) {
 		t.Errorf("the seed volume's user-data = %q, %v; want %q", userData, err, req.CloudInit)
+	}
+	for _, r := range p.Check(ctx) {
+		if !r.OK {
+			t.Errorf("Check on a working daemon: %+v", r)
+		} else {
+			t.Logf("check %s: %v", r.Target, r.Details)
+		}
 	}
 	for range 2 {
 		if err := p.Delete(ctx, ids.Format("lab", req.Name)); err != nil {
