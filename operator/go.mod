@@ -47,8 +47,8 @@ require (
 	github.com/go-openapi/swag/yamlutils v0.28.0 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gophercloud/gophercloud/v2 v2.16.0 // indirect
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jinzhu/copier v0.3.4 // indirect
 	github.com/kdomanski/iso9660 v0.4.0 // indirect
@@ -83,14 +83,17 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
+	libvirt.org/go/libvirt v1.11010.0 // indirect
+	libvirt.org/go/libvirtxml v1.12008.0 // indirect
 )
 
 require (
 	github.com/egress-proxies/egress-proxies-operator/contract v0.1.0
 	github.com/egress-proxies/egress-proxies-operator/contract/contracttest v0.1.0
 	github.com/egress-proxies/egress-proxies-operator/images v0.1.0
-	github.com/egress-proxies/egress-proxies-operator/providers/proxmox v0.1.0
+	github.com/egress-proxies/egress-proxies-operator/providers/libvirt v0.1.0
 	github.com/egress-proxies/egress-proxies-operator/providers/openstack v0.1.0
+	github.com/egress-proxies/egress-proxies-operator/providers/proxmox v0.1.0
 	github.com/egress-proxies/egress-proxies-operator/providers/vsphere v0.1.0
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.4
