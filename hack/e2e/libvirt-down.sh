@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Tears down what hack/e2e/libvirt-up.sh started, also after a failed or
+# half-done up: every domain destroyed, the network stopped, the daemons
+# and anything else left in the lane's network namespace stopped by
+# process id, the namespace deleted, the state directory removed.
+# Idempotent. KEEP_STATE=1 keeps the state directory (logs, disks).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+log() { echo "libvirt-down: $*" >&2; }
+lv=$E2E_STATE/lv
+
+# stop <pid>...: TERM, then KILL what is still there after 10 s.
+stop() {
+  [ $# -gt 0 ] || return 0
+  kill "$@" 2>/dev/null
+  for _ in $(seq 20); do
+    local alive=0
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && return 0
+    sleep 0.5
+  done
+  kill -9 "$@" 2>/dev/null
+}
+
+if [ -S "$lv/run/libvirt-sock" ] && timeout 10 virsh -q -c "$E2E_URI" version >/dev/null 2>&1; then
+  for d in $(virsh -q -c "$E2E_URI" list --name 2>/dev/null); do
+    timeout 30 virsh -q -c "$E2E_URI" destroy "$d" >/dev/null 2>&1 && log "destroyed domain $d"
+  done
+  timeout 30 virsh -q -c "$E2E_URI" net-destroy "$E2E_NET" >/dev/null 2>&1
+fi
+for name in libvirtd virtlogd; do
+  pidfile=$lv/run/$name.pid
+  [ -f "$pidfile" ] && stop "$(cat "$pidfile")" && log "stopped $name"
+done
+if ip netns list | grep -qw "^$E2E_NETNS"; then
+  # What is left (a QEMU or dnsmasq of a daemon that died first, a
+  # process of the lane's own) was started by the lane.
+  mapfile -t left < <(ip netns pids "$E2E_NETNS")
+  if [ ${#left[@]} -gt 0 ]; then
+    log "stopping what is left in $E2E_NETNS: ${left[*]}"
+    stop "${left[@]}"
+  fi
+  ip netns del "$E2E_NETNS" && log "deleted network namespace $E2E_NETNS"
+fi
+if [ "${KEEP_STATE:-0}" != 1 ]; then
+  rm -rf "$E2E_STATE"
+fi
+exit 0
