@@ -1,0 +1,248 @@
+package libvirt
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// The project's XML namespace for the domain's <metadata> element, where
+// the marks live (gc-mark: written-metadata, written at define: there is
+// no mark window). Only the API writes a domain's metadata; a guest
+// cannot.
+const (
+	xmlNamespace = "https://egressproxies.io/xmlns/libvirt/v1"
+	xmlPrefix    = "egressproxies"
+)
+
+// marks is the metadata element: <egressproxies:instance>.
+type marks struct {
+	XMLName   xml.Name `xml:"https://egressproxies.io/xmlns/libvirt/v1 instance"`
+	Managed   string   `xml:"managed"`
+	UID       string   `xml:"uid"`
+	CreatedAt string   `xml:"createdAt"`
+	// Started is written just before the first start: a shut-off domain
+	// without it has never run (provisioning-state: marker).
+	Started string `xml:"started,omitempty"`
+}
+
+func (m marks) started() bool { return m.Started == "true" }
+
+// xml renders the element for a domain definition, with an explicit
+// prefix and the namespace declared, as libvirt stores it. Every value was
+// validated (a DNS label, an RFC 3339 time, "true"), so none needs
+// escaping; EscapeText guards anyway.
+func (m marks) xml() string { return m.render(xmlPrefix + ":") }
+
+// bare renders the element without namespace, for virDomainSetMetadata,
+// which puts it in the namespace itself (and refuses one declared).
+func (m marks) bare() string { return m.render("") }
+
+func (m marks) render(prefix string) string {
+	var b strings.Builder
+	if prefix == "" {
+		b.WriteString("<instance>")
+	} else {
+		fmt.Fprintf(&b, `<%sinstance xmlns:%s=%q>`, prefix, xmlPrefix, xmlNamespace)
+	}
+	for _, kv := range [][2]string{{"managed", m.Managed}, {"uid", m.UID}, {"createdAt", m.CreatedAt}, {"started", m.Started}} {
+		if kv[1] == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "<%s%s>", prefix, kv[0])
+		_ = xml.EscapeText(&b, []byte(kv[1]))
+		fmt.Fprintf(&b, "</%s%s>", prefix, kv[0])
+	}
+	fmt.Fprintf(&b, "</%sinstance>", prefix)
+	return b.String()
+}
+
+// parseMarks finds our element among the <metadata> children (other tools
+// keep theirs there too); none is the zero marks.
+func parseMarks(inner string) (marks, error) {
+	dec := xml.NewDecoder(strings.NewReader(inner))
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return marks{}, nil
+		}
+		if err != nil {
+			return marks{}, err
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Space == xmlNamespace && se.Name.Local == "instance" {
+			var m marks
+			err := dec.DecodeElement(&m, &se)
+			return m, err
+		}
+	}
+}
+
+// domain is what one read of a domain gives.
+type domain struct {
+	name   string
+	state  libvirt.DomainState
+	reason int
+	marks  marks
+	ip     string
+}
+
+func (d domain) active() bool {
+	return d.state == libvirt.DOMAIN_RUNNING || d.state == libvirt.DOMAIN_BLOCKED || d.state == libvirt.DOMAIN_PAUSED
+}
+
+func (d domain) owned(uid string) bool {
+	return d.marks.Managed == contract.ManagedValue && d.marks.UID == uid
+}
+
+func (d domain) instance(region string) contract.Instance {
+	state, ip := stateOf(d)
+	inst := contract.Instance{ProviderID: ids.Format(region, d.name), Name: d.name, State: state, IP: ip, UID: d.marks.UID}
+	if t, err := time.Parse(time.RFC3339, d.marks.CreatedAt); err == nil {
+		inst.CreatedAt = t
+	}
+	return inst
+}
+
+// read reads a domain's name, state, marks and, when it runs, address.
+func (p *Provider) read(ctx context.Context, dom *libvirt.Domain) (domain, error) {
+	var d domain
+	var err error
+	if d.name, err = dom.GetName(); err != nil {
+		return d, err
+	}
+	if d.state, d.reason, err = dom.GetState(); err != nil {
+		return d, err
+	}
+	doc, err := dom.GetXMLDesc(0)
+	if err != nil {
+		return d, err
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(doc); err != nil {
+		return d, fmt.Errorf("domain %s: %w", d.name, err)
+	}
+	if def.Metadata != nil {
+		if d.marks, err = parseMarks(def.Metadata.XML); err != nil {
+			return d, fmt.Errorf("domain %s metadata: %w", d.name, err)
+		}
+	}
+	if d.state == libvirt.DOMAIN_RUNNING || d.state == libvirt.DOMAIN_BLOCKED {
+		d.ip = p.address(ctx, dom)
+	}
+	return d, nil
+}
+
+// address is the first routable IPv4 address of the first source, in the
+// configured order (default lease, then agent), that has one. A source
+// that fails (no agent in the guest yet, a bridged NIC without leases) is
+// skipped: the domain is Provisioning until a source answers.
+func (p *Provider) address(ctx context.Context, dom *libvirt.Domain) string {
+	lookup := p.hooks.addresses
+	if lookup == nil {
+		lookup = (*libvirt.Domain).ListAllInterfaceAddresses
+	}
+	for _, s := range p.cfg.AddressSources {
+		src := libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE
+		if s == SourceAgent {
+			src = libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT
+		}
+		ifaces, err := lookup(dom, src)
+		if err != nil {
+			logr.FromContextOrDiscard(ctx).V(contract.LogCall).Info("address source did not answer", "source", s, "error", err.Error())
+			continue
+		}
+		var ips []string
+		for _, iface := range ifaces {
+			if iface.Name == "lo" {
+				continue
+			}
+			for _, a := range iface.Addrs {
+				ips = append(ips, a.Addr)
+			}
+		}
+		if ip := contract.FirstRoutableIPv4(ips); ip != "" {
+			return ip
+		}
+	}
+	return ""
+}
+
+// domainXML is the definition of the instance's domain: the measured
+// shape that boots the proxy image under TCG (shared/notes/real-vm-e2e.md
+// §4): machine pc, virtio disk on the overlay, the seed on an IDE cdrom
+// (the cloud kernel has no AHCI, so not SATA), a virtio NIC on the
+// region's network, a serial console, the guest agent channel, virtio-rng
+// (entropy for a guest that boots without KVM), and no balloon.
+func (p *Provider) domainXML(pl plan, req contract.CreateRequest, now time.Time) (string, error) {
+	port := uint(0)
+	m := marks{Managed: contract.ManagedValue, UID: req.UID, CreatedAt: now.Format(time.RFC3339)}
+	serial := libvirtxml.DomainSerial{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainSerialTarget{Port: &port},
+	}
+	if p.cfg.SerialLogDir != "" {
+		serial.Log = &libvirtxml.DomainChardevLog{File: path.Join(p.cfg.SerialLogDir, req.Name+".serial.log"), Append: "on"}
+	}
+	def := libvirtxml.Domain{
+		Type:     p.cfg.DomainType,
+		Name:     req.Name,
+		Metadata: &libvirtxml.DomainMetadata{XML: m.xml()},
+		Memory:   &libvirtxml.DomainMemory{Value: pl.machine.MemoryMiB, Unit: "MiB"},
+		VCPU:     &libvirtxml.DomainVCPU{Value: pl.machine.CPUs},
+		OS: &libvirtxml.DomainOS{
+			Type: &libvirtxml.DomainOSType{Type: "hvm", Arch: "x86_64", Machine: p.cfg.Machine},
+		},
+		OnCrash: "destroy",
+		Devices: &libvirtxml.DomainDeviceList{
+			Disks: []libvirtxml.DomainDisk{
+				{
+					Device: "disk",
+					Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2"},
+					Source: &libvirtxml.DomainDiskSource{Volume: &libvirtxml.DomainDiskSourceVolume{Pool: pl.region.Pool, Volume: overlayName(req.Name)}},
+					Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+				},
+				{
+					Device:   "cdrom",
+					Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+					Source:   &libvirtxml.DomainDiskSource{Volume: &libvirtxml.DomainDiskSourceVolume{Pool: pl.region.Pool, Volume: seedName(req.Name)}},
+					Target:   &libvirtxml.DomainDiskTarget{Dev: "hdc", Bus: "ide"},
+					ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+				},
+			},
+			Interfaces: []libvirtxml.DomainInterface{{
+				Source: &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: pl.region.Network}},
+				Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+			}},
+			Serials: []libvirtxml.DomainSerial{serial},
+			Consoles: []libvirtxml.DomainConsole{{
+				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+				Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port},
+			}},
+			Channels: []libvirtxml.DomainChannel{{
+				Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind"}},
+				Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: "org.qemu.guest_agent.0"}},
+			}},
+			RNGs: []libvirtxml.DomainRNG{{
+				Model:   "virtio",
+				Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}},
+			}},
+			MemBalloon: &libvirtxml.DomainMemBalloon{Model: "none"},
+		},
+	}
+	doc, err := def.Marshal()
+	if err != nil {
+		return "", contract.Permanentf("domain %s: render XML: %w", req.Name, err)
+	}
+	return doc, nil
+}

@@ -1,0 +1,442 @@
+// Package libvirt is the egress-proxies provider for libvirt hosts (QEMU
+// with TCG or KVM), on libvirt.org/go/libvirt: each region is one libvirt
+// daemon; an instance is a persistent domain on a qcow2 overlay of a base
+// image fetched once per pool, with its cloud-init on a NoCloud seed
+// volume attached as a read-only cdrom. docs/libvirt-provider-spec.md gives
+// every decision and its reason; docs/libvirt-provider.md is the guide.
+//
+// The package needs cgo and libvirt's headers (Debian: libvirt-dev,
+// pkg-config); it links libvirt.so.0.
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/attribute"
+	"libvirt.org/go/libvirt"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
+)
+
+// Type is the provider's type in the providers config.
+const Type = "libvirt"
+
+var ids = contract.IDFormat{
+	Location: keyRE,
+	Key:      regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`),
+}
+
+// Provider is the libvirt provider. It holds one connection per region,
+// opened on first use and again after it breaks.
+type Provider struct {
+	cfg     Config
+	fetcher fetch.Fetcher
+
+	mu    sync.Mutex
+	conns map[string]*libvirt.Connect
+
+	// hooks are nil in production. The fast tests on test:///default set
+	// them; see hooks.
+	hooks hooks
+}
+
+// hooks are the seams the fast tests need where libvirt's test driver has
+// no equivalent. Production leaves every one nil.
+type hooks struct {
+	// call runs at the start of every backend call, inside the goroutine
+	// that makes it, so a stall there is a hanging daemon to the caller;
+	// an error it returns is the call's (an injected libvirt.Error).
+	call func(ctx context.Context, name string) error
+	// upload replaces the virStorageVolUpload stream, which test:///default
+	// does not support.
+	upload func(ctx context.Context, c *libvirt.Connect, vol *libvirt.StorageVol, size int64) (volumeWriter, error)
+	// addresses replaces virDomainInterfaceAddresses, whose answer on
+	// test:///default is the same fake address for every running domain.
+	addresses func(dom *libvirt.Domain, src libvirt.DomainInterfaceAddressesSource) ([]libvirt.DomainInterface, error)
+}
+
+var (
+	_ contract.Provider = (*Provider)(nil)
+	_ contract.Checker  = (*Provider)(nil)
+)
+
+// New validates cfg and returns a provider. It does not connect (contract
+// §7).
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("libvirt provider config: %w", err)
+	}
+	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}}, nil
+}
+
+// conn returns the region's connection, opening it when there is none or
+// the one held is dead.
+func (p *Provider) conn(region string) (*libvirt.Connect, error) {
+	p.mu.Lock()
+	c := p.conns[region]
+	p.mu.Unlock()
+	if c != nil {
+		if alive, err := c.IsAlive(); err == nil && alive {
+			return c, nil
+		}
+		p.drop(region, c)
+	}
+	c, err := libvirt.NewConnect(p.cfg.Regions[region].URI)
+	if err != nil {
+		return nil, fmt.Errorf("connect to region %s: %w", region, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if held := p.conns[region]; held != nil {
+		// A racing call connected first; keep one.
+		_, _ = c.Close()
+		return held, nil
+	}
+	p.conns[region] = c
+	return c, nil
+}
+
+// drop forgets a broken connection so the next call opens a new one.
+func (p *Provider) drop(region string, c *libvirt.Connect) {
+	p.mu.Lock()
+	if p.conns[region] == c {
+		delete(p.conns, region)
+	}
+	p.mu.Unlock()
+	_, _ = c.Close()
+}
+
+// do runs one step against a region's daemon: bounded by budget, under a
+// child span, logged at the call tier, its error classified. A connection
+// found broken is dropped and the step runs once more on a new one.
+func (p *Provider) do(ctx context.Context, region, name string, budget time.Duration, fn func(*libvirt.Connect) error) error {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	ctx, span := contract.StartSpan(ctx, "libvirt."+name, attribute.String("libvirt.region", region))
+	start := time.Now()
+	err := run(ctx, func() error {
+		var err error
+		for attempt := 0; attempt < 2; attempt++ {
+			if p.hooks.call != nil {
+				if err = p.hooks.call(ctx, name); err != nil {
+					return err
+				}
+			}
+			var c *libvirt.Connect
+			if c, err = p.conn(region); err != nil {
+				return err
+			}
+			if err = fn(c); !isConnectionLost(err) {
+				return err
+			}
+			p.drop(region, c)
+		}
+		return err
+	})
+	err = classify(err)
+	contract.EndSpan(span, err)
+	logr.FromContextOrDiscard(ctx).V(contract.LogCall).Info("libvirt call", "call", name, "region", region, "duration", time.Since(start), "class", contract.ClassOf(err))
+	if err != nil {
+		return fmt.Errorf("libvirt %s: %w", name, err)
+	}
+	return nil
+}
+
+// run calls fn and returns its error, or ctx's once ctx is done. libvirt's
+// calls are blocking C calls that take no context: one that hangs keeps
+// its goroutine (and an OS thread) until the daemon answers or the
+// connection breaks, but never its caller.
+func run(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// plan is a validated request resolved against the catalogues.
+type plan struct {
+	regionName string
+	region     Region
+	machine    MachineType
+	imageKey   string
+	image      fetch.Entry
+}
+
+// plan validates req before any call (contract §1.2). Zone is ignored: a
+// libvirt region is one host (§2.1).
+func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
+	if err := req.Validate(); err != nil {
+		return plan{}, err
+	}
+	pl := req.Placement
+	region, err := contract.Lookup("placement.region", p.cfg.Regions, pl.Region)
+	if err != nil {
+		return plan{}, err
+	}
+	machine, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
+	if err != nil {
+		return plan{}, err
+	}
+	image, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
+	if err != nil {
+		return plan{}, err
+	}
+	if len(req.CloudInit) > maxCloudInit {
+		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes on the NoCloud seed", maxCloudInit))
+	}
+	return plan{regionName: pl.Region, region: region, machine: machine, imageKey: pl.Image, image: image}, nil
+}
+
+// Create makes the domain (create-return: blocking; each step resumes a
+// cut-off attempt, template entry 10):
+//  1. look the domain up by name: ours → resume at 5; not ours → collision;
+//  2. make sure the pool holds the base image (fetched once per pool);
+//  3. (re)create the overlay and the seed volumes;
+//  4. define the domain with the marks in its <metadata>;
+//  5. if it is not running: write the started mark, then start it.
+func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	pl, err := p.plan(req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, req.Name)
+	ctx = logr.NewContext(ctx, log)
+
+	d, err := p.lookup(ctx, pl.regionName, req.Name)
+	if isNotFound(err) {
+		d, err = p.build(ctx, pl, req)
+	}
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	if !d.owned(req.UID) {
+		return contract.Instance{}, contract.Permanentf("a domain named %q already exists in region %s and does not belong to this Proxy (uid %s)", req.Name, pl.regionName, req.UID)
+	}
+	if !d.active() {
+		if err := p.start(ctx, pl.regionName, d); err != nil {
+			return contract.Instance{}, err
+		}
+		log.V(contract.LogStep).Info("started domain")
+		if d, err = p.lookup(ctx, pl.regionName, req.Name); err != nil {
+			return contract.Instance{}, err
+		}
+	}
+	return d.instance(pl.regionName), nil
+}
+
+// build runs steps 2–4 of Create and returns the defined domain.
+func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateRequest) (domain, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	base, err := p.ensureImage(ctx, pl)
+	if err != nil {
+		return domain{}, err
+	}
+	if err := p.createOverlay(ctx, pl, req.Name, base); err != nil {
+		return domain{}, err
+	}
+	if err := p.createSeed(ctx, pl, req); err != nil {
+		return domain{}, err
+	}
+	log.V(contract.LogStep).Info("created volumes", "pool", pl.region.Pool)
+	xml, err := p.domainXML(pl, req, time.Now().UTC())
+	if err != nil {
+		return domain{}, err
+	}
+	err = p.do(ctx, pl.regionName, "DefineDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		dom, err := c.DomainDefineXML(xml)
+		if err != nil {
+			return err
+		}
+		return dom.Free()
+	})
+	if err != nil && !isExists(err) {
+		return domain{}, err
+	}
+	// Defined now, by this call or by a racing one (isExists): read it back.
+	if err == nil {
+		log.V(contract.LogOutcome).Info("defined domain", "region", pl.regionName)
+	}
+	return p.lookup(ctx, pl.regionName, req.Name)
+}
+
+// start writes the started mark, then starts the domain; a domain already
+// running is success.
+func (p *Provider) start(ctx context.Context, region string, d domain) error {
+	if !d.marks.started() {
+		m := d.marks
+		m.Started = "true"
+		err := p.do(ctx, region, "MarkStarted", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+			return withDomain(c, d.name, func(dom *libvirt.Domain) error {
+				return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, m.bare(), xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_CONFIG)
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err := p.do(ctx, region, "StartDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		return withDomain(c, d.name, func(dom *libvirt.Domain) error { return dom.Create() })
+	})
+	if isInvalidState(err) {
+		// "domain is already running": a racing Create started it.
+		return nil
+	}
+	return err
+}
+
+// Get reads the domain.
+func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instance, error) {
+	region, name, err := p.parse(providerID)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name))
+	d, err := p.lookup(ctx, region, name)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	return d.instance(region), nil
+}
+
+// Delete destroys and undefines the domain, then deletes its overlay and
+// seed volumes; every step treats "already gone" as done, so a Delete cut
+// off anywhere is finished by the next (delete-return: waits).
+func (p *Provider) Delete(ctx context.Context, providerID string) error {
+	region, name, err := ids.Parse(providerID)
+	if err != nil {
+		return err
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name)
+	if _, ok := p.cfg.Regions[region]; !ok {
+		log.Info("region is no longer configured; nothing to delete", "region", region)
+		return nil
+	}
+	ctx = logr.NewContext(ctx, log)
+	err = p.do(ctx, region, "UndefineDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		return withDomain(c, name, func(dom *libvirt.Domain) error {
+			if active, err := dom.IsActive(); err != nil {
+				return err
+			} else if active {
+				if err := dom.Destroy(); err != nil && !isInvalidState(classify(err)) {
+					return err
+				}
+			}
+			return dom.UndefineFlags(undefineFlags)
+		})
+	})
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	for _, vol := range []string{overlayName(name), seedName(name)} {
+		if err := p.deleteVolume(ctx, region, p.cfg.Regions[region].Pool, vol); err != nil {
+			return err
+		}
+	}
+	log.V(contract.LogOutcome).Info("deleted domain and its volumes", "region", region)
+	return nil
+}
+
+// undefineFlags also drop what a person may have added to the domain
+// (a managed save image, snapshot metadata); the operator makes neither.
+const undefineFlags = libvirt.DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+
+// ListByTag lists every region's domains and keeps those whose mark has
+// the value. libvirt cannot filter on metadata, so the scan reads each
+// domain's XML (list-partial: fail-whole: a region that cannot be read
+// fails the list, so the garbage collector never takes it for empty).
+func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
+	if key != contract.LabelManaged && key != contract.LabelUID {
+		return nil, contract.InvalidField("key", key, "one of "+contract.LabelManaged+", "+contract.LabelUID)
+	}
+	var out []contract.Instance
+	for _, region := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
+		var doms []domain
+		err := p.do(ctx, region, "ListDomains", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+			all, err := c.ListAllDomains(0)
+			if err != nil {
+				return err
+			}
+			defer freeAll(all)
+			doms = doms[:0]
+			for i := range all {
+				d, err := p.read(ctx, &all[i])
+				if isNotFound(classify(err)) {
+					continue // undefined since the list was taken
+				}
+				if err != nil {
+					return err
+				}
+				doms = append(doms, d)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range doms {
+			if d.marks.Managed != contract.ManagedValue {
+				continue
+			}
+			if key == contract.LabelManaged && value == contract.ManagedValue || key == contract.LabelUID && d.marks.UID == value {
+				out = append(out, d.instance(region))
+			}
+		}
+	}
+	return out, nil
+}
+
+// lookup finds the domain by name and reads it; ErrNotFound when there is
+// none.
+func (p *Provider) lookup(ctx context.Context, region, name string) (domain, error) {
+	var d domain
+	err := p.do(ctx, region, "GetDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		return withDomain(c, name, func(dom *libvirt.Domain) (err error) {
+			d, err = p.read(ctx, dom)
+			return err
+		})
+	})
+	return d, err
+}
+
+// parse checks a providerID and that its region is configured.
+func (p *Provider) parse(providerID string) (string, string, error) {
+	region, name, err := ids.Parse(providerID)
+	if err != nil {
+		return "", "", err
+	}
+	if _, ok := p.cfg.Regions[region]; !ok {
+		return "", "", contract.InvalidField("providerID", providerID, "region "+region+" is not configured")
+	}
+	return region, name, nil
+}
+
+// withDomain looks a domain up by name, runs fn on it and frees it.
+func withDomain(c *libvirt.Connect, name string, fn func(*libvirt.Domain) error) error {
+	dom, err := c.LookupDomainByName(name)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = dom.Free() }()
+	return fn(dom)
+}
+
+func freeAll(doms []libvirt.Domain) {
+	for i := range doms {
+		_ = doms[i].Free()
+	}
+}

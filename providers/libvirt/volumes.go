@@ -1,0 +1,223 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/go-logr/logr"
+	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/images/nocloud"
+)
+
+// maxCloudInit bounds CloudInit: the NoCloud seed's own limit.
+const maxCloudInit = nocloud.MaxUserData
+
+// The instance's secondary resources, found by name in the region's pool
+// (secondary-resources: by-name): the overlay the domain boots from and
+// the seed it reads cloud-init from.
+func overlayName(instance string) string { return instance + ".qcow2" }
+func seedName(instance string) string    { return instance + "-seed.iso" }
+
+// createOverlay (re)creates the instance's qcow2 overlay on the base
+// volume. An overlay left by a cut-off Create is replaced: the domain is
+// not defined yet, so nothing has written to it.
+func (p *Provider) createOverlay(ctx context.Context, pl plan, name, base string) error {
+	if err := p.deleteVolume(ctx, pl.regionName, pl.region.Pool, overlayName(name)); err != nil {
+		return err
+	}
+	return p.do(ctx, pl.regionName, "CreateOverlay", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		return withPool(c, pl.region.Pool, func(pool *libvirt.StoragePool) error {
+			capacity := uint64(pl.machine.DiskGiB) << 30
+			if capacity == 0 {
+				bv, err := pool.LookupStorageVolByName(baseName(pl.imageKey, pl.image))
+				if err != nil {
+					return err
+				}
+				info, err := bv.GetInfo()
+				_ = bv.Free()
+				if err != nil {
+					return err
+				}
+				capacity = info.Capacity
+			}
+			doc, err := (&libvirtxml.StorageVolume{
+				Name:     overlayName(name),
+				Capacity: &libvirtxml.StorageVolumeSize{Value: capacity, Unit: "bytes"},
+				Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
+				BackingStore: &libvirtxml.StorageVolumeBackingStore{
+					Path: base, Format: &libvirtxml.StorageVolumeTargetFormat{Type: pl.image.Format},
+				},
+			}).Marshal()
+			if err != nil {
+				return contract.Permanentf("overlay %s: render XML: %w", overlayName(name), err)
+			}
+			vol, err := pool.StorageVolCreateXML(doc, 0)
+			if err != nil {
+				return err
+			}
+			return vol.Free()
+		})
+	})
+}
+
+// createSeed builds the NoCloud seed into a temporary file (its size must
+// be known before the volume is made; the seed is never whole in memory,
+// §1.4), then (re)creates the seed volume and streams the file into it.
+func (p *Provider) createSeed(ctx context.Context, pl plan, req contract.CreateRequest) error {
+	f, err := os.CreateTemp("", "egress-seed-*.iso")
+	if err != nil {
+		return fmt.Errorf("seed for %s: %w", req.Name, err)
+	}
+	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
+	size, err := nocloud.Seed{UserData: req.CloudInit, InstanceID: req.Name, Hostname: req.Name}.WriteTo(f)
+	if err != nil {
+		return fmt.Errorf("seed for %s: %w", req.Name, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("seed for %s: %w", req.Name, err)
+	}
+	name := seedName(req.Name)
+	if err := p.deleteVolume(ctx, pl.regionName, pl.region.Pool, name); err != nil {
+		return err
+	}
+	var w volumeWriter
+	err = p.do(ctx, pl.regionName, "CreateSeed", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		return withPool(c, pl.region.Pool, func(pool *libvirt.StoragePool) error {
+			vol, err := createVolume(pool, name, "raw", size)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = vol.Free() }()
+			w, err = p.openUpload(ctx, c, vol, size)
+			return err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	err = p.do(ctx, pl.regionName, "UploadSeed", p.cfg.CallTimeout.Duration, func(*libvirt.Connect) error {
+		if _, err := io.Copy(w, f); err != nil {
+			return err
+		}
+		return w.Finish()
+	})
+	if err != nil {
+		_ = w.Abort()
+		return err
+	}
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("uploaded seed", "volume", name, "bytes", size)
+	return nil
+}
+
+// createVolume makes a volume of the format and size in pool.
+func createVolume(pool *libvirt.StoragePool, name, format string, size int64) (*libvirt.StorageVol, error) {
+	doc, err := (&libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Value: uint64(size), Unit: "bytes"},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}},
+	}).Marshal()
+	if err != nil {
+		return nil, contract.Permanentf("volume %s: render XML: %w", name, err)
+	}
+	return pool.StorageVolCreateXML(doc, 0)
+}
+
+// deleteVolume deletes a volume by name; one already gone is success.
+func (p *Provider) deleteVolume(ctx context.Context, region, poolName, name string) error {
+	err := p.do(ctx, region, "DeleteVolume", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		return withPool(c, poolName, func(pool *libvirt.StoragePool) error {
+			vol, err := pool.LookupStorageVolByName(name)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = vol.Free() }()
+			return vol.Delete(0)
+		})
+	})
+	if isNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// withPool looks a pool up by name, runs fn on it and frees it.
+func withPool(c *libvirt.Connect, name string, fn func(*libvirt.StoragePool) error) error {
+	pool, err := c.LookupStoragePoolByName(name)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = pool.Free() }()
+	return fn(pool)
+}
+
+// volumeWriter is one upload into a volume.
+type volumeWriter interface {
+	io.Writer
+	// Finish completes the upload; the daemon has every byte.
+	Finish() error
+	// Abort cuts it off.
+	Abort() error
+}
+
+// openUpload starts streaming size bytes into vol.
+func (p *Provider) openUpload(ctx context.Context, c *libvirt.Connect, vol *libvirt.StorageVol, size int64) (volumeWriter, error) {
+	if p.hooks.upload != nil {
+		return p.hooks.upload(ctx, c, vol, size)
+	}
+	st, err := c.NewStream(0)
+	if err != nil {
+		return nil, err
+	}
+	if err := vol.Upload(st, 0, uint64(size), 0); err != nil {
+		_ = st.Free()
+		return nil, err
+	}
+	return &streamWriter{st: st}, nil
+}
+
+// streamWriter writes into a virStorageVolUpload stream. Its calls block;
+// callers bound them (do, imageUpload.Write).
+type streamWriter struct {
+	st    *libvirt.Stream
+	freed bool
+}
+
+func (w *streamWriter) Write(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		sent, err := w.st.Send(b[n:])
+		if err != nil {
+			return n, err
+		}
+		n += sent
+	}
+	return n, nil
+}
+
+func (w *streamWriter) Finish() error {
+	err := w.st.Finish()
+	w.free()
+	return err
+}
+
+// Abort after Finish (a failed Finish) only frees what is left.
+func (w *streamWriter) Abort() error {
+	if w.freed {
+		return nil
+	}
+	err := w.st.Abort()
+	w.free()
+	return err
+}
+
+func (w *streamWriter) free() {
+	if !w.freed {
+		w.freed = true
+		_ = w.st.Free()
+	}
+}
