@@ -93,6 +93,7 @@ finish() {
   fi
 }
 trap finish EXIT
+trap 'exit 130' INT TERM # so an interrupted lane is torn down too
 hack/e2e/libvirt-down.sh # a lane interrupted before its teardown
 hack/e2e/libvirt-up.sh
 
