@@ -79,6 +79,8 @@ cat > "$E2E_STATE/net.xml" <<EOF
 EOF
 virsh net-define "$E2E_STATE/net.xml" >/dev/null
 virsh net-start "$E2E_NET" >/dev/null
+networks=$(virsh net-list --all --name | xargs)
+[ "$networks" = "$E2E_NET" ] || { log "the private daemon knows networks [$networks], want only $E2E_NET"; exit 1; }
 ip -n "$E2E_NETNS" addr add "$E2E_OUTSIDE_IP/32" dev "$E2E_BRIDGE"
 virsh pool-define-as "$E2E_POOL" dir --target "$E2E_STATE/pool" >/dev/null
 virsh pool-start "$E2E_POOL" >/dev/null
