@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= vsphere
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere dev dev-smoke e2e
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere libvirt-secret test-integration-libvirt dev dev-smoke e2e
 all: test
 
 help: ## List the targets.
@@ -80,6 +80,14 @@ e2e: ## A Proxy becomes a real QEMU VM on a private libvirt in a network namespa
 
 test-integration-vsphere: ## The vSphere lifecycle against a real vCenter named by VSPHERE_TEST_* (docs/vsphere-provider.md).
 	cd providers/vsphere && $(GO) test -count=1 -run '^TestIntegration$$' -v .
+
+test-integration-libvirt: ## libvirt volume uploads and a booted guest's lifecycle on a real libvirtd: a private one in a network namespace (root), or LIBVIRT_TEST_URI's (docs/libvirt-provider.md).
+	cd providers/libvirt && LIBVIRT_TEST_PRIVATE_DAEMON=$${LIBVIRT_TEST_PRIVATE_DAEMON:-1} \
+		LIBVIRT_TEST_IMAGE=$${LIBVIRT_TEST_IMAGE:-$$($(CURDIR)/images/recipes/debian-proxy/build.sh)} \
+		$(GO) test -count=1 -timeout 20m -run '^(TestVolumeUpload|TestClassifyQuotaOnRealDaemon|TestLifecycle)$$' -v .
+
+libvirt-secret: ## Print the credentials Secret for libvirt over SSH from LIBVIRT_SSH_KEY_FILE and LIBVIRT_KNOWN_HOSTS_FILE.
+	hack/credentials-secret.sh libvirt-ssh-key=$(LIBVIRT_SSH_KEY_FILE) libvirt-known-hosts=$(LIBVIRT_KNOWN_HOSTS_FILE)
 
 vsphere-secret: ## Print the credentials Secret for vSphere from VSPHERE_USERNAME_FILE and VSPHERE_PASSWORD_FILE.
 	hack/credentials-secret.sh vsphere-username=$(VSPHERE_USERNAME_FILE) vsphere-password=$(VSPHERE_PASSWORD_FILE)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian 12 machine:
 # Debian packages (cgo for the race detector, xorriso to read seed ISOs
-# back) and the pinned Go tools.
+# back, libvirt's headers and pkg-config for the libvirt provider's cgo
+# bindings) and the pinned Go tools.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc libc6-dev make git xorriso)
+packages=(gcc libc6-dev make git xorriso libvirt-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

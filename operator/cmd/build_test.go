@@ -46,7 +46,7 @@ func TestBuildTagsSelectProviders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the operator twice")
 	}
-	for _, tags := range []string{"", "memory", "vsphere"} {
+	for _, tags := range []string{"", "memory", "vsphere", "libvirt"} {
 		t.Run("tags="+tags, func(t *testing.T) {
 			_, mods := build(t, tags)
 			for tag, sdk := range sdkByTag {

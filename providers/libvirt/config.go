@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
@@ -115,7 +116,11 @@ func (c Config) Validate() error {
 			add("regions[%q]: a region key must match %s", name, keyRE)
 		}
 		if u, err := url.Parse(r.URI); err != nil || u.Scheme == "" {
-			add("regions[%q].uri %q: want a libvirt connection URI such as qemu:///system", name, redactURI(r.URI))
+			shown := r.URI
+			if strings.Contains(shown, "@") {
+				shown = "<redacted: it may hold a password>"
+			}
+			add("regions[%q].uri %q: want a libvirt connection URI such as qemu:///system", name, shown)
 		} else if _, ok := u.User.Password(); ok {
 			add("regions[%q].uri %q: carries a password; use the transport's credentials (SSH key, TLS certificate)", name, redactURI(r.URI))
 		}

@@ -292,8 +292,8 @@ func (p *Provider) start(ctx context.Context, region string, d domain) error {
 	err := p.do(ctx, region, "StartDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
 		return withDomain(c, d.name, func(dom *libvirt.Domain) error { return dom.Create() })
 	})
-	if isInvalidState(err) {
-		// "domain is already running": a racing Create started it.
+	if isAlreadyRunning(err) {
+		// A racing Create started it.
 		return nil
 	}
 	return err
