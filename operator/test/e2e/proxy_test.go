@@ -53,7 +53,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		t.Fatalf("create the Proxy: %v", err)
 	}
 	created := time.Now()
-	ready := waitReady(ctx, t, k8s, client.ObjectKeyFromObject(proxy), 15*time.Minute)
+	ready, createdVM, addressed := waitReady(ctx, t, k8s, client.ObjectKeyFromObject(proxy), 15*time.Minute)
 	readyAt := time.Now()
 	addr, instance := ready.Status.Address, ready.Status.Instance.Name
 	t.Logf("Proxy Ready at %s (VM %s) %s after create", addr, instance, readyAt.Sub(created).Round(time.Millisecond))
@@ -69,6 +69,9 @@ func TestProxyBecomesAVM(t *testing.T) {
 			t.Errorf("volume %s is not in pool %s: %v", v, l.Pool, vols)
 		}
 	}
+
+	// The health checker reaches the same daemon and finds it usable.
+	checkProviderHealth(ctx, t, k8s, time.Minute)
 
 	// A request through the proxy reaches the origin, from the VM.
 	path := "/through-the-proxy"
@@ -120,8 +123,9 @@ func TestProxyBecomesAVM(t *testing.T) {
 	}
 	t.Logf("Proxy deleted in %s; left in pool %s: %v", deleted.Sub(deleting).Round(time.Millisecond), l.Pool, vols)
 
-	timings := fmt.Sprintf("created_to_ready=%s\nready_to_first_request=%s\ndelete=%s\ndriver_total=%s\n",
-		readyAt.Sub(created).Round(time.Millisecond), firstAt.Sub(readyAt).Round(time.Millisecond),
+	timings := fmt.Sprintf("created_to_ready=%s (create_returned=%s address=%s)\nready_to_first_request=%s\ndelete=%s\ndriver_total=%s\n",
+		readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second), addressed.Sub(created).Round(time.Second),
+		firstAt.Sub(readyAt).Round(time.Millisecond),
 		deleted.Sub(deleting).Round(time.Millisecond), since(begin))
 	if err := os.WriteFile(filepath.Join(l.State, "timings"), []byte(timings), 0o644); err != nil {
 		t.Error(err)
@@ -133,7 +137,11 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisec
 // waitReady polls the Proxy until its Ready condition is true with an
 // address and an instance, logging each phase it passes. A Failed phase
 // ends the wait at once.
-func waitReady(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, limit time.Duration) *v1alpha1.Proxy {
+//
+// It also returns when Create returned (the instance has a providerID:
+// image fetched, domain defined and started) and when the VM first had an
+// address (booted, DHCP lease), each as seen by a 1 s poll.
+func waitReady(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, limit time.Duration) (_ *v1alpha1.Proxy, createdVM, addressed time.Time) {
 	t.Helper()
 	start := time.Now()
 	last := ""
@@ -147,12 +155,22 @@ func waitReady(ctx context.Context, t *testing.T, k8s client.Client, key client.
 		if cond != nil {
 			reason = cond.Reason + ": " + cond.Message
 		}
+		if inst := p.Status.Instance; inst != nil {
+			if inst.ProviderID != "" && createdVM.IsZero() {
+				createdVM = time.Now()
+				t.Logf("+%s Create returned: %s", since(start), inst.ProviderID)
+			}
+			if inst.IP != "" && addressed.IsZero() {
+				addressed = time.Now()
+				t.Logf("+%s the VM has the address %s", since(start), inst.IP)
+			}
+		}
 		if now := fmt.Sprintf("%s %s %s", p.Status.Phase, p.Status.Address, reason); now != last {
 			t.Logf("+%s %s", since(start), now)
 			last = now
 		}
 		if cond != nil && cond.Status == metav1.ConditionTrue && p.Status.Address != "" && p.Status.Instance != nil {
-			return &p
+			return &p, createdVM, addressed
 		}
 		if p.Status.Phase == v1alpha1.PhaseFailed {
 			t.Fatalf("the Proxy failed: %s (last error %+v)", reason, p.Status.LastError)
@@ -161,6 +179,34 @@ func waitReady(ctx context.Context, t *testing.T, k8s client.Client, key client.
 			t.Fatalf("the Proxy is not Ready after %s: %s", limit, last)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// checkProviderHealth waits for the provider's ProviderHealth to carry
+// checks, and requires every one to be OK.
+func checkProviderHealth(ctx context.Context, t *testing.T, k8s client.Client, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var ph v1alpha1.ProviderHealth
+	for {
+		err := k8s.Get(ctx, client.ObjectKey{Name: providerName}, &ph)
+		if err == nil && len(ph.Status.Checks) > 0 {
+			break
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("get the ProviderHealth: %v", err)
+		}
+		if time.Since(start) > limit {
+			t.Errorf("no ProviderHealth %s with checks after %s", providerName, limit)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	for _, c := range ph.Status.Checks {
+		t.Logf("ProviderHealth %s: %s ok=%t %s %s", providerName, c.Target, c.OK, c.Reason, c.Message)
+		if !c.OK {
+			t.Errorf("ProviderHealth %s: check %s is not OK: %s %s", providerName, c.Target, c.Reason, c.Message)
+		}
 	}
 }
 
