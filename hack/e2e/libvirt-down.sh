@@ -10,13 +10,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 log() { echo "libvirt-down: $*" >&2; }
 lv=$E2E_STATE/lv
 
+# running <pid>: the process exists and is not a zombie (a zombie has
+# exited; its parent, gone with the lane, would have reaped it).
+running() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # stop <pid>...: TERM, then KILL what is still there after 10 s.
 stop() {
   [ $# -gt 0 ] || return 0
   kill "$@" 2>/dev/null
   for _ in $(seq 20); do
     local alive=0
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    for p in "$@"; do running "$p" && alive=1; done
     [ $alive = 0 ] && return 0
     sleep 0.5
   done
