@@ -14,7 +14,7 @@ lv=$E2E_STATE/lv
 # exited; its parent, gone with the lane, would have reaped it).
 running() {
   local state
-  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
   [ -n "$state" ] && [ "$state" != Z ]
 }
 
