@@ -70,9 +70,6 @@ func TestProxyBecomesAVM(t *testing.T) {
 		}
 	}
 
-	// The health checker reaches the same daemon and finds it usable.
-	checkProviderHealth(ctx, t, k8s, time.Minute)
-
 	// A request through the proxy reaches the origin, from the VM.
 	path := "/through-the-proxy"
 	resp := firstProxied(t, addr, org.URL+path, "", 2*time.Minute)
@@ -104,6 +101,9 @@ func TestProxyBecomesAVM(t *testing.T) {
 		t.Errorf("the origin saw the refused client's request from %v", got)
 	}
 	t.Logf("from %s (outside %s): %s", l.OutsideIP, l.Subnet, refused.status)
+
+	// The health checker reaches the same daemon and finds it usable.
+	checkProviderHealth(ctx, t, k8s, time.Minute)
 
 	// Deleting the Proxy deletes the domain, its overlay and its seed.
 	deleting := time.Now()
