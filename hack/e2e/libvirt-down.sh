@@ -39,9 +39,15 @@ if [ -S "$lv/run/libvirt-sock" ] && timeout 10 virsh -q -c "$E2E_URI" version >/
 fi
 for name in libvirtd virtlogd; do
   pidfile=$lv/run/$name.pid
-  [ -f "$pidfile" ] && stop "$(cat "$pidfile")" && log "stopped $name"
+  [ -f "$pidfile" ] || continue
+  pid=$(cat "$pidfile")
+  # A stale pid file may name someone else's process by now: only one in
+  # the lane's namespace is the lane's.
+  if [ "$(ip netns identify "$pid" 2>/dev/null)" = "$E2E_NETNS" ]; then
+    stop "$pid" && log "stopped $name"
+  fi
 done
-if ip netns list | grep -qw "^$E2E_NETNS"; then
+if ip netns list | awk -v ns="$E2E_NETNS" '$1 == ns { found = 1 } END { exit !found }'; then
   # What is left (a QEMU or dnsmasq of a daemon that died first, a
   # process of the lane's own) was started by the lane.
   mapfile -t left < <(ip netns pids "$E2E_NETNS")

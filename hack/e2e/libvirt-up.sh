@@ -22,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 log() { echo "libvirt-up: $*" >&2; }
 
 [ "$(id -u)" -eq 0 ] || { log "must run as root (network namespace, bind mounts)"; exit 1; }
-if ip netns list | grep -qw "^$E2E_NETNS"; then
+if ip netns list | awk -v ns="$E2E_NETNS" '$1 == ns { found = 1 } END { exit !found }'; then
   log "network namespace $E2E_NETNS exists: run hack/e2e/libvirt-down.sh first"
   exit 1
 fi
