@@ -14,8 +14,8 @@ import (
 // provoked on test:///default (libvirt 9.0's test driver, through the same
 // client library and error path as every driver), or on a connection to a
 // socket that does not exist. The quota row cannot be provoked there; it
-// is libvirt's ENOSPC system error as its storage backend words it, and
-// TestClassifyQuotaOnRealDaemon captures the real one.
+// is the ENOSPC error TestClassifyQuotaOnRealDaemon captures from a real
+// daemon, code, domain and text.
 func TestClassify(t *testing.T) {
 	const src = "test:///default (libvirt 9.0 test driver)"
 	c, err := libvirt.NewConnect(testURI)
@@ -78,33 +78,37 @@ func TestClassify(t *testing.T) {
 		{Name: "ERR_OPERATION_INVALID", Err: notRunning, Want: nil, Source: src + ": virDomainDestroy of a domain not running"},
 		{Name: "already running", Err: alreadyRunning, Want: nil, Source: src + ": virDomainCreate of a running domain, ERR_INTERNAL_ERROR"},
 		{Name: "ERR_SYSTEM_ERROR no socket", Err: noSocket, Want: nil, Source: "virConnectOpen of qemu:///system?socket=/nonexistent/libvirt-sock (remote driver)"},
-		{Name: "ENOSPC", Err: quotaError, Want: contract.ErrQuota, Source: "libvirt 9.0 storage_util.c virReportSystemError text, built (see TestClassifyQuotaOnRealDaemon)"},
+		{Name: "ENOSPC", Err: quotaError, Want: contract.ErrQuota, Source: "the text TestClassifyQuotaOnRealDaemon captures from a real libvirtd 9.0 (a full dir pool)"},
 		{Name: "cancelled ctx", Err: cancelledErr, Want: nil, Source: "context package through run"},
 	})
 }
 
 // TestClassifyQuotaOnRealDaemon captures a full pool from a real daemon: a
-// fully allocated volume larger than the filesystem fails with ENOSPC.
+// fully allocated volume larger than the private daemon's 16 MiB tmpfs pool
+// fails with ENOSPC.
 func TestClassifyQuotaOnRealDaemon(t *testing.T) {
 	l := realDaemon(t)
+	if l.smallPool == "" {
+		t.Skip("skipped: needs the private daemon's small pool (LIBVIRT_TEST_PRIVATE_DAEMON=1)")
+	}
 	c, err := libvirt.NewConnect(l.uri)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = c.Close() }()
 	var full error
-	_ = withPool(c, l.pool, func(pool *libvirt.StoragePool) error {
-		vol, err := pool.StorageVolCreateXML(`<volume><name>egress-enospc-probe.raw</name><capacity unit='TiB'>64</capacity><allocation unit='TiB'>64</allocation><target><format type='raw'/></target></volume>`, 0)
+	_ = withPool(c, l.smallPool, func(pool *libvirt.StoragePool) error {
+		vol, err := pool.StorageVolCreateXML(`<volume><name>egress-enospc-probe.raw</name><capacity unit='MiB'>64</capacity><allocation unit='MiB'>64</allocation><target><format type='raw'/></target></volume>`, 0)
 		if err == nil {
 			_ = vol.Delete(0)
 			_ = vol.Free()
-			t.Skip("skipped: the pool's filesystem holds 64 TiB")
+			t.Fatal("a 64 MiB volume fit into the 16 MiB pool")
 		}
 		full = err
 		return nil
 	})
 	t.Logf("captured: %#v", full)
 	contracttest.RunClassifyTable(t, classify, []contracttest.ClassifyCase{
-		{Name: "pool full", Err: full, Want: contract.ErrQuota, Source: "a real libvirtd's dir pool, virStorageVolCreateXML of a fully allocated 64 TiB volume"},
+		{Name: "pool full", Err: full, Want: contract.ErrQuota, Source: "a real libvirtd's dir pool on a 16 MiB tmpfs, virStorageVolCreateXML of a fully allocated 64 MiB volume"},
 	})
 }

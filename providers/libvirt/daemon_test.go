@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,6 +35,8 @@ type lab struct {
 	subnet string
 	// logDir is where the private daemon logs the guests' serial consoles.
 	logDir string
+	// smallPool is a 16 MiB pool of the private daemon, for filling up.
+	smallPool string
 }
 
 func realDaemon(t *testing.T) lab {
@@ -76,7 +79,7 @@ func startPrivateDaemon(t *testing.T) lab {
 	}
 	ns := filepath.Base(dir)
 	l := lab{uri: "qemu:///system?socket=" + dir + "/run/libvirt-sock", pool: "egress", network: "egress-net", ns: ns,
-		subnet: "192.168.151.0/24", logDir: dir + "/serial"}
+		subnet: "192.168.151.0/24", logDir: dir + "/serial", smallPool: "egress-small"}
 	sh := func(script string) {
 		t.Helper()
 		if out, err := exec.CommandContext(t.Context(), "sh", "-ec", script).CombinedOutput(); err != nil {
@@ -94,7 +97,7 @@ remember_owner = 0
 security_driver = "none"
 cgroup_controllers = [ ]
 EOF
-mkdir -p run lib cache log pool serial`, dir))
+mkdir -p run lib cache log pool serial small`, dir))
 	t.Cleanup(func() { stopPrivateDaemon(t, l, dir) })
 	sh(fmt.Sprintf(`ip netns add %[2]s
 ip -n %[2]s link set lo up
@@ -102,6 +105,7 @@ ip netns exec %[2]s sh -ec '
   mount --bind %[1]s/etc /etc/libvirt; mount --bind %[1]s/run /run/libvirt
   mount --bind %[1]s/lib /var/lib/libvirt; mount --bind %[1]s/cache /var/cache/libvirt
   mount --bind %[1]s/log /var/log/libvirt
+  mount -t tmpfs -o size=16m egress-small %[1]s/small
   virtlogd -d -p /run/libvirt/virtlogd.pid
   libvirtd -d -p /run/libvirt/libvirtd.pid'`, dir, ns))
 	var c *libvirt.Connect
@@ -120,6 +124,16 @@ ip netns exec %[2]s sh -ec '
 	}
 	defer func() { _ = pool.Free() }()
 	if err := pool.Create(0); err != nil {
+		t.Fatal(err)
+	}
+	// A 16 MiB tmpfs, mounted only in the daemon's mount namespace: a pool
+	// that fills up without touching the machine's disks.
+	small, err := c.StoragePoolDefineXML(fmt.Sprintf(`<pool type='dir'><name>egress-small</name><target><path>%s/small</path></target></pool>`, dir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = small.Free() }()
+	if err := small.Create(0); err != nil {
 		t.Fatal(err)
 	}
 	network, err := c.NetworkDefineXML(fmt.Sprintf(`<network><name>%s</name><forward mode='nat'/><bridge name='eplvbr0' stp='on' delay='0'/>
@@ -162,7 +176,8 @@ func stopPrivateDaemon(t *testing.T, l lab, dir string) {
 			}
 		}
 	}
-	if out, err := exec.Command("ip", "netns", "del", l.ns).CombinedOutput(); err != nil {
+	// t.Context is already done in a cleanup.
+	if out, err := exec.CommandContext(context.Background(), "ip", "netns", "del", l.ns).CombinedOutput(); err != nil {
 		t.Logf("ip netns del %s: %v %s", l.ns, err, out)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -172,9 +187,9 @@ func stopPrivateDaemon(t *testing.T, l lab, dir string) {
 
 // inNamespace runs a command in the lab's network namespace (the host
 // side of the guests' network), or here for an existing daemon.
-func (l lab) inNamespace(t *testing.T, args ...string) *exec.Cmd {
+func (l lab) inNamespace(ctx context.Context, args ...string) *exec.Cmd {
 	if l.ns == "" {
-		return exec.CommandContext(t.Context(), args[0], args[1:]...)
+		return exec.CommandContext(ctx, args[0], args[1:]...)
 	}
-	return exec.CommandContext(t.Context(), "ip", append([]string{"netns", "exec", l.ns}, args...)...)
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", l.ns}, args...)...)
 }

@@ -201,7 +201,8 @@ func (p *Provider) domainXML(pl plan, req contract.CreateRequest, now time.Time)
 		Memory:   &libvirtxml.DomainMemory{Value: pl.machine.MemoryMiB, Unit: "MiB"},
 		VCPU:     &libvirtxml.DomainVCPU{Value: pl.machine.CPUs},
 		OS: &libvirtxml.DomainOS{
-			Type: &libvirtxml.DomainOSType{Type: "hvm", Arch: "x86_64", Machine: p.cfg.Machine},
+			// The host's architecture: libvirt's default when none is named.
+			Type: &libvirtxml.DomainOSType{Type: "hvm", Machine: p.cfg.Machine},
 		},
 		OnCrash: "destroy",
 		Devices: &libvirtxml.DomainDeviceList{

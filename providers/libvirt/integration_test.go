@@ -61,6 +61,8 @@ func labProvider(t *testing.T, l lab, image fetch.Entry) *Provider {
 		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 1024, DiskGiB: 4}},
 		Images:       map[string]fetch.Entry{"proxy": image},
 		SerialLogDir: l.logDir,
+		// LIBVIRT_TEST_ADDRESS_SOURCES=agent checks the guest agent path alone.
+		AddressSources: strings.FieldsFunc(os.Getenv("LIBVIRT_TEST_ADDRESS_SOURCES"), func(r rune) bool { return r == ',' }),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +115,8 @@ func download(t *testing.T, uri, pool, name string) []byte {
 // pool through virStorageVolUpload and reads them back: the image once
 // per pool with its completeness marker, a failed checksum leaving
 // nothing, the overlay backed by the base, the seed's user-data byte for
-// byte, and the instance's volumes deleted by name, twice.
+// byte, every check target OK, and the instance's volumes deleted by
+// name, twice.
 func TestVolumeUpload(t *testing.T) {
 	l := realDaemon(t)
 	imgPath := filepath.Join(t.TempDir(), "base.qcow2")
@@ -190,6 +193,13 @@ func TestVolumeUpload(t *testing.T) {
 	userData, err := readISOFile(download(t, l.uri, l.pool, seedName(req.Name)), "user-data")
 	if err != nil || !bytes.Equal(userData, req.CloudInit) {
 		t.Errorf("the seed volume's user-data = %q, %v; want %q", userData, err, req.CloudInit)
+	}
+	for _, r := range p.Check(ctx) {
+		if !r.OK {
+			t.Errorf("Check on a working daemon: %+v", r)
+		} else {
+			t.Logf("check %s: %v", r.Target, r.Details)
+		}
 	}
 	for range 2 {
 		if err := p.Delete(ctx, ids.Format("lab", req.Name)); err != nil {
@@ -270,16 +280,16 @@ func TestLifecycle(t *testing.T) {
 			CloudInit: userData,
 		},
 		Timeout: 5 * time.Minute,
-		Probe: func(_ context.Context, ip string) error {
+		Probe: func(ctx context.Context, ip string) error {
 			t.Logf("Running with %s after %s", ip, time.Since(start).Round(time.Second))
 			var last error
 			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-				out, err := l.inNamespace(t, "curl", "-sS", "-f", "-D", "-", "--max-time", "5", "-x", "http://"+ip+":3128", web).CombinedOutput()
+				out, err := l.inNamespace(ctx, "curl", "-sS", "-f", "-D", "-", "--max-time", "5", "-x", "http://"+ip+":3128", web).CombinedOutput()
 				if err == nil && strings.Contains(string(out), "egress-lifecycle-ok") {
 					t.Logf("proxied request answered after %s", time.Since(start).Round(time.Second))
 					return nil
 				}
-				last = fmt.Errorf("%v: %s", err, out)
+				last = fmt.Errorf("%w: %s", err, out)
 			}
 			return last
 		},
@@ -302,7 +312,7 @@ func startWebServer(t *testing.T, l lab) string {
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("egress-lifecycle-ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := l.inNamespace(t, "python3", "-m", "http.server", "--bind", "192.168.151.1", "--directory", dir, "8080")
+	cmd := l.inNamespace(t.Context(), "python3", "-m", "http.server", "--bind", "192.168.151.1", "--directory", dir, "8080")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

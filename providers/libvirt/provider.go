@@ -42,6 +42,9 @@ type Provider struct {
 
 	mu    sync.Mutex
 	conns map[string]*libvirt.Connect
+	// prints holds, per region, the credential files' fingerprint the
+	// connection was opened with.
+	prints map[string]string
 
 	// hooks are nil in production. The fast tests on test:///default set
 	// them; see hooks.
@@ -74,22 +77,25 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("libvirt provider config: %w", err)
 	}
-	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}}, nil
+	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{}}, nil
 }
 
-// conn returns the region's connection, opening it when there is none or
-// the one held is dead.
+// conn returns the region's connection, opening it when there is none,
+// the one held is dead, or the credential files it was opened with have
+// changed (a rotated Secret).
 func (p *Provider) conn(region string) (*libvirt.Connect, error) {
+	uri := p.cfg.Regions[region].URI
+	fp := fingerprint(credentialFiles(uri))
 	p.mu.Lock()
-	c := p.conns[region]
+	c, opened := p.conns[region], p.prints[region]
 	p.mu.Unlock()
 	if c != nil {
-		if alive, err := c.IsAlive(); err == nil && alive {
+		if alive, err := c.IsAlive(); err == nil && alive && opened == fp {
 			return c, nil
 		}
 		p.drop(region, c)
 	}
-	c, err := libvirt.NewConnect(p.cfg.Regions[region].URI)
+	c, err := libvirt.NewConnect(uri)
 	if err != nil {
 		return nil, fmt.Errorf("connect to region %s: %w", region, err)
 	}
@@ -100,7 +106,7 @@ func (p *Provider) conn(region string) (*libvirt.Connect, error) {
 		_, _ = c.Close()
 		return held, nil
 	}
-	p.conns[region] = c
+	p.conns[region], p.prints[region] = c, fp
 	return c, nil
 }
 
@@ -240,12 +246,17 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 }
 
 // build runs steps 2–4 of Create and returns the defined domain.
-func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateRequest) (domain, error) {
+func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateRequest) (d domain, err error) {
 	log := logr.FromContextOrDiscard(ctx)
 	base, err := p.ensureImage(ctx, pl)
 	if err != nil {
 		return domain{}, err
 	}
+	defer func() {
+		if err != nil {
+			p.dropVolumes(ctx, pl, req.Name)
+		}
+	}()
 	if err := p.createOverlay(ctx, pl, req.Name, base); err != nil {
 		return domain{}, err
 	}
@@ -272,6 +283,24 @@ func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateReques
 		log.V(contract.LogOutcome).Info("defined domain", "region", pl.regionName)
 	}
 	return p.lookup(ctx, pl.regionName, req.Name)
+}
+
+// dropVolumes deletes the volumes a failed build made, unless the domain
+// exists after all (a define whose answer was lost): volumes without a
+// domain are found by no list, so nothing else would ever delete them.
+// Best effort, bounded, even when ctx is done; what stays is replaced by
+// the next Create.
+func (p *Provider) dropVolumes(ctx context.Context, pl plan, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*p.cfg.CallTimeout.Duration)
+	defer cancel()
+	if _, err := p.lookup(ctx, pl.regionName, name); !isNotFound(err) {
+		return
+	}
+	for _, vol := range []string{overlayName(name), seedName(name)} {
+		if err := p.deleteVolume(ctx, pl.regionName, pl.region.Pool, vol); err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "could not delete the volume of a failed create; the next Create replaces it", "volume", vol)
+		}
+	}
 }
 
 // start writes the started mark, then starts the domain; a domain already

@@ -282,8 +282,8 @@ func (c control) FailAfterCreate() error {
 // domain that does not exist (ERR_NO_DOMAIN), of a pool that does not
 // exist (ERR_NO_STORAGE_POOL, permanent), a destroy of a domain that is
 // not running (ERR_OPERATION_INVALID, transient). The test driver has no
-// quota; that one is libvirt's ENOSPC system error as its storage backend
-// words it (virReportSystemError in storage_util.c).
+// quota; that one is the ENOSPC error a real daemon's full pool returned
+// (TestClassifyQuotaOnRealDaemon captures it).
 func (b *testBackend) provoke(class error) error {
 	var err error
 	switch {
@@ -303,7 +303,7 @@ func (b *testBackend) provoke(class error) error {
 }
 
 var quotaError = libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Domain: libvirt.FROM_STORAGE, Level: libvirt.ERR_ERROR,
-	Message: "cannot allocate 4294967296 bytes in file '/var/lib/libvirt/images/x.qcow2': No space left on device"}
+	Message: "cannot allocate 67108864 bytes in file '/var/lib/libvirt/images/egress-enospc-probe.raw': No space left on device"}
 
 // inactiveDestroy destroys a defined, never-started domain: the test
 // driver answers ERR_OPERATION_INVALID, as QEMU's driver does.
