@@ -63,6 +63,7 @@ restore_policy
 t=$(now)
 image=$(images/recipes/debian-proxy/build.sh)
 image_time=$(secs "$t" "$(now)")
+case $image_time in 0.*) image_time="$image_time (cached)" ;; esac
 log "guest image $image ($image_time)"
 
 # 3. Binaries, built here: the namespace cannot download anything.
