@@ -73,6 +73,15 @@ mkdir -p bin
 (cd operator && go build -tags libvirt -o ../bin/egress-proxies-operator-libvirt ./cmd)
 (cd operator && go test -c -tags e2e -o ../bin/e2e.test ./test/e2e)
 
+# One lane per machine at a time: the namespace and state directory have
+# fixed names, and the clean-up of an interrupted lane below must not
+# tear down a running one.
+exec 9>"$E2E_STATE.lock"
+if ! flock -n 9; then
+  log "another lane runs; waiting for it (at most 30 min)"
+  flock -w 1800 9 || { log "it did not finish"; exit 1; }
+fi
+
 # 4–6. The lane, torn down on any exit.
 status=1
 finish() {
