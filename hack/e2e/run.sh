@@ -99,7 +99,7 @@ finish() {
   timings=""
   [ -f "$E2E_STATE/timings" ] && timings=$(tr '\n' ' ' < "$E2E_STATE/timings")
   t=$(now)
-  hack/e2e/libvirt-down.sh
+  hack/e2e/libvirt-down.sh 9>&-
   log "teardown $(secs "$t" "$(now)")"
   if [ "$status" -eq 0 ]; then
     log "timings: image build $image_time; ${timings}lane total $(secs "$lane_start" "$(now)")"
@@ -108,10 +108,11 @@ finish() {
 }
 trap finish EXIT
 trap 'exit 130' INT TERM # so an interrupted lane is torn down too
-hack/e2e/libvirt-down.sh # a lane interrupted before its teardown
-hack/e2e/libvirt-up.sh
+# The daemons and the driver's children must not inherit the lock (9>&-).
+hack/e2e/libvirt-down.sh 9>&- # a lane interrupted before its teardown
+hack/e2e/libvirt-up.sh 9>&-
 
 export E2E_URI E2E_POOL E2E_NET E2E_HOST_IP E2E_SUBNET E2E_OUTSIDE_IP E2E_STATE
 export E2E_IMAGE=$image E2E_OPERATOR=$root/bin/egress-proxies-operator-libvirt E2E_CRDS=$root/operator/config/crd/bases
-ip netns exec "$E2E_NETNS" "$root/bin/e2e.test" -test.v -test.count=1 -test.timeout=25m
+ip netns exec "$E2E_NETNS" "$root/bin/e2e.test" -test.v -test.count=1 -test.timeout=25m 9>&-
 status=0
