@@ -14,7 +14,7 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Provider types compiled into the operator binary (build tags).
 PROVIDERS ?= vsphere
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e
 all: test
 
 help: ## List the targets.
@@ -74,6 +74,9 @@ image: ## Build the proxy guest image (qcow2; needs root); PROXY=squid and VMWAR
 
 image-smoke: ## Boot the guest image under QEMU with a seed; check cloud-init, the proxy and the agent.
 	images/recipes/debian-proxy/smoke.sh
+
+e2e: ## A Proxy becomes a real QEMU VM on a private libvirt in a network namespace and proxies traffic (root; docs/testing.md).
+	hack/e2e/run.sh
 
 test-integration-vsphere: ## The vSphere lifecycle against a real vCenter named by VSPHERE_TEST_* (docs/vsphere-provider.md).
 	cd providers/vsphere && $(GO) test -count=1 -run '^TestIntegration$$' -v .

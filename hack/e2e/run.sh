@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The end-to-end lane (make e2e): a Proxy becomes a real QEMU VM that
+# proxies traffic. On a fresh Debian 12 machine, as root:
+#   1. installs the Debian packages it needs, with no service started;
+#   2. builds the guest image (images/recipes/debian-proxy, cached);
+#   3. builds the operator with -tags libvirt and the test driver
+#      (operator/test/e2e, tag e2e), and the control plane (cached);
+#   4. starts a private libvirtd, virtlogd, NAT network and pool in a
+#      network namespace of its own (hack/e2e/libvirt-up.sh);
+#   5. runs the driver inside that namespace: control plane, operator,
+#      a Proxy to Ready, traffic through it, a refused client, delete;
+#   6. tears everything down, also when a step failed, after printing
+#      the guests' serial consoles and the operator's log on failure.
+# Nothing leaves loopback and the namespace; libvirt's `default` network
+# and the root namespace's libvirtd are never started.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+. hack/e2e/env.sh
+log() { echo "e2e: $*" >&2; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1fs", b - a }'; }
+lane_start=$(now)
+
+[ "$(id -u)" -eq 0 ] || { log "must run as root (packages, network namespace, loop devices)"; exit 1; }
+
+# 1. Packages. Debian starts a service from a package's postinst unless
+# policy-rc.d says no: the root libvirtd must never run here. CI machines
+# have one that exits 101 (kept as it is); elsewhere one is put in place
+# for the install and removed after it.
+policy=/usr/sbin/policy-rc.d
+own_policy=false
+if [ ! -x "$policy" ] || { "$policy" libvirtd start >/dev/null 2>&1; [ $? -ne 101 ]; }; then
+  [ -e "$policy" ] && mv "$policy" "$policy.e2e-saved"
+  printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
+  own_policy=true
+fi
+restore_policy() {
+  if $own_policy; then
+    rm -f "$policy"
+    [ -e "$policy.e2e-saved" ] && mv "$policy.e2e-saved" "$policy"
+    own_policy=false
+  fi
+  return 0
+}
+packages=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config
+  dnsmasq-base iptables iproute2 qemu-system-x86 qemu-utils gcc libc6-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  if ! { apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }; then
+    restore_policy
+    exit 1
+  fi
+fi
+restore_policy
+
+# 2. The guest image (build.sh installs its own build dependencies).
+t=$(now)
+image=$(images/recipes/debian-proxy/build.sh)
+image_time=$(secs "$t" "$(now)")
+case $image_time in 0.*) image_time="$image_time (cached)" ;; esac
+log "guest image $image ($image_time)"
+
+# 3. Binaries, built here: the namespace cannot download anything.
+KUBEBUILDER_ASSETS=$(hack/control-plane.sh)
+export KUBEBUILDER_ASSETS
+mkdir -p bin
+(cd operator && go build -tags libvirt -o ../bin/egress-proxies-operator-libvirt ./cmd)
+(cd operator && go test -c -tags e2e -o ../bin/e2e.test ./test/e2e)
+
+# One lane per machine at a time: the namespace and state directory have
+# fixed names, and the clean-up of an interrupted lane below must not
+# tear down a running one.
+exec 9>"$E2E_STATE.lock"
+if ! flock -n 9; then
+  log "another lane runs; waiting for it (at most 30 min)"
+  flock -w 1800 9 || { log "it did not finish"; exit 1; }
+fi
+
+# 4–6. The lane, torn down on any exit.
+status=1
+finish() {
+  if [ "$status" -ne 0 ]; then
+    log "FAILED; what the guests and the operator said:"
+    for f in "$E2E_STATE"/serial/*; do
+      [ -f "$f" ] && { echo "----- serial console $f (last 150 lines)"; tail -n 150 "$f"; }
+    done
+    for f in "$E2E_STATE"/lv/log/qemu/*.log; do
+      [ -f "$f" ] && { echo "----- QEMU log $f"; tail -n 30 "$f"; }
+    done
+    [ -f "$E2E_STATE/operator.log" ] && { echo "----- operator log (last 200 lines)"; tail -n 200 "$E2E_STATE/operator.log"; }
+  fi
+  local timings t
+  timings=""
+  [ -f "$E2E_STATE/timings" ] && timings=$(tr '\n' ' ' < "$E2E_STATE/timings")
+  t=$(now)
+  hack/e2e/libvirt-down.sh 9>&-
+  log "teardown $(secs "$t" "$(now)")"
+  if [ "$status" -eq 0 ]; then
+    log "timings: image build $image_time; ${timings}lane total $(secs "$lane_start" "$(now)")"
+    log "ok"
+  fi
+}
+trap finish EXIT
+trap 'exit 130' INT TERM # so an interrupted lane is torn down too
+# The daemons and the driver's children must not inherit the lock (9>&-).
+hack/e2e/libvirt-down.sh 9>&- # a lane interrupted before its teardown
+hack/e2e/libvirt-up.sh 9>&-
+
+export E2E_URI E2E_POOL E2E_NET E2E_HOST_IP E2E_SUBNET E2E_OUTSIDE_IP E2E_STATE
+export E2E_IMAGE=$image E2E_OPERATOR=$root/bin/egress-proxies-operator-libvirt E2E_CRDS=$root/operator/config/crd/bases
+ip netns exec "$E2E_NETNS" "$root/bin/e2e.test" -test.v -test.count=1 -test.timeout=25m 9>&-
+status=0

@@ -1,0 +1,81 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// serveImage serves the guest image over HTTP on the namespace's loopback,
+// for the provider's image fetch, and returns its URL and SHA-256.
+func serveImage(t *testing.T, path string) (string, string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(path)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) })
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/" + name, hex.EncodeToString(h.Sum(nil))
+}
+
+// origin is the HTTP server the proxied requests go to, on the bridge
+// address: the only host besides the VMs on the lane's network. It
+// records where each request came from.
+type origin struct {
+	URL string
+	mu  sync.Mutex
+	// from maps a request path to the source addresses it came from.
+	from map[string][]string
+}
+
+// body is what the origin answers at path.
+func (o *origin) body(path string) string { return "egress-e2e origin: " + path + "\n" }
+
+func startOrigin(t *testing.T, hostIP string) *origin {
+	t.Helper()
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", net.JoinHostPort(hostIP, "0"))
+	if err != nil {
+		t.Fatalf("origin on the bridge address: %v", err)
+	}
+	o := &origin{URL: "http://" + ln.Addr().String(), from: map[string][]string{}}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		o.mu.Lock()
+		o.from[r.URL.Path] = append(o.from[r.URL.Path], host)
+		o.mu.Unlock()
+		_, _ = io.WriteString(w, o.body(r.URL.Path))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return o
+}
+
+// sources returns the source addresses of the requests for path.
+func (o *origin) sources(path string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.from[path]...)
+}
