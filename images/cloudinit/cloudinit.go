@@ -134,7 +134,6 @@ write_files:
       MaxClients 512
       LogLevel Info
       Syslog On
-      DisableViaHeader Yes
 {{- range .AllowedClients }}
       Allow {{ . }}
 {{- end }}
