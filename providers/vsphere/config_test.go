@@ -1,10 +1,14 @@
 package vsphere
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 func TestConfigValidateListsEveryProblem(t *testing.T) {
@@ -61,5 +65,25 @@ func TestNewNeverDials(t *testing.T) {
 	}
 	if after := v.calls.Load(); after != before {
 		t.Errorf("New made %d calls", after-before)
+	}
+}
+
+// A cloud-init larger than guestinfo carries is refused, naming the field,
+// before any call (spec entry 24).
+func TestCloudInitAboveLimitIsRefusedFirst(t *testing.T) {
+	v := startVcsim(t)
+	p := v.provider(t)
+	before := v.calls.Load()
+	_, err := p.Create(context.Background(), contract.CreateRequest{
+		Name: "too-big", UID: "0b5c2b0e-7b8a-4f7e-9d1a-2c3d4e5f6a7b", Port: 3128,
+		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
+		CloudInit: make([]byte, MaxCloudInit+1),
+	})
+	var fe *contract.FieldError
+	if !errors.As(err, &fe) || fe.Field != "cloudInit" {
+		t.Fatalf("Create with %d bytes of cloud-init: %v, want a field error naming cloudInit", MaxCloudInit+1, err)
+	}
+	if after := v.calls.Load(); after != before {
+		t.Errorf("Create made %d calls before refusing", after-before)
 	}
 }
