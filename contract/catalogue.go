@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -17,4 +18,25 @@ func Lookup[V any](field string, catalogue map[string]V, key string) (V, error) 
 		return v, InvalidField(field, key, "not one of: "+strings.Join(keys, ", "))
 	}
 	return v, nil
+}
+
+// LookupZone is Lookup for placement.zone, where an empty zone picks the
+// region's only zone (a region with several needs one named).
+func LookupZone[V any](zones map[string]V, key string) (V, error) {
+	if key == "" && len(zones) == 1 {
+		for only := range zones {
+			key = only
+		}
+	}
+	return Lookup("placement.zone", zones, key)
+}
+
+// CloudInitFits refuses a CloudInit of more than limit bytes, naming the
+// field, its size and the channel that bounds it, so the refusal comes
+// before any backend call (§1.2).
+func CloudInitFits(cloudInit []byte, limit int, channel string) error {
+	if len(cloudInit) > limit {
+		return InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(cloudInit)), fmt.Sprintf("at most %d bytes through %s", limit, channel))
+	}
+	return nil
 }

@@ -17,3 +17,28 @@ func TestLookup(t *testing.T) {
 		t.Errorf("Lookup(huge) = %v", err)
 	}
 }
+
+func TestLookupZone(t *testing.T) {
+	one := map[string]string{"c0": "pool-0"}
+	if v, err := contract.LookupZone(one, ""); err != nil || v != "pool-0" {
+		t.Errorf("LookupZone(one zone, \"\") = %q, %v; want the only zone", v, err)
+	}
+	two := map[string]string{"c0": "pool-0", "c1": "pool-1"}
+	if v, err := contract.LookupZone(two, "c1"); err != nil || v != "pool-1" {
+		t.Errorf("LookupZone(c1) = %q, %v", v, err)
+	}
+	_, err := contract.LookupZone(two, "")
+	if !errors.Is(err, contract.ErrPermanent) || err.Error() != `placement.zone "": not one of: c0, c1` {
+		t.Errorf("LookupZone(two zones, \"\") = %v, want a field error listing both", err)
+	}
+}
+
+func TestCloudInitFits(t *testing.T) {
+	if err := contract.CloudInitFits(make([]byte, 10), 10, "guestinfo"); err != nil {
+		t.Errorf("10 bytes within 10: %v", err)
+	}
+	err := contract.CloudInitFits(make([]byte, 11), 10, "guestinfo")
+	if !errors.Is(err, contract.ErrPermanent) || err.Error() != `cloudInit "11 bytes": at most 10 bytes through guestinfo` {
+		t.Errorf("11 bytes within 10: %v", err)
+	}
+}

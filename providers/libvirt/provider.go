@@ -202,8 +202,8 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	if len(req.CloudInit) > maxCloudInit {
-		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes on the NoCloud seed", maxCloudInit))
+	if err := contract.CloudInitFits(req.CloudInit, maxCloudInit, "the NoCloud seed"); err != nil {
+		return plan{}, err
 	}
 	return plan{regionName: pl.Region, region: region, machine: machine, imageKey: pl.Image, image: image}, nil
 }

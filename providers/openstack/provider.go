@@ -182,12 +182,7 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	zoneKey := pl.Zone
-	if zoneKey == "" && len(region.Zones) == 1 {
-		for zoneKey = range region.Zones {
-		}
-	}
-	zone, err := contract.Lookup("placement.zone", region.Zones, zoneKey)
+	zone, err := contract.LookupZone(region.Zones, pl.Zone)
 	if err != nil {
 		return plan{}, err
 	}
@@ -199,8 +194,8 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	if len(req.CloudInit) > MaxCloudInit {
-		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes through Nova user_data", MaxCloudInit))
+	if err := contract.CloudInitFits(req.CloudInit, MaxCloudInit, "Nova user_data"); err != nil {
+		return plan{}, err
 	}
 	return plan{regionKey: pl.Region, region: region, zone: zone, flavor: flavor, image: image}, nil
 }

@@ -88,12 +88,7 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	zoneName := pl.Zone
-	if zoneName == "" && len(region.Zones) == 1 {
-		for zoneName = range region.Zones {
-		}
-	}
-	zone, err := contract.Lookup("placement.zone", region.Zones, zoneName)
+	zone, err := contract.LookupZone(region.Zones, pl.Zone)
 	if err != nil {
 		return plan{}, err
 	}
@@ -105,8 +100,8 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	if len(req.CloudInit) > MaxCloudInit {
-		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes on a NoCloud seed", MaxCloudInit))
+	if err := contract.CloudInitFits(req.CloudInit, MaxCloudInit, "a NoCloud seed"); err != nil {
+		return plan{}, err
 	}
 	return plan{region: pl.Region, zone: zone, machine: machine, image: image}, nil
 }

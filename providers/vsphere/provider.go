@@ -409,12 +409,7 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	zoneName := pl.Zone
-	if zoneName == "" && len(region.Zones) == 1 {
-		for zoneName = range region.Zones {
-		}
-	}
-	zone, err := contract.Lookup("placement.zone", region.Zones, zoneName)
+	zone, err := contract.LookupZone(region.Zones, pl.Zone)
 	if err != nil {
 		return plan{}, err
 	}
@@ -426,8 +421,8 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	if len(req.CloudInit) > MaxCloudInit {
-		return plan{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), fmt.Sprintf("at most %d bytes through guestinfo", MaxCloudInit))
+	if err := contract.CloudInitFits(req.CloudInit, MaxCloudInit, "guestinfo"); err != nil {
+		return plan{}, err
 	}
 	return plan{regionName: pl.Region, region: region, zone: zone, machine: machine, template: template}, nil
 }

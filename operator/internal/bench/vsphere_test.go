@@ -36,6 +36,7 @@ const (
 )
 
 var (
+	sim   *devsim.Vcsim
 	k8s   client.WithWatch
 	front *httptest.Server
 	calls atomic.Int64 // SOAP requests through the front: the paths' own
@@ -61,7 +62,8 @@ func TestMain(m *testing.M) {
 func run(m *testing.M, cfg *rest.Config) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sim, err := devsim.StartVcsim(ctx, user, password, false)
+	var err error
+	sim, err = devsim.StartVcsim(ctx, user, password, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
