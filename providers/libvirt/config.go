@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
 )
 
@@ -42,8 +43,8 @@ type Config struct {
 	SerialLogDir string `json:"serialLogDir,omitempty"`
 	// CallTimeout bounds each libvirt call (default 30 s); ImageTimeout
 	// one image fetch into a pool (default 30 min).
-	CallTimeout  Duration `json:"callTimeout,omitempty"`
-	ImageTimeout Duration `json:"imageTimeout,omitempty"`
+	CallTimeout  contract.Duration `json:"callTimeout,omitempty"`
+	ImageTimeout contract.Duration `json:"imageTimeout,omitempty"`
 }
 
 // Region is one libvirt daemon and where on it the provider works.
@@ -69,20 +70,6 @@ type MachineType struct {
 	MemoryMiB uint `json:"memoryMiB"`
 	// DiskGiB is the overlay's virtual size; 0 keeps the image's size.
 	DiskGiB uint `json:"diskGiB,omitempty"`
-}
-
-// Duration is a time.Duration written as "30s" in the config.
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON reads "30s", "10m".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if len(s) < 2 || s[0] != '"' {
-		return fmt.Errorf("duration %s: want a string such as \"30s\"", s)
-	}
-	v, err := time.ParseDuration(s[1 : len(s)-1])
-	d.Duration = v
-	return err
 }
 
 // The address sources.

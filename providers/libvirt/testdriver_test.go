@@ -94,7 +94,7 @@ func newTestBackend(t *testing.T) *testBackend {
 			Regions:      map[string]Region{testRegion: {URI: testURI, Pool: testPool, Network: "default"}},
 			MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
 			Images:       map[string]fetch.Entry{"debian-12": {URL: srv.URL + "/proxy.qcow2", SHA256: hex.EncodeToString(sum[:]), Format: "qcow2"}},
-			CallTimeout:  Duration{1e9},
+			CallTimeout:  contract.Duration{Duration: 1e9},
 		},
 	}
 	return b

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // Config is the `openstack:` block of the providers config (template
@@ -37,7 +39,7 @@ type Config struct {
 	// must match exactly one image of the region.
 	Images map[string]string `json:"images"`
 	// CallTimeout bounds each API call (and a Keystone login). Default 30 s.
-	CallTimeout Duration `json:"callTimeout,omitempty"`
+	CallTimeout contract.Duration `json:"callTimeout,omitempty"`
 }
 
 // Region is one OpenStack region and how servers are placed in it.
@@ -53,20 +55,6 @@ type Region struct {
 	// must allow the proxy's port from the allowed clients (the provider
 	// does not change groups). Default: Nova's "default" group.
 	SecurityGroups []string `json:"securityGroups,omitempty"`
-}
-
-// Duration is a time.Duration written as "30s" in the config.
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON reads "30s", "10m".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if len(s) < 2 || s[0] != '"' {
-		return fmt.Errorf("duration %s: want a string such as \"30s\"", s)
-	}
-	v, err := time.ParseDuration(s[1 : len(s)-1])
-	d.Duration = v
-	return err
 }
 
 var (

@@ -65,7 +65,7 @@ func startCloud(t *testing.T, adjust ...func(*osfake.Options)) *cloud {
 		},
 		MachineTypes: map[string]string{"small": "m1.small"},
 		Images:       map[string]string{"debian-12": "debian-12"},
-		CallTimeout:  Duration{time.Second},
+		CallTimeout:  contract.Duration{Duration: time.Second},
 	}
 	return c
 }

@@ -309,7 +309,7 @@ func TestCallsDoNotQueueBehindALogin(t *testing.T) {
 		}
 		return nil
 	})
-	c.cfg.CallTimeout = Duration{30 * time.Second}
+	c.cfg.CallTimeout = contract.Duration{Duration: 30 * time.Second}
 	p := c.provider(t)
 	first := make(chan error, 1)
 	go func() {

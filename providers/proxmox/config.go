@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // Config is the `proxmox:` block of the providers config (template entry
@@ -26,8 +28,8 @@ type Config struct {
 	FullClone bool `json:"fullClone,omitempty"`
 	// CallTimeout bounds each API call; TaskTimeout each task (clone,
 	// start, stop, destroy, upload). Defaults 30 s and 10 min.
-	CallTimeout Duration `json:"callTimeout,omitempty"`
-	TaskTimeout Duration `json:"taskTimeout,omitempty"`
+	CallTimeout contract.Duration `json:"callTimeout,omitempty"`
+	TaskTimeout contract.Duration `json:"taskTimeout,omitempty"`
 }
 
 // Region is one Proxmox VE cluster: any node's API serves the whole
@@ -82,20 +84,6 @@ type MachineType struct {
 type Image struct {
 	TemplateVMID int    `json:"templateVMID,omitempty"`
 	TemplateName string `json:"templateName,omitempty"`
-}
-
-// Duration is a time.Duration written as "30s" in the config.
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON reads "30s", "10m".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if len(s) < 2 || s[0] != '"' {
-		return fmt.Errorf("duration %s: want a string such as \"30s\"", s)
-	}
-	v, err := time.ParseDuration(s[1 : len(s)-1])
-	d.Duration = v
-	return err
 }
 
 const (

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 func TestConfigValidateListsEveryProblem(t *testing.T) {
@@ -73,7 +75,7 @@ func TestConfigDefaults(t *testing.T) {
 	r := cfg.Regions[testRegion]
 	r.VMIDs = VMIDRange{}
 	cfg.Regions = map[string]Region{testRegion: r}
-	cfg.CallTimeout, cfg.TaskTimeout = Duration{}, Duration{}
+	cfg.CallTimeout, cfg.TaskTimeout = contract.Duration{}, contract.Duration{}
 	d := cfg.withDefaults()
 	if d.Regions[testRegion].VMIDs != (VMIDRange{Min: 100000, Max: 199999}) || d.CallTimeout.Duration != 30*time.Second || d.TaskTimeout.Duration != 10*time.Minute {
 		t.Errorf("defaults: %+v %v %v", d.Regions[testRegion].VMIDs, d.CallTimeout, d.TaskTimeout)

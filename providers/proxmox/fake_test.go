@@ -74,8 +74,8 @@ func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
 		}},
 		MachineTypes: map[string]MachineType{"small": {Cores: 1, MemoryMiB: 512}},
 		Images:       map[string]Image{"debian-12": {TemplateName: "debian-12-proxy"}},
-		CallTimeout:  Duration{time.Second},
-		TaskTimeout:  Duration{10 * time.Second},
+		CallTimeout:  contract.Duration{Duration: time.Second},
+		TaskTimeout:  contract.Duration{Duration: 10 * time.Second},
 	}
 	return &fake{s: s, cfg: cfg}
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // Config is the `vsphere:` block of the providers config (template entry
@@ -34,8 +36,8 @@ type Config struct {
 	Images map[string]string `json:"images"`
 	// CallTimeout bounds each SOAP call; TaskTimeout each task (clone,
 	// power on, destroy). Defaults 30 s and 10 min.
-	CallTimeout Duration `json:"callTimeout,omitempty"`
-	TaskTimeout Duration `json:"taskTimeout,omitempty"`
+	CallTimeout contract.Duration `json:"callTimeout,omitempty"`
+	TaskTimeout contract.Duration `json:"taskTimeout,omitempty"`
 }
 
 // Region is one datacenter and where in it the provider works.
@@ -62,20 +64,6 @@ type Zone struct {
 type MachineType struct {
 	CPUs      int32 `json:"cpus"`
 	MemoryMiB int64 `json:"memoryMiB"`
-}
-
-// Duration is a time.Duration written as "30s" in the config.
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON reads "30s", "10m".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if len(s) < 2 || s[0] != '"' {
-		return fmt.Errorf("duration %s: want a string such as \"30s\"", s)
-	}
-	v, err := time.ParseDuration(s[1 : len(s)-1])
-	d.Duration = v
-	return err
 }
 
 var (

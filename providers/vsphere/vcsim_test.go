@@ -179,7 +179,7 @@ func (v *vcsim) config(t *testing.T) Config {
 		}}},
 		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
 		Images:       map[string]string{"debian-12": templateName},
-		CallTimeout:  Duration{1e9},
+		CallTimeout:  contract.Duration{Duration: 1e9},
 	}
 }
 
