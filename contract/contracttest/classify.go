@@ -2,6 +2,7 @@ package contracttest
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -41,7 +42,7 @@ func RunClassifyTable(t *testing.T, classify func(error) error, cases []Classify
 			if cls := contract.ClassOf(got); cls != want {
 				t.Errorf("classify(%v) has class %s, want %s", c.Err, cls, want)
 			}
-			if !errors.Is(got, c.Err) {
+			if !reaches(got, c.Err) {
 				t.Errorf("classify(%v) lost the SDK error: errors.Is fails", c.Err)
 			}
 			if got.Error() == "" {
@@ -49,4 +50,32 @@ func RunClassifyTable(t *testing.T, classify func(error) error, cases []Classify
 			}
 		})
 	}
+}
+
+// reaches reports whether want is in got's chain: errors.Is, or for an
+// SDK error errors.Is cannot compare (a struct holding a slice, such as
+// gophercloud's response errors), an equal value in the chain.
+func reaches(got, want error) bool {
+	if errors.Is(got, want) {
+		return true
+	}
+	if reflect.TypeOf(want).Comparable() {
+		return false
+	}
+	for stack := []error{got}; len(stack) > 0; {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if reflect.DeepEqual(e, want) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				stack = append(stack, next)
+			}
+		case interface{ Unwrap() []error }:
+			stack = append(stack, u.Unwrap()...)
+		}
+	}
+	return false
 }

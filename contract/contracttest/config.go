@@ -39,6 +39,13 @@ type Config struct {
 	// (TEST-NET-1): it is only reported, never contacted.
 	GuestIP string
 
+	// IPAssignedAtCreate says the backend gives the instance its address
+	// when it is made (ip-source: assigned-at-create, §4.3), so Get may say
+	// Running with that address before any guest reports one. A provider
+	// that discovers the address leaves it false: Running before the guest
+	// reports is then an error.
+	IPAssignedAtCreate bool
+
 	// CallBudget is the longest one provider call may take against a
 	// hanging backend when the caller set no deadline (contract §1.5).
 	// Zero skips the CallsAreBounded rule.

@@ -163,6 +163,14 @@ var variants = []variant{
 			return inst, nil
 		})
 	}, nil},
+	{"running-with-an-unreported-ip", "RunningRequiresIP", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Power == "running" && inst.IP == "" {
+				inst.State, inst.IP = contract.StateRunning, "203.0.113.9"
+			}
+			return inst, nil
+		})
+	}, nil},
 	{"uid-from-memory", "UIDAndCreatedAtReadBack", func(b *brokenProvider) {
 		var uids sync.Map
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
