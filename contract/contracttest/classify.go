@@ -68,7 +68,7 @@ func reaches(got, want error) bool {
 		if reflect.DeepEqual(e, want) {
 			return true
 		}
-		switch u := e.(type) {
+		switch u := e.(type) { //nolint:errorlint // this walks the chain itself
 		case interface{ Unwrap() error }:
 			if next := u.Unwrap(); next != nil {
 				stack = append(stack, next)

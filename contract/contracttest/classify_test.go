@@ -20,7 +20,7 @@ func TestReaches(t *testing.T) {
 	if !reaches(errors.Join(errors.New("other"), fmt.Errorf("x: %w", sdk)), sdk) {
 		t.Error("an uncomparable SDK error behind errors.Join was not found")
 	}
-	if reaches(fmt.Errorf("create: %v", sdk), sdk) {
+	if reaches(fmt.Errorf("create: %v", sdk), sdk) { //nolint:errorlint // flattened on purpose
 		t.Error("an SDK error flattened to text counts as kept")
 	}
 	if reaches(fmt.Errorf("create: %w", sliceErr{body: []byte("other")}), sdk) {
