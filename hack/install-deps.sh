@@ -7,19 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc libc6-dev make git xorriso libvirt-dev pkg-config)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "install-deps: missing Debian packages ${missing[*]}; run as root or install them" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# libvirt-dev and pkg-config: the libvirt provider's bindings are cgo.
+hack/apt-ensure.sh gcc libc6-dev make git xorriso libvirt-dev pkg-config
 
 command -v go >/dev/null || { echo "install-deps: Go is not on PATH (expected /usr/local/go/bin)" >&2; exit 1; }
 make --no-print-directory tools

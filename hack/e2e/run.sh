@@ -24,40 +24,10 @@ lane_start=$(now)
 
 [ "$(id -u)" -eq 0 ] || { log "must run as root (packages, network namespace, loop devices)"; exit 1; }
 
-# 1. Packages. Debian starts a service from a package's postinst unless
-# policy-rc.d says no: the root libvirtd must never run here. CI machines
-# have one that exits 101 (kept as it is); elsewhere one is put in place
-# for the install and removed after it.
-policy=/usr/sbin/policy-rc.d
-own_policy=false
-if [ ! -x "$policy" ] || { "$policy" libvirtd start >/dev/null 2>&1; [ $? -ne 101 ]; }; then
-  [ -e "$policy" ] && mv "$policy" "$policy.e2e-saved"
-  printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
-  own_policy=true
-fi
-restore_policy() {
-  if $own_policy; then
-    rm -f "$policy"
-    [ -e "$policy.e2e-saved" ] && mv "$policy.e2e-saved" "$policy"
-    own_policy=false
-  fi
-  return 0
-}
-packages=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config
-  dnsmasq-base iptables iproute2 qemu-system-x86 qemu-utils gcc libc6-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]}"
-  if ! { apt-get update -qq &&
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }; then
-    restore_policy
-    exit 1
-  fi
-fi
-restore_policy
+# 1. Packages, with no service started (apt-ensure.sh: the root libvirtd
+# must never run here).
+hack/apt-ensure.sh libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config \
+  dnsmasq-base iptables iproute2 qemu-system-x86 qemu-utils gcc libc6-dev
 
 # 2. The guest image (build.sh installs its own build dependencies).
 t=$(now)

@@ -46,16 +46,7 @@ fi
 log() { echo "debian-proxy: $*" >&2; }
 
 [ "$(id -u)" -eq 0 ] || { log "must run as root (loop devices, mount)"; exit 1; }
-deps=(mmdebstrap extlinux syslinux-common fdisk qemu-utils e2fsprogs)
-missing=()
-for p in "${deps[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
+"$here/../../../hack/apt-ensure.sh" mmdebstrap extlinux syslinux-common fdisk qemu-utils e2fsprogs
 
 work=$(mktemp -d)
 loop=""

@@ -13,11 +13,7 @@ image=${1:-$("$here/build.sh")}
 timeout_s=${SMOKE_TIMEOUT:-300}
 log() { echo "smoke: $*" >&2; }
 
-if ! command -v qemu-system-x86_64 >/dev/null; then
-  [ "$(id -u)" -eq 0 ] || { log "qemu-system-x86_64 is missing; install qemu-system-x86"; exit 1; }
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >&2
-fi
+"$root/hack/apt-ensure.sh" qemu-system-x86
 
 work=$(mktemp -d)
 pid=""
