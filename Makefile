@@ -100,6 +100,7 @@ proxmox-secret: ## Print the credentials Secret for Proxmox VE from PROXMOX_TOKE
 	hack/credentials-secret.sh proxmox-token-id=$(PROXMOX_TOKEN_ID_FILE) proxmox-token-secret=$(PROXMOX_TOKEN_SECRET_FILE) $(if $(PROXMOX_CA_FILE),proxmox-ca.pem=$(PROXMOX_CA_FILE))
 test-integration-openstack: ## The OpenStack lifecycle against a real cloud named by OPENSTACK_TEST_* (docs/openstack-provider.md).
 	cd providers/openstack && $(GO) test -count=1 -run '^TestIntegration$$' -v .
+
 openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_CLOUDS_FILE (and OPENSTACK_CA_FILE if set).
 	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))
 

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/providers/libvirt"
+	"github.com/egress-proxies/egress-proxies-operator/providers/openstack"
+	"github.com/egress-proxies/egress-proxies-operator/providers/proxmox"
+	"github.com/egress-proxies/egress-proxies-operator/providers/vsphere"
+)
+
+// validating registers each provider type with its own config validation
+// and no constructor: the test checks the shipped blocks, not a backend.
+func validating() providers.Registry {
+	reg := providers.Registry{}
+	none := func(string) (contract.Provider, error) { return nil, nil }
+	reg.Register(providers.Typed(vsphere.Type, vsphere.Config.Validate, func(vsphere.Config) (contract.Provider, error) { return none("") }))
+	reg.Register(providers.Typed(libvirt.Type, libvirt.Config.Validate, func(libvirt.Config) (contract.Provider, error) { return none("") }))
+	reg.Register(providers.Typed(proxmox.Type, proxmox.Config.Validate, func(proxmox.Config) (contract.Provider, error) { return none("") }))
+	reg.Register(providers.Typed(openstack.Type, openstack.Config.Validate, func(openstack.Config) (contract.Provider, error) { return none("") }))
+	return reg
+}
+
+// commentedEntry is the first line of a commented-out provider entry.
+var commentedEntry = regexp.MustCompile(`^(\s*)# - name: (\S+)$`)
+
+// Every commented provider block of the shipped providers config, once
+// uncommented, passes its provider's own validation: a user who uncomments
+// one gets placeholders to fill, not a config error.
+func TestShippedProviderBlocksValidate(t *testing.T) {
+	raw, err := os.ReadFile("../config/manager/providers_config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(cm.Data["providers.yaml"], "\n")
+	found := 0
+	for i := 0; i < len(lines); i++ {
+		m := commentedEntry.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		indent, name := m[1], m[2]
+		// The block is the entry's line and the commented lines indented
+		// under it; prose comments ("# vSphere (build with …") end it.
+		block := []string{"providers:", indent + "- name: " + name}
+		for i++; i < len(lines) && strings.HasPrefix(lines[i], indent+"#   "); i++ {
+			block = append(block, indent+strings.TrimPrefix(lines[i], indent+"# "))
+		}
+		i--
+		found++
+		t.Run(name, func(t *testing.T) {
+			text := strings.Join(block, "\n")
+			// Placeholders a user replaces, which validation rightly refuses.
+			text = strings.ReplaceAll(text, "<64 hex digits>", strings.Repeat("ab", 32))
+			if _, err := config.Parse([]byte(text), validating()); err != nil {
+				t.Errorf("the shipped %s block does not validate: %v\n%s", name, err, text)
+			}
+		})
+	}
+	if found != 4 {
+		t.Errorf("found %d commented provider blocks, want one per provider type (4)", found)
+	}
+}
