@@ -362,6 +362,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	if err != nil {
 		return r.providerError(ctx, proxy, "ListByTag", err)
 	}
+	deleted := false
 	for _, inst := range left {
 		if inst.State == contract.StateTerminated {
 			continue
@@ -369,7 +370,15 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 		if err := entry.Provider.Delete(ctx, inst.ProviderID); err != nil {
 			return r.providerError(ctx, proxy, "Delete", err)
 		}
+		deleted = true
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleting instance %s (%s)", inst.Name, inst.ProviderID))
+	}
+	if deleted {
+		// A provider whose Delete waits (delete-return: waits) is done
+		// already: look again now rather than one poll later.
+		if left, err = entry.Provider.ListByTag(ctx, contract.LabelUID, string(proxy.UID)); err != nil {
+			return r.providerError(ctx, proxy, "ListByTag", err)
+		}
 	}
 	if len(left) > 0 {
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
