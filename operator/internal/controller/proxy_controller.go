@@ -54,6 +54,11 @@ type ProxyReconciler struct {
 type Timing struct {
 	// Poll is the wait between checks of a VM that is not ready yet.
 	Poll time.Duration
+	// Probe is the wait between probes of a running VM whose proxy does
+	// not answer yet (it is still booting or running cloud-init). A probe
+	// reaches only the VM, never the backend's API, so it comes sooner
+	// than Poll; the default is 1 s, or Poll if that is shorter.
+	Probe time.Duration
 	// Resync is the wait between checks of a Ready proxy, which notice a VM
 	// deleted or stopped behind the operator's back.
 	Resync time.Duration
@@ -71,6 +76,7 @@ func (t Timing) withDefaults() Timing {
 		}
 	}
 	def(&t.Poll, 5*time.Second)
+	def(&t.Probe, min(time.Second, t.Poll))
 	def(&t.Resync, time.Minute)
 	def(&t.QuotaBackoff, 5*time.Minute)
 	def(&t.PermanentRetry, 30*time.Minute)
@@ -276,7 +282,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 	target := ro.ref(proxy)
 	if err := r.Prober.Probe(ctx, target.IP, proxy.Spec.Port); err != nil {
 		r.setProgress(proxy, ro, v1alpha1.ReasonProxyUnreachable, err.Error())
-		return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
+		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
 	if ro == roleReplacement {
 		old := s.Instance

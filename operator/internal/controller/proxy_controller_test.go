@@ -8,11 +8,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
@@ -269,4 +271,53 @@ func TestServiceConflictIsReportedThenResolved(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, p)
+}
+
+// A Ready Proxy's resyncs find nothing to change and send the API server
+// no write: the operator's PUTs stay put while it keeps checking its VM.
+// (The API server would drop an unchanged status anyway, so only the
+// request count shows the difference.)
+func TestResyncOfAReadyProxyWritesNothing(t *testing.T) {
+	p := newProxy(t, "quiet", nil)
+	bootGuest(t, p, current)
+	waitReady(t, p)
+	gets := func() uint64 {
+		var m dto.Metric
+		h, err := metrics.ProviderCallDuration.GetMetricWithLabelValues(testProvider, "memory", "Get", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	puts := func() float64 {
+		families, err := ctrlmetrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0.0
+		for _, f := range families {
+			if f.GetName() != "rest_client_requests_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "method" && l.GetValue() == "PUT" {
+						total += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return total
+	}
+	// Let the Ready write and its echo settle: one resync first.
+	settled := gets()
+	eventually(t, "a first resync", func() bool { return gets() > settled })
+	before, putsBefore := gets(), puts()
+	eventually(t, "three more resyncs", func() bool { return gets() >= before+3 })
+	if n := puts() - putsBefore; n != 0 {
+		t.Errorf("%v PUTs during resyncs that changed nothing", n)
+	}
 }

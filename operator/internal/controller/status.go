@@ -4,16 +4,26 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
-// writeStatus derives the phase from the conditions and writes the status.
+// writeStatus derives the phase from the conditions and writes the status,
+// unless the cache already holds exactly that status: a Ready Proxy's
+// resync, or a proxy still booting and probed every second, then costs the
+// API server nothing.
 func (r *ProxyReconciler) writeStatus(ctx context.Context, proxy *v1alpha1.Proxy) error {
 	proxy.Status.ObservedGeneration = proxy.Generation
 	proxy.Status.Phase = phaseOf(proxy)
+	var cached v1alpha1.Proxy
+	if err := r.Get(ctx, client.ObjectKeyFromObject(proxy), &cached); err == nil &&
+		cached.UID == proxy.UID && equality.Semantic.DeepEqual(cached.Status, proxy.Status) {
+		return nil
+	}
 	return r.Status().Update(ctx, proxy)
 }
 
