@@ -29,7 +29,7 @@ import (
 // the bare govmomi sequence it automates (clone, power on, wait for the
 // guest's address) on the same vcsim, at the same concurrency, in the same
 // run. Both find the address by polling every 20 ms, and the same played
-// guest reports it. Metrics: ms (wall time for the batch), calls/create
+// guest reports it. Metrics: ms (mean wall time for the batch), calls/create
 // (SOAP requests per instance), and for the operator calls/resync (SOAP
 // requests per Proxy per steady-state resync).
 //
@@ -51,21 +51,45 @@ func BenchmarkReady(b *testing.B) {
 	for _, c := range cases {
 		b.Run("sdk/"+c.name, func(b *testing.B) {
 			defer cloneTakes(c.clone)()
+			var m mean
 			for b.Loop() {
 				elapsed, perCreate := throughSDK(b, c.proxies)
-				b.ReportMetric(float64(elapsed.Milliseconds()), "ms")
-				b.ReportMetric(perCreate, "calls/create")
+				m.add(elapsed, perCreate, 0)
 			}
+			m.report(b, false)
 		})
 		b.Run("operator/"+c.name, func(b *testing.B) {
 			defer cloneTakes(c.clone)()
+			var m mean
 			for b.Loop() {
-				elapsed, perCreate, perResync := throughOperator(b, c.proxies)
-				b.ReportMetric(float64(elapsed.Milliseconds()), "ms")
-				b.ReportMetric(perCreate, "calls/create")
-				b.ReportMetric(perResync, "calls/resync")
+				m.add(throughOperator(b, c.proxies))
 			}
+			m.report(b, true)
 		})
+	}
+}
+
+// mean averages the metrics over a benchmark's iterations (ReportMetric
+// keeps only the last value it is given).
+type mean struct {
+	n                  int
+	elapsed            time.Duration
+	perCreate, resyncs float64
+}
+
+func (m *mean) add(elapsed time.Duration, perCreate, perResync float64) {
+	m.n++
+	m.elapsed += elapsed
+	m.perCreate += perCreate
+	m.resyncs += perResync
+}
+
+func (m *mean) report(b *testing.B, resyncs bool) {
+	n := float64(m.n)
+	b.ReportMetric(float64(m.elapsed.Milliseconds())/n, "ms")
+	b.ReportMetric(m.perCreate/n, "calls/create")
+	if resyncs {
+		b.ReportMetric(m.resyncs/n, "calls/resync")
 	}
 }
 
