@@ -5,7 +5,7 @@
 # with vcsim taking a second to answer CloneVM_Task (a fast clone on a real
 # vCenter); SOAP calls per create and per steady-state resync (DESIGN.md §8:
 # <= 1.15x at 1).
-#   hack/bench-vsphere.sh [iterations]     # default 3; the last (warm) one is reported
+#   hack/bench-vsphere.sh [iterations]     # default 3, after one untimed warm-up; the mean is reported
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(hack/control-plane.sh)}
