@@ -40,3 +40,17 @@ func CloudInitFits(cloudInit []byte, limit int, channel string) error {
 	}
 	return nil
 }
+
+// LookupPlacement looks a Placement's region, machine type and image up in
+// a provider's catalogues, each as Lookup does; a provider with zones then
+// looks the zone up in the region returned (LookupZone).
+func LookupPlacement[R, M, I any](p Placement, regions map[string]R, machineTypes map[string]M, images map[string]I) (region R, machine M, image I, err error) {
+	if region, err = Lookup("placement.region", regions, p.Region); err != nil {
+		return region, machine, image, err
+	}
+	if machine, err = Lookup("placement.machineType", machineTypes, p.MachineType); err != nil {
+		return region, machine, image, err
+	}
+	image, err = Lookup("placement.image", images, p.Image)
+	return region, machine, image, err
+}

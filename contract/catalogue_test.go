@@ -42,3 +42,24 @@ func TestCloudInitFits(t *testing.T) {
 		t.Errorf("11 bytes within 10: %v", err)
 	}
 }
+
+func TestLookupPlacement(t *testing.T) {
+	regions := map[string]string{"r1": "dc1"}
+	sizes := map[string]int{"small": 1}
+	images := map[string]string{"debian-12": "tmpl"}
+	r, m, i, err := contract.LookupPlacement(contract.Placement{Region: "r1", MachineType: "small", Image: "debian-12"}, regions, sizes, images)
+	if err != nil || r != "dc1" || m != 1 || i != "tmpl" {
+		t.Fatalf("LookupPlacement = %q, %d, %q, %v", r, m, i, err)
+	}
+	for field, pl := range map[string]contract.Placement{
+		"placement.region":      {Region: "r9", MachineType: "small", Image: "debian-12"},
+		"placement.machineType": {Region: "r1", MachineType: "huge", Image: "debian-12"},
+		"placement.image":       {Region: "r1", MachineType: "small", Image: "arch"},
+	} {
+		_, _, _, err := contract.LookupPlacement(pl, regions, sizes, images)
+		var fe *contract.FieldError
+		if !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("LookupPlacement(%+v) = %v, want a field error naming %s", pl, err, field)
+		}
+	}
+}

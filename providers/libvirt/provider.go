@@ -190,15 +190,7 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 		return plan{}, err
 	}
 	pl := req.Placement
-	region, err := contract.Lookup("placement.region", p.cfg.Regions, pl.Region)
-	if err != nil {
-		return plan{}, err
-	}
-	machine, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
-	if err != nil {
-		return plan{}, err
-	}
-	image, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
+	region, machine, image, err := contract.LookupPlacement(pl, p.cfg.Regions, p.cfg.MachineTypes, p.cfg.Images)
 	if err != nil {
 		return plan{}, err
 	}

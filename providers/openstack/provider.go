@@ -178,19 +178,11 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 		return plan{}, contract.InvalidField("uid", req.UID, fmt.Sprintf("at most %d characters, to fit a Nova tag", maxUID))
 	}
 	pl := req.Placement
-	region, err := contract.Lookup("placement.region", p.cfg.Regions, pl.Region)
+	region, flavor, image, err := contract.LookupPlacement(pl, p.cfg.Regions, p.cfg.MachineTypes, p.cfg.Images)
 	if err != nil {
 		return plan{}, err
 	}
 	zone, err := contract.LookupZone(region.Zones, pl.Zone)
-	if err != nil {
-		return plan{}, err
-	}
-	flavor, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
-	if err != nil {
-		return plan{}, err
-	}
-	image, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
 	if err != nil {
 		return plan{}, err
 	}

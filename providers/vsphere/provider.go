@@ -405,19 +405,11 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 		return plan{}, err
 	}
 	pl := req.Placement
-	region, err := contract.Lookup("placement.region", p.cfg.Regions, pl.Region)
+	region, machine, template, err := contract.LookupPlacement(pl, p.cfg.Regions, p.cfg.MachineTypes, p.cfg.Images)
 	if err != nil {
 		return plan{}, err
 	}
 	zone, err := contract.LookupZone(region.Zones, pl.Zone)
-	if err != nil {
-		return plan{}, err
-	}
-	machine, err := contract.Lookup("placement.machineType", p.cfg.MachineTypes, pl.MachineType)
-	if err != nil {
-		return plan{}, err
-	}
-	template, err := contract.Lookup("placement.image", p.cfg.Images, pl.Image)
 	if err != nil {
 		return plan{}, err
 	}
