@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,17 +18,8 @@ import (
 // is deleted. Without the variables it is skipped, saying which are
 // missing.
 func TestIntegration(t *testing.T) {
-	vars := map[string]string{}
-	var missing []string
-	for _, name := range []string{"CLOUDS_FILE", "REGION", "ZONE", "NETWORK", "FLAVOR", "IMAGE"} {
-		vars[name] = os.Getenv("OPENSTACK_TEST_" + name)
-		if vars[name] == "" {
-			missing = append(missing, "OPENSTACK_TEST_"+name)
-		}
-	}
-	if len(missing) > 0 {
-		t.Skipf("skipped: no real cloud; set %s (and optionally OPENSTACK_TEST_CLOUD, OPENSTACK_TEST_CA_FILE, OPENSTACK_TEST_SECURITY_GROUP)", strings.Join(missing, ", "))
-	}
+	vars := contracttest.RequireEnv(t, "real cloud", "OPENSTACK_TEST_", []string{"CLOUDS_FILE", "REGION", "ZONE", "NETWORK", "FLAVOR", "IMAGE"},
+		"OPENSTACK_TEST_CLOUD", "OPENSTACK_TEST_CA_FILE", "OPENSTACK_TEST_SECURITY_GROUP")
 	var groups []string
 	if g := os.Getenv("OPENSTACK_TEST_SECURITY_GROUP"); g != "" {
 		groups = []string{g}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,17 +19,8 @@ import (
 // guest agent reports, is found by its tags, and is destroyed with its
 // seed. Without the variables it is skipped, saying which are missing.
 func TestIntegration(t *testing.T) {
-	vars := map[string]string{}
-	var missing []string
-	for _, name := range []string{"ENDPOINT", "TOKEN_ID_FILE", "TOKEN_SECRET_FILE", "NODE", "ISO_STORAGE", "TEMPLATE"} {
-		vars[name] = os.Getenv("PROXMOX_TEST_" + name)
-		if vars[name] == "" {
-			missing = append(missing, "PROXMOX_TEST_"+name)
-		}
-	}
-	if len(missing) > 0 {
-		t.Skipf("skipped: no real Proxmox VE cluster; set %s (and optionally PROXMOX_TEST_CA_FILE, PROXMOX_TEST_STORAGE for full clones, PROXMOX_TEST_VMID_MIN/MAX)", strings.Join(missing, ", "))
-	}
+	vars := contracttest.RequireEnv(t, "real Proxmox VE cluster", "PROXMOX_TEST_", []string{"ENDPOINT", "TOKEN_ID_FILE", "TOKEN_SECRET_FILE", "NODE", "ISO_STORAGE", "TEMPLATE"},
+		"PROXMOX_TEST_CA_FILE", "PROXMOX_TEST_STORAGE for full clones", "PROXMOX_TEST_VMID_MIN/MAX")
 	img := Image{TemplateName: vars["TEMPLATE"]}
 	if id, err := strconv.Atoi(vars["TEMPLATE"]); err == nil {
 		img = Image{TemplateVMID: id}

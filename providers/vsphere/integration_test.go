@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,17 +17,8 @@ import (
 // from the template, runs with an address, is found by its marks, and is
 // destroyed. Without the variables it is skipped, saying which are missing.
 func TestIntegration(t *testing.T) {
-	vars := map[string]string{}
-	var missing []string
-	for _, name := range []string{"SERVER", "USERNAME_FILE", "PASSWORD_FILE", "DATACENTER", "FOLDER", "RESOURCE_POOL", "DATASTORE", "TEMPLATE"} {
-		vars[name] = os.Getenv("VSPHERE_TEST_" + name)
-		if vars[name] == "" {
-			missing = append(missing, "VSPHERE_TEST_"+name)
-		}
-	}
-	if len(missing) > 0 {
-		t.Skipf("skipped: no real vCenter; set %s (and optionally VSPHERE_TEST_NETWORK, VSPHERE_TEST_CA_FILE)", strings.Join(missing, ", "))
-	}
+	vars := contracttest.RequireEnv(t, "real vCenter", "VSPHERE_TEST_", []string{"SERVER", "USERNAME_FILE", "PASSWORD_FILE", "DATACENTER", "FOLDER", "RESOURCE_POOL", "DATASTORE", "TEMPLATE"},
+		"VSPHERE_TEST_NETWORK", "VSPHERE_TEST_CA_FILE")
 	p, err := New(Config{
 		Server: vars["SERVER"], UsernameFile: vars["USERNAME_FILE"], PasswordFile: vars["PASSWORD_FILE"],
 		CAFile: os.Getenv("VSPHERE_TEST_CA_FILE"),
