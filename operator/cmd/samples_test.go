@@ -21,12 +21,15 @@ import (
 // and no constructor: the test checks the shipped blocks, not a backend.
 func validating() providers.Registry {
 	reg := providers.Registry{}
-	none := func(string) (contract.Provider, error) { return nil, nil }
-	reg.Register(providers.Typed(vsphere.Type, vsphere.Config.Validate, func(vsphere.Config) (contract.Provider, error) { return none("") }))
-	reg.Register(providers.Typed(libvirt.Type, libvirt.Config.Validate, func(libvirt.Config) (contract.Provider, error) { return none("") }))
-	reg.Register(providers.Typed(proxmox.Type, proxmox.Config.Validate, func(proxmox.Config) (contract.Provider, error) { return none("") }))
-	reg.Register(providers.Typed(openstack.Type, openstack.Config.Validate, func(openstack.Config) (contract.Provider, error) { return none("") }))
+	reg.Register(validateOnly(vsphere.Type, vsphere.Config.Validate))
+	reg.Register(validateOnly(libvirt.Type, libvirt.Config.Validate))
+	reg.Register(validateOnly(proxmox.Type, proxmox.Config.Validate))
+	reg.Register(validateOnly(openstack.Type, openstack.Config.Validate))
 	return reg
+}
+
+func validateOnly[C any](typ string, validate func(C) error) providers.Constructor {
+	return providers.Typed(typ, validate, func(C) (contract.Provider, error) { return nil, nil })
 }
 
 // commentedEntry is the first line of a commented-out provider entry.
