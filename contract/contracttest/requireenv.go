@@ -12,6 +12,16 @@ import (
 // backend says what to set, and never passes silently.
 func RequireEnv(t *testing.T, backend, prefix string, required []string, optional ...string) map[string]string {
 	t.Helper()
+	vars, skip := readEnv(backend, prefix, required, optional)
+	if skip != "" {
+		t.Skip(skip)
+	}
+	return vars
+}
+
+// readEnv reads the variables; the skip message is empty when none of the
+// required ones is missing.
+func readEnv(backend, prefix string, required, optional []string) (map[string]string, string) {
 	vars := map[string]string{}
 	var missing []string
 	for _, name := range required {
@@ -20,12 +30,12 @@ func RequireEnv(t *testing.T, backend, prefix string, required []string, optiona
 			missing = append(missing, prefix+name)
 		}
 	}
-	if len(missing) > 0 {
-		msg := "skipped: no " + backend + "; set " + strings.Join(missing, ", ")
-		if len(optional) > 0 {
-			msg += " (and optionally " + strings.Join(optional, ", ") + ")"
-		}
-		t.Skip(msg)
+	if len(missing) == 0 {
+		return vars, ""
 	}
-	return vars
+	msg := "skipped: no " + backend + "; set " + strings.Join(missing, ", ")
+	if len(optional) > 0 {
+		msg += " (and optionally " + strings.Join(optional, ", ") + ")"
+	}
+	return vars, msg
 }
