@@ -21,6 +21,10 @@ func TestRoutableIPv4(t *testing.T) {
 		"not-an-address":   false,
 		"192.0.2.10/24":    false,
 		"255.255.255.255x": false,
+		"255.255.255.255":  false,
+		"240.0.0.1":        false,
+		"0.1.2.3":          false,
+		"223.255.255.254":  true,
 	} {
 		if got := contract.RoutableIPv4(ip); got != want {
 			t.Errorf("RoutableIPv4(%q) = %v, want %v", ip, got, want)
