@@ -47,9 +47,12 @@ type DeleteStarter interface {
 
 // UnmarkedCreator makes an instance named name in the placement's location
 // that carries none of the operator's marks, as a person or another tool
-// would. Rules: ListByTagExcludesUnmarked, CreateNeverAdoptsUnmarked.
+// would, and removes it again: the harness never asks the provider to
+// delete what is not the operator's. Rules: ListByTagExcludesUnmarked,
+// CreateNeverAdoptsUnmarked.
 type UnmarkedCreator interface {
 	CreateUnmarked(ctx context.Context, name string, placement contract.Placement) (providerID string, err error)
+	DeleteUnmarked(ctx context.Context, providerID string) error
 }
 
 // Staller makes every backend call hang, until release is called or the
@@ -96,9 +99,32 @@ type UserDataReader interface {
 }
 
 // CallCounter counts the backend calls the provider has made. Rules that
-// check validation happens before any backend call use it.
+// check validation happens before any backend call use it, and CallCutter
+// counts calls in the same unit.
 type CallCounter interface {
 	Calls() int
+}
+
+// CallCutter cuts one backend call the way a dropped connection or a
+// crashed operator does. The n-th backend call from now (1 is the next;
+// calls counted as CallCounter counts them) fails with the backend's
+// transient error: before it takes effect (after false: the request never
+// arrived) or after it took effect (after true: the backend did the work
+// and the answer was lost). Rules: CreateResumesAfterFailure,
+// DeleteResumesAfterFailure, which cut every call a Create or a Delete
+// makes in turn.
+type CallCutter interface {
+	CutCall(n int, after bool) error
+}
+
+// Resetter clears everything the control set up to misbehave — queued
+// faults and cuts, stalls, rejected credentials, injected locks — so that
+// each rule starts on a backend that behaves, whatever the rule before it
+// left pending. Run calls it before every rule. Instances are not its
+// business: the harness deletes what each rule made and checks the
+// Inventory afterwards.
+type Resetter interface {
+	Reset()
 }
 
 // Inventory lists every resource in the provider's scope on the backend

@@ -25,6 +25,20 @@ type Config struct {
 	// Placement is a valid placement on the backend. Required.
 	Placement contract.Placement
 
+	// OtherPlacements are valid placements in other locations of the
+	// provider's scope (another region, zone or node than Placement's).
+	// Rules spread their instances over Placement and these, so that
+	// ListByTag is shown to cover the whole scope (§4.11); without one,
+	// ListByTagCoversEveryLocation is skipped. Give at least one wherever
+	// the backend can hold two locations.
+	OtherPlacements []contract.Placement
+
+	// MaxCloudInit is the largest CloudInit in bytes the provider's
+	// channel holds (its spec's entry 5). InvalidRequestRejectedBeforeBackend
+	// creates an instance with exactly this many bytes and expects one more
+	// to be rejected before any backend call. Zero skips both cases.
+	MaxCloudInit int
+
 	// IgnoredPlacement names the Placement fields the provider ignores
 	// (contract §2.1): any of "Region", "Zone", "MachineType", "Image".
 	// Rules do not expect an unknown value of these to be rejected.

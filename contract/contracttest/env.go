@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,16 +27,39 @@ type env struct {
 	logs  *logSink
 	spans *spanRecorder
 
-	mu      sync.Mutex
-	errs    []error
-	created []string
-	seq     int
+	mu       sync.Mutex
+	errs     []error
+	messages []string // every Instance.Message the provider returned
+	created  []string
+	uids     []string // every UID a Create was asked for, found again at cleanup
+	foreign  []string // unmarked instances the control made
+	seq      int
+	globals  *globalOutput // set while a rule captures process-wide output
 }
 
+// newEnv makes a rule's world: the control reset to a behaving backend,
+// a provider, and at the end the rule's instances deleted and the backend
+// checked to hold no more than it held when the rule began.
 func newEnv(t *testing.T, cfg Config) *env {
 	e := &env{t: t, cfg: cfg, logs: &logSink{}, spans: newSpanRecorder()}
+	if r, ok := cfg.Backend.(Resetter); ok {
+		r.Reset()
+	}
+	var baseline []string
+	inv, hasInventory := cfg.Backend.(Inventory)
+	if hasInventory {
+		baseline = resources(e, inv)
+	}
+	t.Cleanup(func() {
+		if r, ok := cfg.Backend.(Resetter); ok {
+			r.Reset()
+		}
+		e.cleanup()
+		if hasInventory {
+			e.expectNoMoreThan(inv, baseline, "the rule")
+		}
+	})
 	e.p = cfg.NewProvider(t)
-	t.Cleanup(e.cleanup)
 	return e
 }
 
@@ -49,6 +73,11 @@ func (e *env) ctx() context.Context {
 // request returns a valid CreateRequest with a name and UID unique to this
 // rule and call.
 func (e *env) request() contract.CreateRequest {
+	return e.requestIn(e.cfg.Placement)
+}
+
+// requestIn is request in another placement.
+func (e *env) requestIn(pl contract.Placement) contract.CreateRequest {
 	e.mu.Lock()
 	e.seq++
 	n := e.seq
@@ -56,10 +85,15 @@ func (e *env) request() contract.CreateRequest {
 	return contract.CreateRequest{
 		Name:      fmt.Sprintf("%s-%s-%d", e.cfg.NamePrefix, randomHex(3), n),
 		UID:       newUID(),
-		Placement: e.cfg.Placement,
+		Placement: pl,
 		CloudInit: []byte("#cloud-config\npackages: [tinyproxy]\n"),
 		Port:      3128,
 	}
+}
+
+// placements is every placement the harness was given: Placement first.
+func (e *env) placements() []contract.Placement {
+	return append([]contract.Placement{e.cfg.Placement}, e.cfg.OtherPlacements...)
 }
 
 // op runs one provider call under an operation span, as the operator does,
@@ -77,6 +111,11 @@ func (e *env) op(ctx context.Context, name string, call func(context.Context) er
 }
 
 func (e *env) create(ctx context.Context, p contract.Provider, req contract.CreateRequest) (contract.Instance, error) {
+	e.mu.Lock()
+	if !slices.Contains(e.uids, req.UID) {
+		e.uids = append(e.uids, req.UID)
+	}
+	e.mu.Unlock()
 	var inst contract.Instance
 	_, err := e.op(ctx, "Create", func(ctx context.Context) (err error) {
 		inst, err = p.Create(ctx, req)
@@ -123,6 +162,9 @@ func (e *env) list(ctx context.Context, p contract.Provider, key, value string) 
 	})
 	for _, inst := range out {
 		e.checkInstance("ListByTag", inst)
+		if key == contract.LabelUID && inst.UID != value && inst.State != contract.StateTerminated {
+			e.t.Errorf("ListByTag(%s, %s) returned %s, whose UID is %q", key, value, inst.ProviderID, inst.UID)
+		}
 	}
 	return out, err
 }
@@ -192,6 +234,15 @@ func (e *env) waitGone(p contract.Provider, id string) {
 // invariants (§3).
 func (e *env) checkInstance(call string, inst contract.Instance) {
 	e.t.Helper()
+	if inst.Message != "" {
+		e.mu.Lock()
+		e.messages = append(e.messages, inst.Message)
+		e.mu.Unlock()
+	}
+	if inst.State != contract.StateTerminated && (inst.Name == "" || inst.UID == "" || inst.CreatedAt.IsZero()) {
+		e.t.Errorf("%s returned %s (%s) with name %q, UID %q, CreatedAt %v: a live instance carries all three, read from the backend (§8)",
+			call, inst.ProviderID, inst.State, inst.Name, inst.UID, inst.CreatedAt)
+	}
 	if !inst.State.Valid() {
 		e.t.Errorf("%s returned state %q, not one of %v", call, inst.State, contract.States)
 	}
@@ -220,10 +271,28 @@ func (e *env) track(id string) {
 // cleanup deletes every instance the rule made, with a fresh provider so a
 // provider the rule broke on purpose does not leak instances.
 func (e *env) cleanup() {
-	if len(e.created) == 0 {
+	if foreign, ok := e.cfg.Backend.(UnmarkedCreator); ok {
+		for _, id := range e.foreign {
+			if err := foreign.DeleteUnmarked(context.Background(), id); err != nil {
+				e.t.Errorf("cleanup: backend control DeleteUnmarked(%s): %v", id, err)
+			}
+		}
+	}
+	if len(e.uids) == 0 {
 		return
 	}
 	p := e.cfg.NewProvider(e.t)
+	// A Create that failed may still have made its instance: find every
+	// instance made for one of the rule's requests by its UID.
+	found, err := p.ListByTag(e.ctx(), contract.LabelManaged, contract.ManagedValue)
+	if err != nil {
+		e.t.Errorf("cleanup: ListByTag(%s, %s): %v", contract.LabelManaged, contract.ManagedValue, err)
+	}
+	for _, inst := range found {
+		if slices.Contains(e.uids, inst.UID) {
+			e.track(inst.ProviderID)
+		}
+	}
 	for _, id := range e.created {
 		ctx, cancel := context.WithTimeout(e.ctx(), e.cfg.WaitTimeout)
 		err := p.Delete(ctx, id)
@@ -240,8 +309,18 @@ func (e *env) cleanup() {
 	}
 }
 
+// trackForeign records an unmarked instance the control made, for the
+// control to remove when the rule ends.
+func (e *env) trackForeign(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.foreign = append(e.foreign, id)
+}
+
 // texts returns everything the provider produced that a person or a
-// collector can read: log lines, span contents and error texts.
+// collector can read: log lines, span contents, error texts, instance
+// messages and, while a rule captures it, process-wide output (stderr, the
+// standard and slog loggers, OpenTelemetry's error handler).
 func (e *env) texts() []string {
 	out := e.logs.snapshot()
 	out = append(out, e.spans.texts()...)
@@ -250,17 +329,48 @@ func (e *env) texts() []string {
 	for _, err := range e.errs {
 		out = append(out, err.Error(), fmt.Sprintf("%+v", err))
 	}
+	out = append(out, e.messages...)
+	if e.globals != nil {
+		out = append(out, e.globals.text())
+	}
 	return out
 }
 
-// assertAbsent fails the rule if secret appears in anything the provider
-// produced.
+// assertAbsent fails the rule if secret, or secret as base64 or hex
+// encoding carries it, appears in anything the provider produced.
 func (e *env) assertAbsent(what, secret string) {
 	e.t.Helper()
+	forms := encodings(secret)
 	for _, text := range e.texts() {
-		if strings.Contains(text, secret) {
-			e.t.Errorf("the %s sentinel appears in provider output: %.300s", what, text)
+		for _, form := range forms {
+			if strings.Contains(text, form.text) {
+				e.t.Errorf("the %s sentinel appears %s in provider output: %.300s", what, form.how, text)
+				break
+			}
 		}
+	}
+}
+
+// expectNoMoreThan polls the inventory until it holds nothing that
+// baseline does not, and fails naming what stayed.
+func (e *env) expectNoMoreThan(inv Inventory, baseline []string, who string) {
+	e.t.Helper()
+	deadline := time.Now().Add(e.cfg.WaitTimeout)
+	for {
+		var extra []string
+		for _, r := range resources(e, inv) {
+			if !slices.Contains(baseline, r) {
+				extra = append(extra, r)
+			}
+		}
+		if len(extra) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("%s left behind on the backend: %v", who, extra)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -57,8 +57,8 @@ func checkerReasons(e *env) {
 		e.t.Errorf("Check with a done ctx returned targets %v, want %v", targets(expired), targets(first))
 	}
 	for _, r := range expired {
-		if r.OK {
-			e.t.Errorf("Check with a done ctx reported %s OK", r.Target)
+		if r.OK || r.Reason != contract.ReasonTimeout {
+			e.t.Errorf("Check with a done ctx reported %s OK %v, reason %q; want not OK, reason %s (§9)", r.Target, r.OK, r.Reason, contract.ReasonTimeout)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package contracttest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -58,6 +59,8 @@ func cancelledContextReturnsPromptly(e *env) {
 				e.t.Errorf("%s with ctx %s against a hanging backend returned no error", c.name, how)
 			case contract.ClassOf(err) != contract.ClassTransient:
 				e.t.Errorf("%s with ctx %s = %v (class %s), want a transient error", c.name, how, err, contract.ClassOf(err))
+			case !errors.Is(err, ctx.Err()):
+				e.t.Errorf("%s with ctx %s = %v, which does not wrap ctx.Err() (%v)", c.name, how, err, ctx.Err())
 			}
 		}
 	}
@@ -71,8 +74,8 @@ func cancelledContextReturnsPromptly(e *env) {
 			return
 		}
 		for _, r := range results {
-			if r.OK {
-				e.t.Errorf("Check against a hanging backend reported %s OK", r.Target)
+			if r.OK || r.Reason != contract.ReasonTimeout {
+				e.t.Errorf("Check against a hanging backend past its deadline reported %s OK %v, reason %q; want not OK, reason %s", r.Target, r.OK, r.Reason, contract.ReasonTimeout)
 			}
 		}
 	}

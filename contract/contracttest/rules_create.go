@@ -3,6 +3,8 @@ package contracttest
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -27,8 +29,8 @@ func repeatCreate(e *env) {
 }
 
 // expectOne checks the backend holds exactly one instance marked with
-// req.UID.
-func (e *env) expectOne(req contract.CreateRequest) {
+// req.UID, and returns it.
+func (e *env) expectOne(req contract.CreateRequest) contract.Instance {
 	e.t.Helper()
 	found, err := e.list(e.ctx(), e.p, contract.LabelUID, req.UID)
 	if err != nil {
@@ -39,12 +41,16 @@ func (e *env) expectOne(req contract.CreateRequest) {
 	}
 	if len(found) != 1 {
 		e.t.Errorf("the backend holds %d instances for UID %s, want exactly 1: %+v", len(found), req.UID, found)
+		return contract.Instance{}
 	}
+	return found[0]
 }
 
-// createResumesAfterFailure: a Create cut off after the backend made the
-// instance (a power-on fault after a clone, a lost response) is resumed by
-// the next Create, from a restarted provider, without a duplicate.
+// createResumesAfterFailure: a Create cut off at any of its backend calls —
+// the request lost before it arrived, or the answer lost after the backend
+// did the work — is resumed by the next Create, from a restarted provider,
+// into exactly one instance that carries the request's CloudInit, leaving
+// nothing else behind (§4.7, template entry 10).
 func createResumesAfterFailure(e *env) {
 	faults := need[FaultInjector](e.t, e.cfg.Backend)
 	req := e.request()
@@ -56,14 +62,71 @@ func createResumesAfterFailure(e *env) {
 	} else if c := contract.ClassOf(err); c != contract.ClassTransient {
 		e.t.Errorf("Create failed with class %s, want Transient for an interrupted create: %v", c, err)
 	}
-	if _, err := e.create(e.ctx(), e.cfg.NewProvider(e.t), req); err != nil {
-		e.t.Fatalf("Create after the failure: %v", err)
+	e.resumeCreate(req, "after FailAfterCreate")
+
+	cutter := need[CallCutter](e.t, e.cfg.Backend)
+	counter := need[CallCounter](e.t, e.cfg.Backend)
+	resetter := need[Resetter](e.t, e.cfg.Backend)
+	steps := e.callsOf(counter, func() { e.mustCreate(e.request()) })
+	for n := 1; n <= steps; n++ {
+		for _, after := range []bool{false, true} {
+			cut := fmt.Sprintf("call %d of %d cut %s", n, steps, cutWhen(after))
+			req := e.request()
+			if err := cutter.CutCall(n, after); err != nil {
+				e.t.Fatalf("backend control CutCall(%d, %v): %v", n, after, err)
+			}
+			if _, err := e.create(e.ctx(), e.p, req); err != nil && contract.ClassOf(err) != contract.ClassTransient {
+				e.t.Errorf("Create with %s failed with class %s, want Transient (a lost connection is retried): %v", cut, contract.ClassOf(err), err)
+			}
+			resetter.Reset()
+			e.resumeCreate(req, "with "+cut)
+		}
 	}
-	e.expectOne(req)
+}
+
+// resumeCreate repeats req's Create from a restarted provider and checks
+// the result: one instance, the same one a second repeat returns, carrying
+// req.CloudInit where the control can read it.
+func (e *env) resumeCreate(req contract.CreateRequest, what string) {
+	e.t.Helper()
+	inst, err := e.create(e.ctx(), e.cfg.NewProvider(e.t), req)
+	if err != nil {
+		e.t.Errorf("Create resumed %s: %v", what, err)
+		return
+	}
+	if one := e.expectOne(req); one.ProviderID != "" && one.ProviderID != inst.ProviderID {
+		e.t.Errorf("Create resumed %s returned %s, but the instance marked with its UID is %s", what, inst.ProviderID, one.ProviderID)
+	}
+	if reader, ok := e.cfg.Backend.(UserDataReader); ok {
+		got, err := reader.UserData(e.ctx(), inst.ProviderID)
+		if err != nil || !bytes.Equal(got, req.CloudInit) {
+			e.t.Errorf("Create resumed %s: the guest reads %q (%v), want the request's CloudInit %q", what, got, err, req.CloudInit)
+		}
+	}
+}
+
+// callsOf counts the backend calls fn makes.
+func (e *env) callsOf(counter CallCounter, fn func()) int {
+	e.t.Helper()
+	before := counter.Calls()
+	fn()
+	n := counter.Calls() - before
+	if n < 1 {
+		e.t.Fatalf("the backend counted %d calls for a Create or Delete: the CallCounter does not count the provider's calls", n)
+	}
+	return n
+}
+
+func cutWhen(after bool) string {
+	if after {
+		return "after it took effect"
+	}
+	return "before it arrived"
 }
 
 // createNeverAdoptsUnmarked: an instance with the same name that does not
-// carry the operator's marks is never returned as the Proxy's instance.
+// carry the operator's marks is never returned as the Proxy's instance, by
+// this provider or a restarted one.
 func createNeverAdoptsUnmarked(e *env) {
 	foreign := need[UnmarkedCreator](e.t, e.cfg.Backend)
 	req := e.request()
@@ -71,46 +134,114 @@ func createNeverAdoptsUnmarked(e *env) {
 	if err != nil {
 		e.t.Fatalf("backend control CreateUnmarked: %v", err)
 	}
-	e.track(foreignID)
-	inst, err := e.create(e.ctx(), e.p, req)
-	switch {
-	case err != nil && !errors.Is(err, contract.ErrPermanent):
-		e.t.Errorf("Create over an unmarked instance of the same name failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
-	case err != nil && !strings.Contains(err.Error(), req.Name):
-		e.t.Errorf("the collision error does not name the instance %q: %v", req.Name, err)
-	case err == nil && inst.ProviderID == foreignID:
-		e.t.Errorf("Create adopted the unmarked instance %s", foreignID)
+	e.trackForeign(foreignID)
+	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
+		inst, err := e.create(e.ctx(), p, req)
+		switch {
+		case err != nil && !errors.Is(err, contract.ErrPermanent):
+			e.t.Errorf("Create over an unmarked instance of the same name failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
+		case err != nil && !strings.Contains(err.Error(), req.Name):
+			e.t.Errorf("the collision error does not name the instance %q: %v", req.Name, err)
+		case err == nil && inst.ProviderID == foreignID:
+			e.t.Errorf("Create adopted the unmarked instance %s", foreignID)
+		}
 	}
+	found, err := e.list(e.ctx(), e.p, contract.LabelUID, req.UID)
+	if err != nil {
+		e.t.Fatalf("ListByTag(%s, %s): %v", contract.LabelUID, req.UID, err)
+	}
+	for _, inst := range found {
+		if inst.ProviderID == foreignID {
+			e.t.Errorf("Create marked the unmarked instance %s as the Proxy's", foreignID)
+		}
+		e.track(inst.ProviderID)
+	}
+}
+
+// invalidCase is one request field set to a value the contract forbids
+// (or, with valid, to the edge of what it allows).
+type invalidCase struct {
+	field, value string // value as the error must name it; "" when it cannot
+	valid        bool
+	mutate       func(*contract.CreateRequest)
+}
+
+// requestBoundaries lists each request field at the edges of what the
+// contract allows: one side must be accepted, the other refused.
+func (e *env) requestBoundaries() []invalidCase {
+	longName := func(n int) string {
+		base := e.cfg.NamePrefix + "-" + randomHex(3) + "-"
+		return base + strings.Repeat("a", n-len(base))
+	}
+	name63, name64 := longName(63), longName(64)
+	setName := func(v string) func(*contract.CreateRequest) { return func(r *contract.CreateRequest) { r.Name = v } }
+	setUID := func(v string) func(*contract.CreateRequest) { return func(r *contract.CreateRequest) { r.UID = v } }
+	setPort := func(v int32) func(*contract.CreateRequest) { return func(r *contract.CreateRequest) { r.Port = v } }
+	cases := []invalidCase{
+		{"Region", "no-such-region-x9", false, func(r *contract.CreateRequest) { r.Placement.Region = "no-such-region-x9" }},
+		{"Zone", "no-such-zone-x9", false, func(r *contract.CreateRequest) { r.Placement.Zone = "no-such-zone-x9" }},
+		{"MachineType", "no-such-type-x9", false, func(r *contract.CreateRequest) { r.Placement.MachineType = "no-such-type-x9" }},
+		{"Image", "no-such-image-x9", false, func(r *contract.CreateRequest) { r.Placement.Image = "no-such-image-x9" }},
+		{"Name", name63, true, setName(name63)},
+		{"Name", name64, false, setName(name64)},
+		{"Name", "", false, setName("")},
+		{"Name", "Not_A_Label", false, setName("Not_A_Label")},
+		{"Name", "-leading-hyphen", false, setName("-leading-hyphen")},
+		{"Name", "trailing-hyphen-", false, setName("trailing-hyphen-")},
+		{"Name", "ct-dot.name", false, setName("ct-dot.name")},
+		{"UID", "", false, setUID("")},
+		{"UID", "UID WITH SPACES", false, setUID("UID WITH SPACES")},
+		{"UID", "uid/with/slashes", false, setUID("uid/with/slashes")},
+		{"Port", "0", false, setPort(0)},
+		{"Port", "-1", false, setPort(-1)},
+		{"Port", "65536", false, setPort(65536)},
+		{"Port", "1", true, setPort(1)},
+		{"Port", "65535", true, setPort(65535)},
+	}
+	if limit := e.cfg.MaxCloudInit; limit > 0 {
+		at := func(n int) func(*contract.CreateRequest) {
+			return func(r *contract.CreateRequest) {
+				r.CloudInit = append([]byte("#cloud-config\n"), bytes.Repeat([]byte("#"), n-len("#cloud-config\n"))...)
+			}
+		}
+		cases = append(cases,
+			invalidCase{"CloudInit", strconv.Itoa(limit), true, at(limit)},
+			invalidCase{"CloudInit", strconv.Itoa(limit + 1), false, at(limit + 1)})
+	}
+	return cases
 }
 
 // invalidRequestRejectedBeforeBackend: a request the provider cannot
 // honour is rejected with ErrPermanent naming the field and the value,
-// before any backend call (§2).
+// before any backend call and without a trace on the backend; a request at
+// the edge of what is allowed is accepted (§1.2, §2).
 func invalidRequestRejectedBeforeBackend(e *env) {
-	cases := []struct {
-		field, value string
-		mutate       func(*contract.CreateRequest, string)
-	}{
-		{"Region", "no-such-region-x9", func(r *contract.CreateRequest, v string) { r.Placement.Region = v }},
-		{"Zone", "no-such-zone-x9", func(r *contract.CreateRequest, v string) { r.Placement.Zone = v }},
-		{"MachineType", "no-such-type-x9", func(r *contract.CreateRequest, v string) { r.Placement.MachineType = v }},
-		{"Image", "no-such-image-x9", func(r *contract.CreateRequest, v string) { r.Placement.Image = v }},
-		{"Name", "Not_A_Label", func(r *contract.CreateRequest, v string) { r.Name = v }},
-		{"UID", "UID WITH SPACES", func(r *contract.CreateRequest, v string) { r.UID = v }},
-		{"Port", "0", func(r *contract.CreateRequest, _ string) { r.Port = 0 }},
-	}
-	for _, c := range cases {
+	for _, c := range e.requestBoundaries() {
 		if e.cfg.ignores(c.field) {
 			continue
 		}
 		req := e.request()
-		c.mutate(&req, c.value)
+		c.mutate(&req)
+		if c.valid {
+			if _, err := e.create(e.ctx(), e.p, req); err != nil {
+				e.t.Errorf("Create with %s %q, which the contract allows, failed: %v", c.field, c.value, err)
+			}
+			continue
+		}
 		before := e.calls()
 		_, err := e.create(e.ctx(), e.p, req)
+		text := ""
+		if err != nil {
+			text = strings.ToLower(err.Error())
+		}
 		switch {
 		case !errors.Is(err, contract.ErrPermanent):
 			e.t.Errorf("Create with %s %q returned %v (class %s), want ErrPermanent", c.field, c.value, err, contract.ClassOf(err))
-		case !strings.Contains(err.Error(), c.value):
+		case contract.ClassOf(err) != contract.ClassPermanent:
+			e.t.Errorf("Create with %s %q returned %v, class %s: one error, one class", c.field, c.value, err, contract.ClassOf(err))
+		case !strings.Contains(text, strings.ToLower(c.field)):
+			e.t.Errorf("Create with %s %q: the error does not name the field: %v", c.field, c.value, err)
+		case c.value != "" && !strings.Contains(err.Error(), c.value):
 			e.t.Errorf("Create with %s %q: the error does not name the value: %v", c.field, c.value, err)
 		}
 		if after := e.calls(); before >= 0 && after != before {
@@ -120,19 +251,40 @@ func invalidRequestRejectedBeforeBackend(e *env) {
 }
 
 // cloudInitByteForByte: the guest reads exactly the bytes of
-// CreateRequest.CloudInit (§2).
+// CreateRequest.CloudInit (§2); a payload the channel cannot carry is
+// refused before any backend call, never altered.
 func cloudInitByteForByte(e *env) {
 	reader := need[UserDataReader](e.t, e.cfg.Backend)
-	req := e.request()
-	// Line endings, trailing blanks, non-ASCII text, no final newline: what
-	// a careless re-encoding would change.
-	req.CloudInit = []byte("#cloud-config\r\nwrite_files:\n  - path: /etc/motd\n    content: \"grüße \\t \"  \n\n# end")
-	inst := e.mustCreate(req)
-	got, err := reader.UserData(e.ctx(), inst.ProviderID)
-	if err != nil {
-		e.t.Fatalf("backend control UserData: %v", err)
+	all := make([]byte, 0, 512)
+	for b := range 256 {
+		all = append(all, byte(b))
 	}
-	if !bytes.Equal(got, req.CloudInit) {
-		e.t.Errorf("the guest reads %q, want %q", got, req.CloudInit)
+	for _, payload := range []struct {
+		what string
+		data []byte
+	}{
+		// Line endings, trailing blanks, non-ASCII text, no final newline:
+		// what a careless re-encoding would change.
+		{"text", []byte("#cloud-config\r\nwrite_files:\n  - path: /etc/motd\n    content: \"grüße \\t \"  \n\n# end")},
+		// Every byte value, as a gzip-compressed user-data carries them.
+		{"binary", append([]byte{0x1f, 0x8b}, all...)},
+	} {
+		req := e.request()
+		req.CloudInit = payload.data
+		before := e.calls()
+		inst, err := e.create(e.ctx(), e.p, req)
+		if err != nil {
+			if !errors.Is(err, contract.ErrPermanent) || (before >= 0 && e.calls() != before) {
+				e.t.Errorf("Create with %s CloudInit failed: %v; the only allowed failure is a refusal (ErrPermanent) before any backend call", payload.what, err)
+			}
+			continue
+		}
+		got, err := reader.UserData(e.ctx(), inst.ProviderID)
+		if err != nil {
+			e.t.Fatalf("backend control UserData: %v", err)
+		}
+		if !bytes.Equal(got, req.CloudInit) {
+			e.t.Errorf("with %s CloudInit the guest reads %q, want %q", payload.what, got, req.CloudInit)
+		}
 	}
 }

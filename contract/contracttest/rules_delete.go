@@ -1,6 +1,7 @@
 package contracttest
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -53,6 +54,51 @@ func getDuringDelete(e *env) {
 	}
 	finish()
 	e.waitGone(e.p, inst.ProviderID)
+}
+
+// deleteResumesAfterFailure: a Delete cut off at any of its backend calls
+// (the request lost, or the answer lost after the backend acted) is
+// finished by the next Delete, from a restarted provider, which returns nil;
+// the instance and everything made for it are then gone (§4.9, §4.10,
+// template entry 11).
+func deleteResumesAfterFailure(e *env) {
+	cutter := need[CallCutter](e.t, e.cfg.Backend)
+	counter := need[CallCounter](e.t, e.cfg.Backend)
+	resetter := need[Resetter](e.t, e.cfg.Backend)
+	inv, hasInventory := e.cfg.Backend.(Inventory)
+	first := e.mustCreate(e.request())
+	steps := e.callsOf(counter, func() {
+		if err := e.delete(e.ctx(), e.p, first.ProviderID); err != nil {
+			e.t.Fatalf("Delete: %v", err)
+		}
+	})
+	e.waitGone(e.p, first.ProviderID)
+	for n := 1; n <= steps; n++ {
+		for _, after := range []bool{false, true} {
+			cut := fmt.Sprintf("call %d of %d cut %s", n, steps, cutWhen(after))
+			var before []string
+			if hasInventory {
+				before = resources(e, inv)
+			}
+			inst := e.mustCreate(e.request())
+			if err := cutter.CutCall(n, after); err != nil {
+				e.t.Fatalf("backend control CutCall(%d, %v): %v", n, after, err)
+			}
+			if err := e.delete(e.ctx(), e.p, inst.ProviderID); err != nil && contract.ClassOf(err) != contract.ClassTransient {
+				e.t.Errorf("Delete with %s failed with class %s, want Transient (a lost connection is retried): %v", cut, contract.ClassOf(err), err)
+			}
+			resetter.Reset()
+			restarted := e.cfg.NewProvider(e.t)
+			if err := e.delete(e.ctx(), restarted, inst.ProviderID); err != nil {
+				e.t.Errorf("Delete resumed after %s: %v", cut, err)
+				continue
+			}
+			e.waitGone(restarted, inst.ProviderID)
+			if hasInventory {
+				e.expectNoMoreThan(inv, before, "Delete resumed after "+cut)
+			}
+		}
+	}
 }
 
 // deleteLeavesNothing: after a full lifecycle every resource the provider

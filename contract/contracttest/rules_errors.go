@@ -2,32 +2,40 @@ package contracttest
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // errorsCarryTheirClass: a backend failure of each class reaches the
-// caller as that class (§5): the provider's classify is wired into every
-// method.
+// caller as that class and only that class, wrapping the backend's own
+// error rather than replacing it (§5): the provider's classify is wired
+// into every method. A backend's "not found" on Delete is success.
 func errorsCarryTheirClass(e *env) {
 	faults := need[FaultInjector](e.t, e.cfg.Backend)
 	inst := e.mustCreate(e.request())
+	create := func() error { _, err := e.create(e.ctx(), e.p, e.request()); return err }
+	get := func() error { _, err := e.get(e.ctx(), e.p, inst.ProviderID); return err }
+	list := func() error {
+		_, err := e.list(e.ctx(), e.p, contract.LabelManaged, contract.ManagedValue)
+		return err
+	}
+	del := func() error { return e.delete(e.ctx(), e.p, inst.ProviderID) }
 	cases := []struct {
 		op    Op
 		class error
 		call  func() error
 	}{
-		{OpCreate, contract.ErrQuota, func() error { _, err := e.create(e.ctx(), e.p, e.request()); return err }},
-		{OpCreate, contract.ErrPermanent, func() error { _, err := e.create(e.ctx(), e.p, e.request()); return err }},
-		{OpCreate, nil, func() error { _, err := e.create(e.ctx(), e.p, e.request()); return err }},
-		{OpGet, contract.ErrNotFound, func() error { _, err := e.get(e.ctx(), e.p, inst.ProviderID); return err }},
-		{OpGet, nil, func() error { _, err := e.get(e.ctx(), e.p, inst.ProviderID); return err }},
-		{OpList, nil, func() error {
-			_, err := e.list(e.ctx(), e.p, contract.LabelManaged, contract.ManagedValue)
-			return err
-		}},
-		{OpDelete, contract.ErrPermanent, func() error { return e.delete(e.ctx(), e.p, inst.ProviderID) }},
-		{OpDelete, nil, func() error { return e.delete(e.ctx(), e.p, inst.ProviderID) }},
+		{OpCreate, contract.ErrQuota, create},
+		{OpCreate, contract.ErrPermanent, create},
+		{OpCreate, nil, create},
+		{OpGet, contract.ErrNotFound, get},
+		{OpGet, contract.ErrPermanent, get},
+		{OpGet, nil, get},
+		{OpList, contract.ErrPermanent, list},
+		{OpList, nil, list},
+		{OpDelete, contract.ErrPermanent, del},
+		{OpDelete, nil, del},
 	}
 	for _, c := range cases {
 		want := contract.ClassOf(c.class)
@@ -43,8 +51,93 @@ func errorsCarryTheirClass(e *env) {
 			e.t.Errorf("%s with a %s fault injected returned no error", c.op, want)
 		case contract.ClassOf(err) != want:
 			e.t.Errorf("%s with a %s fault = %v (class %s), want %s", c.op, want, err, contract.ClassOf(err), want)
-		case c.class != nil && errors.Is(c.class, err):
-			e.t.Errorf("%s with a %s fault returned the bare class, not the backend's error wrapped in it", c.op, want)
+		case len(classesOf(err)) > 1:
+			e.t.Errorf("%s with a %s fault = %v, which is of the classes %v at once: one error, one class", c.op, want, err, classesOf(err))
+		case !wrapsBackendError(err):
+			e.t.Errorf("%s with a %s fault returned %q, a bare class: the backend's error must stay reachable (errors.As)", c.op, want, err)
 		}
+	}
+	// The instance is still there: a backend's "not found" on Delete means
+	// it is gone, which Delete reports as done.
+	if err := faults.FailNext(OpDelete, contract.ErrNotFound); err != nil {
+		e.t.Fatalf("backend control FailNext(%s, %v): %v", OpDelete, contract.ErrNotFound, err)
+	}
+	if err := del(); err != nil {
+		e.t.Errorf("Delete answered \"not found\" by the backend = %v (class %s), want nil: the instance is already gone", err, contract.ClassOf(err))
+	}
+}
+
+// classesOf lists every named class err carries.
+func classesOf(err error) []contract.Class {
+	var out []contract.Class
+	for _, class := range []error{contract.ErrNotFound, contract.ErrQuota, contract.ErrPermanent} {
+		if errors.Is(err, class) {
+			out = append(out, contract.ClassOf(class))
+		}
+	}
+	return out
+}
+
+// wrapsBackendError reports whether err's chain holds an error besides the
+// contract's class sentinels and plain text wrappers of them: the error the
+// backend or its SDK returned.
+func wrapsBackendError(err error) bool {
+	sentinels := []error{contract.ErrNotFound, contract.ErrQuota, contract.ErrPermanent}
+	for stack := []error{err}; len(stack) > 0; {
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch u := cur.(type) { //nolint:errorlint // this walks the chain itself
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				stack = append(stack, next)
+				continue
+			}
+		case interface{ Unwrap() []error }:
+			stack = append(stack, u.Unwrap()...)
+			continue
+		}
+		// A leaf: the backend's error, unless it is a sentinel or a bare
+		// text that only repeats a sentinel.
+		isSentinel := false
+		for _, s := range sentinels {
+			if cur == s || strings.TrimSpace(cur.Error()) == s.Error() { //nolint:errorlint // identity is meant
+				isSentinel = true
+			}
+		}
+		if !isSentinel {
+			return true
+		}
+	}
+	return false
+}
+
+// rejectedCredentialIsNotGone: when the backend refuses the credential,
+// nothing reads as gone or done: Get is not ErrNotFound (the operator
+// would recreate), Delete does not return nil (it would release the Proxy
+// and leak the instance), ListByTag fails rather than returning an empty
+// scope (the garbage collector would see nothing), and Create fails with a
+// class that is not ErrNotFound. The instance survives (§5, §7).
+func rejectedCredentialIsNotGone(e *env) {
+	rejecter := need[CredentialRejecter](e.t, e.cfg.Backend)
+	inst := e.mustCreate(e.request())
+	rejecter.RejectCredentials(true)
+	p := e.cfg.NewProvider(e.t)
+	for _, prov := range []contract.Provider{e.p, p} {
+		if got, err := e.get(e.ctx(), prov, inst.ProviderID); err == nil || errors.Is(err, contract.ErrNotFound) {
+			e.t.Errorf("Get with the credential refused = %v, %v (class %s); want an error that is not ErrNotFound", got.State, err, contract.ClassOf(err))
+		}
+		if err := e.delete(e.ctx(), prov, inst.ProviderID); err == nil || errors.Is(err, contract.ErrNotFound) {
+			e.t.Errorf("Delete with the credential refused = %v (class %s); want an error that is not ErrNotFound", err, contract.ClassOf(err))
+		}
+		if found, err := e.list(e.ctx(), prov, contract.LabelManaged, contract.ManagedValue); err == nil {
+			e.t.Errorf("ListByTag with the credential refused returned %d instances and no error; want an error", len(found))
+		}
+		if _, err := e.create(e.ctx(), prov, e.request()); err == nil || errors.Is(err, contract.ErrNotFound) {
+			e.t.Errorf("Create with the credential refused = %v (class %s); want an error that is not ErrNotFound", err, contract.ClassOf(err))
+		}
+	}
+	rejecter.RejectCredentials(false)
+	if _, err := e.get(e.ctx(), e.cfg.NewProvider(e.t), inst.ProviderID); err != nil {
+		e.t.Errorf("Get once the credential is accepted again: %v; the instance must have survived", err)
 	}
 }

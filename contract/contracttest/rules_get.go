@@ -1,16 +1,19 @@
 package contracttest
 
 import (
-	"errors"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
-// malformedIDs are providerIDs no provider's format accepts.
+// malformedIDs are providerIDs no provider's format accepts: wrong shapes,
+// characters no pattern allows, a valid-looking ID with something before
+// or after it, and one over the length bound.
 var malformedIDs = []string{
-	"", "/", "//", "no/such/shape/at/all", "../../etc/passwd", "white space/x",
+	"", "/", "//", "x/", "/x", "x//y", "no/such/shape/at/all", "../../etc/passwd",
+	"white space/x", " x/y", "x/y ", "x/y\n", "X/Y?z=1", "x/y#frag", "x/y%2F",
 	"x/" + strings.Repeat("a", contract.MaxProviderIDLength), "\x00/\xff",
 }
 
@@ -22,8 +25,11 @@ func malformedID(e *env) {
 		_, getErr := e.get(e.ctx(), e.p, id)
 		delErr := e.delete(e.ctx(), e.p, id)
 		for call, err := range map[string]error{"Get": getErr, "Delete": delErr} {
-			if !errors.Is(err, contract.ErrPermanent) {
+			switch {
+			case contract.ClassOf(err) != contract.ClassPermanent:
 				e.t.Errorf("%s(%q) = %v (class %s), want ErrPermanent", call, id, err, contract.ClassOf(err))
+			case strings.TrimSpace(id) != "" && len(id) < 64 && strconv.Quote(id) == `"`+id+`"` && !strings.Contains(err.Error(), strings.TrimSpace(id)):
+				e.t.Errorf("%s(%q) = %v: the error does not name the providerID", call, id, err)
 			}
 		}
 		if after := e.calls(); before >= 0 && after != before {
@@ -77,7 +83,7 @@ func runningRequiresIP(e *env) {
 func onlyRoutableIPv4(e *env) {
 	guest := need[GuestReporter](e.t, e.cfg.Backend)
 	inst := e.mustCreate(e.request())
-	for _, ip := range []string{"127.0.0.1", "169.254.7.7", "2001:db8::7", "fe80::7"} {
+	for _, ip := range []string{"127.0.0.1", "169.254.7.7", "0.0.0.0", "224.0.0.5", "255.255.255.255", "2001:db8::7", "fe80::7"} {
 		if err := guest.ReportIP(e.ctx(), inst.ProviderID, ip); err != nil {
 			e.t.Fatalf("backend control ReportIP(%s): %v", ip, err)
 		}
@@ -92,7 +98,9 @@ func onlyRoutableIPv4(e *env) {
 }
 
 // uidAndCreatedAtReadBack: UID and CreatedAt come back from the backend,
-// through Get, through ListByTag, and through a restarted provider (§8).
+// through Get, through ListByTag, and through a restarted provider, and
+// CreatedAt is the instance's own time: the same on every read, however
+// much later (§4.5, §8).
 func uidAndCreatedAtReadBack(e *env) {
 	req := e.request()
 	// Backends keep time at second or coarser resolution, and a remote
@@ -101,50 +109,80 @@ func uidAndCreatedAtReadBack(e *env) {
 	before := time.Now().Add(-skew)
 	inst := e.mustCreate(req)
 	after := time.Now().Add(skew)
+	first, err := e.get(e.ctx(), e.p, inst.ProviderID)
+	if err != nil {
+		e.t.Fatalf("Get: %v", err)
+	}
+	// Long enough that a time taken at each read differs at a backend's
+	// whole-second resolution.
+	time.Sleep(1100 * time.Millisecond)
 
 	restarted, err := e.get(e.ctx(), e.cfg.NewProvider(e.t), inst.ProviderID)
 	if err != nil {
 		e.t.Fatalf("Get from a restarted provider: %v", err)
 	}
-	listed, err := e.list(e.ctx(), e.p, contract.LabelUID, req.UID)
+	listed, err := e.list(e.ctx(), e.cfg.NewProvider(e.t), contract.LabelUID, req.UID)
 	if err != nil || len(listed) != 1 {
 		e.t.Fatalf("ListByTag(%s, %s) = %d instances, %v; want 1", contract.LabelUID, req.UID, len(listed), err)
 	}
-	for source, got := range map[string]contract.Instance{"Get from a restarted provider": restarted, "ListByTag": listed[0]} {
-		if got.UID != req.UID {
-			e.t.Errorf("%s: UID %q, want %q", source, got.UID, req.UID)
+	for _, got := range []struct {
+		source string
+		inst   contract.Instance
+	}{{"Get", first}, {"Get from a restarted provider", restarted}, {"ListByTag from a restarted provider", listed[0]}} {
+		if got.inst.UID != req.UID {
+			e.t.Errorf("%s: UID %q, want %q", got.source, got.inst.UID, req.UID)
 		}
-		if got.Name != req.Name {
-			e.t.Errorf("%s: Name %q, want %q", source, got.Name, req.Name)
+		if got.inst.Name != req.Name {
+			e.t.Errorf("%s: Name %q, want %q", got.source, got.inst.Name, req.Name)
 		}
-		if got.CreatedAt.Before(before) || got.CreatedAt.After(after) {
-			e.t.Errorf("%s: CreatedAt %s, want between %s and %s", source, got.CreatedAt, before, after)
+		if got.inst.CreatedAt.Before(before) || got.inst.CreatedAt.After(after) {
+			e.t.Errorf("%s: CreatedAt %s, want between %s and %s", got.source, got.inst.CreatedAt, before, after)
+		}
+		if !got.inst.CreatedAt.Equal(first.CreatedAt) {
+			e.t.Errorf("%s: CreatedAt %s, but the first Get said %s: it is the instance's creation time, the same on every read",
+				got.source, got.inst.CreatedAt, first.CreatedAt)
 		}
 	}
 }
 
 // getDuringLock: while the backend holds a lock or runs a task on an
-// instance that has not yet run, Get returns Provisioning, not an error
-// class that stops the reconcile, and never Stopped (§4.6, §4.8).
+// instance that has not yet run, Get returns Provisioning (or a transient
+// error), never Stopped and never a class that stops the reconcile; a
+// repeat Create meanwhile makes no second instance, and once the lock is
+// gone Create finishes the same instance (§4.6, §4.8).
 func getDuringLock(e *env) {
+	creator := need[UnstartedCreator](e.t, e.cfg.Backend)
 	locker := need[Locker](e.t, e.cfg.Backend)
 	req := e.request()
-	inst := e.mustCreate(req)
-	unlock, err := locker.Lock(e.ctx(), inst.ProviderID)
+	id, err := creator.CreateUnstarted(e.ctx(), req)
+	if err != nil {
+		e.t.Fatalf("backend control CreateUnstarted: %v", err)
+	}
+	e.track(id)
+	unlock, err := locker.Lock(e.ctx(), id)
 	if err != nil {
 		e.t.Fatalf("backend control Lock: %v", err)
 	}
-	defer unlock()
-	got, err := e.get(e.ctx(), e.p, inst.ProviderID)
-	switch {
-	case err != nil && contract.ClassOf(err) != contract.ClassTransient:
-		e.t.Errorf("Get of a locked instance = %v (class %s), want Provisioning or a transient error", err, contract.ClassOf(err))
-	case err == nil && got.State != contract.StateProvisioning:
-		e.t.Errorf("Get of a locked, never-run instance = %s, want Provisioning", got.State)
+	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
+		got, err := e.get(e.ctx(), p, id)
+		switch {
+		case err != nil && contract.ClassOf(err) != contract.ClassTransient:
+			e.t.Errorf("Get of a locked, never-run instance = %v (class %s), want Provisioning or a transient error", err, contract.ClassOf(err))
+		case err == nil && got.State != contract.StateProvisioning:
+			e.t.Errorf("Get of a locked, never-run instance = %s, want Provisioning", got.State)
+		}
+		if _, err := e.create(e.ctx(), p, req); err != nil && contract.ClassOf(err) != contract.ClassTransient {
+			e.t.Errorf("repeat Create of a locked instance = %v (class %s), want success or transient", err, contract.ClassOf(err))
+		}
 	}
-	// A repeat Create while locked must not make a second instance either.
-	if _, err := e.create(e.ctx(), e.p, req); err != nil && contract.ClassOf(err) != contract.ClassTransient {
-		e.t.Errorf("repeat Create of a locked instance = %v (class %s), want success or transient", err, contract.ClassOf(err))
+	e.expectOne(req)
+	unlock()
+	inst, err := e.create(e.ctx(), e.p, req)
+	if err != nil {
+		e.t.Fatalf("Create once the lock is gone: %v", err)
+	}
+	if inst.ProviderID != id {
+		e.t.Errorf("Create once the lock is gone returned %s, want the locked instance %s", inst.ProviderID, id)
 	}
 	e.expectOne(req)
 }

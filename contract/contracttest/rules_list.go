@@ -57,3 +57,36 @@ func listByTagFindsMarked(e *env) {
 		e.t.Errorf("ListByTag for a UID nobody has = %d instances, %v; want none", len(none), err)
 	}
 }
+
+// listByTagCoversEveryLocation: ListByTag searches the provider's whole
+// scope: an instance in each configured location is found by LabelManaged
+// and by its LabelUID, from this provider and a restarted one (§4.11).
+func listByTagCoversEveryLocation(e *env) {
+	if len(e.cfg.OtherPlacements) == 0 {
+		e.t.Skip("skipped: Config.OtherPlacements is empty; give a placement in a second location")
+	}
+	want := map[string]contract.CreateRequest{}
+	for _, pl := range e.placements() {
+		req := e.requestIn(pl)
+		want[e.mustCreate(req).ProviderID] = req
+	}
+	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
+		managed, err := e.list(e.ctx(), p, contract.LabelManaged, contract.ManagedValue)
+		if err != nil {
+			e.t.Fatalf("ListByTag(%s): %v", contract.LabelManaged, err)
+		}
+		seen := map[string]bool{}
+		for _, inst := range managed {
+			seen[inst.ProviderID] = true
+		}
+		for id, req := range want {
+			if !seen[id] {
+				e.t.Errorf("ListByTag(%s, %s) misses %s in %+v", contract.LabelManaged, contract.ManagedValue, id, req.Placement)
+			}
+			byUID, err := e.list(e.ctx(), p, contract.LabelUID, req.UID)
+			if err != nil || len(byUID) != 1 || byUID[0].ProviderID != id {
+				e.t.Errorf("ListByTag(%s, %s) = %+v, %v; want exactly %s in %+v", contract.LabelUID, req.UID, byUID, err, id, req.Placement)
+			}
+		}
+	}
+}

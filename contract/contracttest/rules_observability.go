@@ -56,13 +56,16 @@ func (e *env) requestLike(req contract.CreateRequest) contract.CreateRequest {
 	return r
 }
 
-// sentinelCloudInit: CloudInit never appears in a log line, span or error
-// (§12), on the success paths or the failure paths.
+// sentinelCloudInit: CloudInit never appears, as it is or encoded, in a
+// log line, span, error, instance message or anything the process writes
+// (§1.6, §12), on the success paths or the failure paths.
 func sentinelCloudInit(e *env) {
+	stop := e.captureGlobals()
 	sentinel := "sentinel-cloudinit-" + randomHex(8)
 	req := e.request()
 	req.CloudInit = []byte("#cloud-config\n# " + sentinel + "\nruncmd: [\"echo " + sentinel + "\"]\n")
 	exercise(e, req)
+	stop()
 	e.assertAbsent("CloudInit", sentinel)
 }
 
@@ -72,14 +75,18 @@ func sentinelCredential(e *env) {
 	if e.cfg.Credential == "" {
 		e.t.Skip("skipped: Config.Credential is not set")
 	}
+	stop := e.captureGlobals()
 	exercise(e, e.request())
 	if rejecter, ok := e.cfg.Backend.(CredentialRejecter); ok {
+		inst := e.mustCreate(e.request())
 		rejecter.RejectCredentials(true)
 		p := e.cfg.NewProvider(e.t)
 		req := e.request()
 		if _, err := e.create(e.ctx(), p, req); err == nil {
 			e.t.Errorf("Create succeeded with the credential rejected")
 		}
+		_, _ = e.get(e.ctx(), p, inst.ProviderID)
+		_ = e.delete(e.ctx(), p, inst.ProviderID)
 		_, _ = e.list(e.ctx(), p, contract.LabelManaged, contract.ManagedValue)
 		if checker, ok := p.(contract.Checker); ok {
 			for _, r := range checker.Check(e.ctx()) {
@@ -88,6 +95,7 @@ func sentinelCredential(e *env) {
 		}
 		rejecter.RejectCredentials(false)
 	}
+	stop()
 	e.assertAbsent("credential", e.cfg.Credential)
 }
 
@@ -109,6 +117,7 @@ func childSpans(e *env) {
 			_, err = e.p.ListByTag(ctx, contract.LabelUID, req.UID)
 			return err
 		}},
+		{"Delete", func(ctx context.Context) error { return e.p.Delete(ctx, inst.ProviderID) }},
 	} {
 		parent, err := e.op(e.ctx(), op.name, op.call)
 		if err != nil {
@@ -145,8 +154,13 @@ func logLinesNameTheInstance(e *env) {
 		e.t.Skip("skipped: the provider logged nothing (logging: none)")
 	}
 	for _, l := range lines {
-		if l[contract.LogKeyProvider] == nil || l[contract.LogKeyInstance] == nil {
-			e.t.Errorf("log line without %q and %q keys: %v", contract.LogKeyProvider, contract.LogKeyInstance, l)
+		provider, instance := l[contract.LogKeyProvider], l[contract.LogKeyInstance]
+		switch {
+		case provider != "contracttest":
+			e.t.Errorf("log line whose %q key is %v, not the operator's %q: %v", contract.LogKeyProvider, provider, "contracttest", l)
+		case instance != req.Name && instance != inst.ProviderID:
+			e.t.Errorf("log line about %s whose %q key is %v, want the instance's name %q or providerID: %v",
+				req.Name, contract.LogKeyInstance, instance, req.Name, l)
 		}
 	}
 }

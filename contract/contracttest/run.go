@@ -39,11 +39,17 @@ var rules = []rule{
 	{"CallsAreBounded", callsAreBounded},
 	{"DeleteLeavesNothing", deleteLeavesNothing},
 	{"LogLinesNameTheInstance", logLinesNameTheInstance},
+	{"ConcurrentCallsAreSafe", concurrentCallsAreSafe},
+	{"ListByTagCoversEveryLocation", listByTagCoversEveryLocation},
+	{"DeleteResumesAfterFailure", deleteResumesAfterFailure},
+	{"RejectedCredentialIsNotGone", rejectedCredentialIsNotGone},
 }
 
 // Run checks the provider cfg describes against every rule of the
 // contract, one subtest per rule. Rules run one after another: the backend
-// control's faults and stalls are global to the backend.
+// control's faults and stalls are global to the backend. Each rule starts
+// on a reset backend (Resetter) and ends with its instances deleted and
+// the backend's Inventory no larger than it found it.
 func Run(t *testing.T, cfg Config) {
 	t.Helper()
 	cfg = cfg.withDefaults(t)

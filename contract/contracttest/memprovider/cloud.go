@@ -30,8 +30,19 @@ type Cloud struct {
 	gate      contracttest.Gate
 	faults    map[string][]*APIError
 	afterOp   map[string]*APIError // fail after the op took effect
+	cut       cut                  // one call to cut, counted by calls
 	rejecting bool
 }
+
+// cut names one call by its number in calls, and whether it fails before
+// or after taking effect. Zero cuts nothing.
+type cut struct {
+	call  int
+	after bool
+}
+
+// errCut is what a cut call answers: the connection dropped.
+var errCut = &APIError{502, "bad_gateway", "the connection to the compute service was reset"}
 
 type region struct {
 	vms     map[string]*VM
@@ -91,25 +102,37 @@ func NewCloud(token string, regions, images []string, deleteDelay time.Duration)
 	return c
 }
 
-// enter starts one API call: it counts it, honours a stall and ctx, checks
-// the token and returns any fault injected for op.
-func (c *Cloud) enter(ctx context.Context, token, op string) error {
+// call runs one API call: it counts it, honours a stall and ctx, checks
+// the token, returns any fault injected for op, and runs fn under c.mu; a
+// call cut after it took effect runs fn and answers errCut.
+func (c *Cloud) call(ctx context.Context, token, op string, fn func() error) error {
 	c.mu.Lock()
 	c.calls++
+	n := c.calls
 	c.mu.Unlock()
 	if err := c.gate.Pass(ctx); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.rejecting || token != c.token {
+	cutHere, cutAfter := c.cut.call == n, c.cut.after
+	if cutHere {
+		c.cut = cut{}
+	}
+	switch {
+	case cutHere && !cutAfter:
+		return errCut
+	case c.rejecting || token != c.token:
 		return &APIError{401, "unauthorized", "the API token is invalid or expired"}
 	}
 	if queue := c.faults[op]; len(queue) > 0 {
 		c.faults[op] = queue[1:]
 		return queue[0]
 	}
-	return nil
+	if err := fn(); err != nil || !cutHere {
+		return err
+	}
+	return errCut
 }
 
 // region returns a region; the caller holds c.mu.
@@ -123,45 +146,33 @@ func (c *Cloud) region(name string) (*region, error) {
 
 // WhoAmI checks the token.
 func (c *Cloud) WhoAmI(ctx context.Context, token string) error {
-	return c.enter(ctx, token, "whoami")
+	return c.call(ctx, token, "whoami", func() error { return nil })
 }
 
 // GetRegion checks that a region exists.
 func (c *Cloud) GetRegion(ctx context.Context, token, regionName string) error {
-	if err := c.enter(ctx, token, "getregion"); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, err := c.region(regionName)
-	return err
+	return c.inRegion(ctx, token, "getregion", regionName, func(*region) error { return nil })
 }
 
 // GetImage checks that an image exists.
 func (c *Cloud) GetImage(ctx context.Context, token, image string) error {
-	if err := c.enter(ctx, token, "getimage"); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !slices.Contains(c.images, image) {
-		return &APIError{404, "image_not_found", fmt.Sprintf("image %q does not exist", image)}
-	}
-	return nil
+	return c.call(ctx, token, "getimage", func() error {
+		if !slices.Contains(c.images, image) {
+			return &APIError{404, "image_not_found", fmt.Sprintf("image %q does not exist", image)}
+		}
+		return nil
+	})
 }
 
 // inRegion runs one API call that works on a region, under c.mu.
 func (c *Cloud) inRegion(ctx context.Context, token, op, regionName string, fn func(*region) error) error {
-	if err := c.enter(ctx, token, op); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, err := c.region(regionName)
-	if err != nil {
-		return err
-	}
-	return fn(r)
+	return c.call(ctx, token, op, func() error {
+		r, err := c.region(regionName)
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	})
 }
 
 // onVM runs one API call that works on an existing VM, under c.mu.
@@ -175,10 +186,16 @@ func (c *Cloud) onVM(ctx context.Context, token, op, regionName, name string, fn
 	})
 }
 
+// MaxVolumeBytes is the largest volume the Cloud stores.
+const MaxVolumeBytes = 64 << 10
+
 // CreateVolume stores data as a volume; an existing volume of that name is
-// a 409.
+// a 409, one over MaxVolumeBytes a 413.
 func (c *Cloud) CreateVolume(ctx context.Context, token, regionName, name string, data []byte) error {
 	return c.inRegion(ctx, token, "createvolume", regionName, func(r *region) error {
+		if len(data) > MaxVolumeBytes {
+			return &APIError{413, "too_large", fmt.Sprintf("volume %q: %d bytes, at most %d", name, len(data), MaxVolumeBytes)}
+		}
 		if _, ok := r.volumes[name]; ok {
 			return &APIError{409, "volume_exists", fmt.Sprintf("volume %q already exists", name)}
 		}

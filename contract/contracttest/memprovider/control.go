@@ -31,6 +31,8 @@ var (
 	_ contracttest.UserDataReader     = Control{}
 	_ contracttest.CallCounter        = Control{}
 	_ contracttest.Inventory          = Control{}
+	_ contracttest.CallCutter         = Control{}
+	_ contracttest.Resetter           = Control{}
 )
 
 // withVM runs fn on the VM a providerID names, under the Cloud's lock.
@@ -109,6 +111,41 @@ func (c Control) CreateUnmarked(ctx context.Context, name string, pl contract.Pl
 		return "", err
 	}
 	return ids.Format(vm.Region, vm.Name), nil
+}
+
+// DeleteUnmarked removes a VM CreateUnmarked made.
+func (c Control) DeleteUnmarked(_ context.Context, providerID string) error {
+	regionName, name, err := ids.Parse(providerID)
+	if err != nil {
+		return err
+	}
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	if vm := c.Cloud.regions[regionName].vms[name]; vm != nil && vm.Labels[contract.LabelManaged] == "" {
+		delete(c.Cloud.regions[regionName].vms, name)
+	}
+	return nil
+}
+
+// CutCall makes the n-th Cloud call from now answer 502, before or after
+// it took effect.
+func (c Control) CutCall(n int, after bool) error {
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	c.Cloud.cut = cut{call: c.Cloud.calls + n, after: after}
+	return nil
+}
+
+// Reset drops queued faults and cuts, lets stalled calls go and accepts
+// the token again.
+func (c Control) Reset() {
+	c.Cloud.gate.Stall()()
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	clear(c.Cloud.faults)
+	clear(c.Cloud.afterOp)
+	c.Cloud.cut = cut{}
+	c.Cloud.rejecting = false
 }
 
 // Stall makes every Cloud call hang until release.

@@ -27,12 +27,14 @@ func testSetup(t *testing.T) (*Cloud, Config) {
 // harnessConfig wires any provider constructor over cloud into the harness.
 func harnessConfig(cloud *Cloud, newProvider func(t *testing.T) contract.Provider) contracttest.Config {
 	return contracttest.Config{
-		NewProvider: newProvider,
-		Backend:     Control{Cloud: cloud},
-		Placement:   contract.Placement{Region: "r2", MachineType: "small", Image: "debian-12"},
-		Credential:  testToken,
-		CallBudget:  300 * time.Millisecond,
-		WaitTimeout: 5 * time.Second,
+		NewProvider:     newProvider,
+		Backend:         Control{Cloud: cloud},
+		Placement:       contract.Placement{Region: "r2", MachineType: "small", Image: "debian-12"},
+		OtherPlacements: []contract.Placement{{Region: "r1", MachineType: "small", Image: "debian-12"}},
+		MaxCloudInit:    MaxVolumeBytes,
+		Credential:      testToken,
+		CallBudget:      300 * time.Millisecond,
+		WaitTimeout:     5 * time.Second,
 	}
 }
 

@@ -114,16 +114,39 @@ func (p *Provider) createVM(ctx context.Context, region string, spec VMSpec, clo
 		vm, err = p.cloud.CreateVM(ctx, p.cfg.Token, region, spec)
 		return err
 	})
-	if isConflict(err) {
+	switch {
+	case isConflict(err):
 		// Another attempt won the race for the name; resume from its VM.
 		return p.getVM(ctx, region, spec.Name)
+	case err != nil:
+		p.dropOrphanSeed(ctx, region, spec)
 	}
 	return vm, err
+}
+
+// dropOrphanSeed deletes the seed volume of a VM whose creation failed,
+// so a Create refused for good (quota, a bad image) leaves no volume, which
+// no sweep would find, holding the cloud-init. A VM that exists after all
+// (the answer was lost, not the request) keeps its seed for the retry.
+func (p *Provider) dropOrphanSeed(ctx context.Context, region string, spec VMSpec) {
+	if _, err := p.getVM(ctx, region, spec.Name); !errors.Is(err, contract.ErrNotFound) {
+		return
+	}
+	err := p.do(ctx, "DeleteVolume", func(ctx context.Context) error {
+		return p.cloud.DeleteVolume(ctx, p.cfg.Token, region, spec.SeedVolume)
+	})
+	if err != nil && !errors.Is(err, contract.ErrNotFound) {
+		logr.FromContextOrDiscard(ctx).Info("could not delete the seed volume of a failed create; the next Create or Delete retries",
+			"volume", spec.SeedVolume, "error", err.Error())
+	}
 }
 
 // vmSpec validates req against the catalogues, before any Cloud call.
 func (p *Provider) vmSpec(req contract.CreateRequest) (VMSpec, error) {
 	if err := req.Validate(); err != nil {
+		return VMSpec{}, err
+	}
+	if err := contract.CloudInitFits(req.CloudInit, MaxVolumeBytes, "the seed volume"); err != nil {
 		return VMSpec{}, err
 	}
 	pl := req.Placement

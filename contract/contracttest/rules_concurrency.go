@@ -1,0 +1,105 @@
+package contracttest
+
+import (
+	"sync"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// callers is how many goroutines call the provider at once: the operator's
+// three reconciles, its garbage-collection sweep and a spare (§1.3).
+const callers = 5
+
+// concurrentCallsAreSafe: one provider value serves concurrent callers
+// (§1.3): Creates of one request race into exactly one instance; Creates
+// of different requests, in every location, each make their own; Gets and
+// lists meanwhile see valid instances; concurrent Deletes of one instance
+// all return nil. Run it under -race: the race detector is half the rule.
+func concurrentCallsAreSafe(e *env) {
+	same := e.request()
+	ids := make([]string, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			inst, err := e.create(e.ctx(), e.p, same)
+			ids[i], errs[i] = inst.ProviderID, err
+		})
+	}
+	wg.Wait()
+	var winner string
+	for i := range callers {
+		switch {
+		case errs[i] != nil && contract.ClassOf(errs[i]) != contract.ClassTransient:
+			e.t.Errorf("racing Create of one request failed with class %s, want success or transient: %v", contract.ClassOf(errs[i]), errs[i])
+		case errs[i] == nil && winner == "":
+			winner = ids[i]
+		case errs[i] == nil && ids[i] != winner:
+			e.t.Errorf("racing Creates of one request returned %s and %s", winner, ids[i])
+		}
+	}
+	if final := e.mustCreate(same); winner != "" && final.ProviderID != winner {
+		e.t.Errorf("Create after the race returned %s, the race returned %s", final.ProviderID, winner)
+	}
+	e.expectOne(same)
+
+	placements := e.placements()
+	reqs := make([]contract.CreateRequest, callers)
+	for i := range reqs {
+		reqs[i] = e.requestIn(placements[i%len(placements)])
+	}
+	insts := make([]contract.Instance, callers)
+	for i := range callers {
+		wg.Go(func() { insts[i], errs[i] = e.createRetrying(reqs[i]) })
+		wg.Go(func() { _, _ = e.list(e.ctx(), e.p, contract.LabelManaged, contract.ManagedValue) })
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i := range callers {
+		if errs[i] != nil {
+			e.t.Errorf("concurrent Create of %s failed: %v", reqs[i].Name, errs[i])
+			continue
+		}
+		if seen[insts[i].ProviderID] {
+			e.t.Errorf("concurrent Creates of different requests both returned %s", insts[i].ProviderID)
+		}
+		seen[insts[i].ProviderID] = true
+		if one := e.expectOne(reqs[i]); one.ProviderID != "" && one.ProviderID != insts[i].ProviderID {
+			e.t.Errorf("Create of %s returned %s, but its UID marks %s", reqs[i].Name, insts[i].ProviderID, one.ProviderID)
+		}
+	}
+
+	for i := range callers {
+		if errs[i] != nil {
+			continue
+		}
+		id := insts[i].ProviderID
+		delErrs := make([]error, 3)
+		for j := range delErrs {
+			wg.Go(func() { delErrs[j] = e.delete(e.ctx(), e.p, id) })
+		}
+		wg.Go(func() { _, _ = e.get(e.ctx(), e.p, id) })
+		wg.Wait()
+		for _, err := range delErrs {
+			if err != nil {
+				e.t.Errorf("one of three overlapping Deletes of %s = %v, want nil", id, err)
+			}
+		}
+		e.waitGone(e.p, id)
+	}
+}
+
+// createRetrying creates req, retrying transient errors a few times as
+// the operator would.
+func (e *env) createRetrying(req contract.CreateRequest) (contract.Instance, error) {
+	var inst contract.Instance
+	var err error
+	for range 5 {
+		if inst, err = e.create(e.ctx(), e.p, req); err == nil || contract.ClassOf(err) != contract.ClassTransient {
+			return inst, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return inst, err
+}
