@@ -21,12 +21,15 @@ func concurrentCallsAreSafe(e *env) {
 	ids := make([]string, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for i := range callers {
 		wg.Go(func() {
+			<-start
 			inst, err := e.create(e.ctx(), e.p, same)
 			ids[i], errs[i] = inst.ProviderID, err
 		})
 	}
+	close(start)
 	wg.Wait()
 	var winner string
 	for i := range callers {

@@ -1,8 +1,10 @@
 package contracttest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -88,6 +90,9 @@ func deleteResumesAfterFailure(e *env) {
 				e.t.Errorf("Delete with %s failed with class %s, want Transient (a lost connection is retried): %v", cut, contract.ClassOf(err), err)
 			}
 			resetter.Reset()
+			// The operator comes back later: whatever the cut-off Delete set
+			// going on the backend has finished by then.
+			e.waitSettled(inst.ProviderID)
 			restarted := e.cfg.NewProvider(e.t)
 			if err := e.delete(e.ctx(), restarted, inst.ProviderID); err != nil {
 				e.t.Errorf("Delete resumed after %s: %v", cut, err)
@@ -98,6 +103,20 @@ func deleteResumesAfterFailure(e *env) {
 				e.expectNoMoreThan(inv, before, "Delete resumed after "+cut)
 			}
 		}
+	}
+}
+
+// waitSettled polls Get until the instance is gone or in a state other
+// than Terminated: a deletion the backend was running has finished.
+func (e *env) waitSettled(id string) {
+	e.t.Helper()
+	deadline := time.Now().Add(e.cfg.WaitTimeout)
+	for time.Now().Before(deadline) {
+		inst, err := e.get(e.ctx(), e.p, id)
+		if errors.Is(err, contract.ErrNotFound) || (err == nil && inst.State != contract.StateTerminated) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -19,7 +19,7 @@ func classify(err error) error {
 		return contract.NotFound(err)
 	case api.Status == 403 && api.Code == "quota_exceeded", api.Status == 507:
 		return contract.Quota(err)
-	case api.Status == 400, api.Status == 401, api.Status == 403:
+	case api.Status == 400, api.Status == 401, api.Status == 403, api.Status == 413:
 		// 401: the token is wrong or expired; retrying it cannot help until
 		// the credential is rotated, which the operator notices on its own.
 		return contract.Permanent(err)

@@ -22,6 +22,9 @@ type Cloud struct {
 	token   string
 	regions map[string]*region
 	images  []string
+	// latency is how long every call takes on the wire, as a remote API's
+	// round trip does; concurrent calls overlap in it.
+	latency time.Duration
 	// DeleteDelay is how long a deleted VM stays in state "deleting" before
 	// it is gone; zero removes it at once.
 	deleteDelay time.Duration
@@ -90,6 +93,14 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("memcloud: %d %s: %s", e.Status, e.Code, e.Message)
 }
 
+// SetLatency makes every call take d on the wire, so that concurrent
+// callers overlap as they do against a remote API.
+func (c *Cloud) SetLatency(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.latency = d
+}
+
 // NewCloud returns a Cloud with the given regions, images and API token.
 func NewCloud(token string, regions, images []string, deleteDelay time.Duration) *Cloud {
 	c := &Cloud{
@@ -108,10 +119,17 @@ func NewCloud(token string, regions, images []string, deleteDelay time.Duration)
 func (c *Cloud) call(ctx context.Context, token, op string, fn func() error) error {
 	c.mu.Lock()
 	c.calls++
-	n := c.calls
+	n, latency := c.calls, c.latency
 	c.mu.Unlock()
 	if err := c.gate.Pass(ctx); err != nil {
 		return err
+	}
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

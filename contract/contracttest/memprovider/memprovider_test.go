@@ -14,6 +14,7 @@ const testToken = "sentinel-token-7c1d9e"
 func testSetup(t *testing.T) (*Cloud, Config) {
 	t.Helper()
 	cloud := NewCloud(testToken, []string{"r1", "r2"}, []string{"debian-12-proxy"}, 30*time.Millisecond)
+	cloud.SetLatency(time.Millisecond)
 	cfg := Config{
 		Token:        testToken,
 		Regions:      []string{"r1", "r2"},

@@ -1,0 +1,592 @@
+package memprovider
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// variants lists the deliberately broken providers, each with the rule
+// that must catch it; docs/provider-contract.md §11 maps every MUST to
+// them.
+var variants = []variant{
+	{"create-not-idempotent", "RepeatCreate", func(b *brokenProvider) {
+		var n atomic.Int64
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			req.Name = fmt.Sprintf("%s-%d", req.Name, n.Add(1))
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"get-remembers-deleted", "GetAfterDelete", func(b *brokenProvider) {
+		var seen sync.Map
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err == nil {
+				seen.Store(inst.ProviderID, inst)
+			}
+			return inst, err
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			if errors.Is(err, contract.ErrNotFound) {
+				if old, ok := seen.Load(id); ok {
+					return old.(contract.Instance), nil
+				}
+			}
+			if err == nil && inst.State != contract.StateTerminated {
+				seen.Store(id, inst)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"delete-not-idempotent", "DeleteTwice", func(b *brokenProvider) {
+		b.delete = func(ctx context.Context, id string) error {
+			if _, err := b.Provider.Get(ctx, id); err != nil {
+				return err
+			}
+			return b.Provider.Delete(ctx, id)
+		}
+	}, nil},
+	{"malformed-id-sent-to-backend", "MalformedID", func(b *brokenProvider) {
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			region, name, _ := strings.Cut(id, "/")
+			vm, err := b.getVM(ctx, region, name)
+			return instance(vm), err
+		}
+		b.delete = func(ctx context.Context, id string) error {
+			region, name, _ := strings.Cut(id, "/")
+			return b.do(ctx, "DeleteVM", func(ctx context.Context) error { return b.cloud.DeleteVM(ctx, b.cfg.Token, region, name) })
+		}
+	}, nil},
+	{"unknown-state-waits", "UnknownStateIsStopped", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Power != "stopped" && vm.Power != "paused" && inst.State == contract.StateStopped {
+				inst.State = contract.StateProvisioning
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"running-without-ip", "RunningRequiresIP", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Power == "running" {
+				inst.State = contract.StateRunning
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"running-with-an-unreported-ip", "RunningRequiresIP", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Power == "running" && inst.IP == "" {
+				inst.State, inst.IP = contract.StateRunning, "203.0.113.9"
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"uid-from-memory", "UIDAndCreatedAtReadBack", func(b *brokenProvider) {
+		var uids sync.Map
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			uids.Store(inst.ProviderID, req.UID)
+			return inst, err
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			uid, _ := uids.Load(id)
+			inst.UID, _ = uid.(string)
+			return inst, err
+		}
+	}, nil},
+	{"list-ignores-marks", "ListByTagExcludesUnmarked", func(b *brokenProvider) {
+		b.list = func(ctx context.Context, _, _ string) ([]contract.Instance, error) {
+			return b.Provider.ListByTag(ctx, "", "")
+		}
+	}, nil},
+	{"deleting-looks-alive", "GetDuringDelete", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Deleting {
+				inst.State = contract.StateStopped
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"lock-is-permanent", "GetDuringLock", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Lock != "" {
+				return contract.Instance{}, contract.Permanentf("instance %s is locked (%s)", vm.Name, vm.Lock)
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"never-started-is-stopped", "NeverStartedIsNeverStopped", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if !vm.Started {
+				inst.State = contract.StateStopped
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"ignores-ctx", "CancelledContextReturnsPromptly", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			return b.Provider.Create(context.WithoutCancel(ctx), req)
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			return b.Provider.Get(context.WithoutCancel(ctx), id)
+		}
+	}, func(cfg *Config) { cfg.CallTimeout = 5 * time.Second }},
+	{"no-call-timeout", "CallsAreBounded", func(*brokenProvider) {}, func(cfg *Config) { cfg.CallTimeout = time.Hour }},
+	{"check-order-unstable", "CheckerReasons", func(b *brokenProvider) {
+		var n atomic.Int64
+		b.check = func(ctx context.Context) []contract.CheckResult {
+			r := b.Provider.Check(ctx)
+			if n.Add(1)%2 == 0 {
+				slices.Reverse(r)
+			}
+			return r
+		}
+	}, nil},
+	{"cloudinit-logged", "SentinelCloudInit", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			logr.FromContextOrDiscard(ctx).V(3).Info("create request", contract.LogKeyInstance, req.Name, "cloudInit", string(req.CloudInit))
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"credential-in-error", "SentinelCredential", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err != nil {
+				err = fmt.Errorf("create with token %s: %w", b.cfg.Token, err)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"no-child-spans", "ChildSpans", func(b *brokenProvider) {
+		detach := func(ctx context.Context) context.Context {
+			return trace.ContextWithSpan(ctx, trace.SpanFromContext(context.Background()))
+		}
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			return b.Provider.Create(detach(ctx), req)
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			return b.Provider.Get(detach(ctx), id)
+		}
+		b.list = func(ctx context.Context, k, v string) ([]contract.Instance, error) {
+			return b.Provider.ListByTag(detach(ctx), k, v)
+		}
+	}, nil},
+	{"validates-after-backend-call", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			_ = b.cloud.WhoAmI(ctx, b.cfg.Token)
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"cloudinit-reencoded", "CloudInitByteForByte", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			req.CloudInit = bytes.ReplaceAll(req.CloudInit, []byte("\r\n"), []byte("\n"))
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"create-does-not-resume", "CreateResumesAfterFailure", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			spec, err := b.vmSpec(req)
+			if err != nil {
+				return contract.Instance{}, err
+			}
+			region := req.Placement.Region
+			_ = b.cloud.CreateVolume(ctx, b.cfg.Token, region, spec.SeedVolume, req.CloudInit)
+			var vm VM
+			if err := b.do(ctx, "CreateVM", func(ctx context.Context) (err error) {
+				vm, err = b.cloud.CreateVM(ctx, b.cfg.Token, region, spec)
+				return err
+			}); err != nil {
+				return contract.Instance{}, err
+			}
+			if err := b.do(ctx, "StartVM", func(ctx context.Context) error {
+				return b.cloud.StartVM(ctx, b.cfg.Token, region, req.Name)
+			}); err != nil {
+				return contract.Instance{}, err
+			}
+			vm.Started, vm.Power = true, "running"
+			return instance(vm), nil
+		}
+	}, nil},
+	{"adopts-unmarked", "CreateNeverAdoptsUnmarked", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil {
+				return instance(vm), nil
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"list-first-region-only", "ListByTagFindsMarked", func(b *brokenProvider) {
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			return slices.DeleteFunc(all, func(i contract.Instance) bool { return !strings.HasPrefix(i.ProviderID, b.cfg.Regions[0]+"/") }), err
+		}
+	}, nil},
+	{"reports-any-address", "OnlyRoutableIPv4", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if len(vm.IPs) > 0 && vm.Power == "running" {
+				inst.IP = vm.IPs[0]
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"errors-unclassified", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err != nil && !errors.Is(err, contract.ErrPermanent) {
+				err = errors.New(err.Error())
+			}
+			return inst, err
+		}
+	}, nil},
+	{"seed-volume-leaked", "DeleteLeavesNothing", func(b *brokenProvider) {
+		b.delete = func(ctx context.Context, id string) error {
+			region, name, err := ids.Parse(id)
+			if err != nil {
+				return err
+			}
+			err = b.do(ctx, "DeleteVM", func(ctx context.Context) error { return b.cloud.DeleteVM(ctx, b.cfg.Token, region, name) })
+			if errors.Is(err, contract.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+	}, nil},
+	{"logs-without-instance", "LogLinesNameTheInstance", func(b *brokenProvider) {
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			logr.FromContextOrDiscard(ctx).V(1).Info("reading instance")
+			return b.Provider.Get(ctx, id)
+		}
+	}, nil},
+
+	// Variants added when each check was made to test its rule rather than
+	// one mistake (issue 12): each breaks one MUST in a way a provider
+	// against a real cloud gets wrong.
+	{"create-race-duplicates", "ConcurrentCallsAreSafe", func(b *brokenProvider) {
+		// Looks the name up first, and on a name conflict makes a second,
+		// differently named VM instead of resuming: sequential Creates
+		// never meet the conflict, racing ones do.
+		var n atomic.Int64
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			spec, err := b.vmSpec(req)
+			if err != nil {
+				return contract.Instance{}, err
+			}
+			region := req.Placement.Region
+			if _, err := b.getVM(ctx, region, req.Name); !errors.Is(err, contract.ErrNotFound) {
+				return b.Provider.Create(ctx, req)
+			}
+			_ = b.cloud.CreateVolume(ctx, b.cfg.Token, region, spec.SeedVolume, req.CloudInit)
+			vm, err := b.cloud.CreateVM(ctx, b.cfg.Token, region, spec)
+			if isConflict(err) {
+				spec.Name = fmt.Sprintf("%s-r%d", spec.Name, n.Add(1))
+				vm, err = b.cloud.CreateVM(ctx, b.cfg.Token, region, spec)
+			}
+			if err != nil {
+				return contract.Instance{}, classify(err)
+			}
+			if err := b.cloud.StartVM(ctx, b.cfg.Token, region, vm.Name); err != nil {
+				return contract.Instance{}, classify(err)
+			}
+			vm.Started, vm.Power = true, "running"
+			return instance(vm), nil
+		}
+	}, nil},
+	{"delete-overlap-fails", "ConcurrentCallsAreSafe", func(b *brokenProvider) {
+		// Refuses a Delete while another holds the instance.
+		var busy sync.Map
+		b.delete = func(ctx context.Context, id string) error {
+			if _, held := busy.LoadOrStore(id, true); held {
+				return fmt.Errorf("instance %s: a delete is already running", id)
+			}
+			defer busy.Delete(id)
+			time.Sleep(20 * time.Millisecond)
+			return b.Provider.Delete(ctx, id)
+		}
+	}, nil},
+	{"list-last-region-only", "ListByTagCoversEveryLocation", func(b *brokenProvider) {
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			last := b.cfg.Regions[len(b.cfg.Regions)-1]
+			return slices.DeleteFunc(all, func(i contract.Instance) bool { return !strings.HasPrefix(i.ProviderID, last+"/") }), err
+		}
+	}, nil},
+	{"delete-stops-at-missing-vm", "DeleteResumesAfterFailure", func(b *brokenProvider) {
+		// Takes a missing VM for a finished delete and never reaches the
+		// seed volume a cut-off Delete left.
+		b.delete = func(ctx context.Context, id string) error {
+			region, name, err := ids.Parse(id)
+			if err != nil {
+				return err
+			}
+			err = b.do(ctx, "DeleteVM", func(ctx context.Context) error { return b.cloud.DeleteVM(ctx, b.cfg.Token, region, name) })
+			if errors.Is(err, contract.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return b.Provider.Delete(ctx, id)
+		}
+	}, nil},
+	{"unauthorized-is-not-found", "RejectedCredentialIsNotGone", func(b *brokenProvider) {
+		// Reads every 4xx of a lookup as "no such VM".
+		notFound := func(err error) bool { var api *APIError; return errors.As(err, &api) && api.Status/100 == 4 }
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			if notFound(err) && !errors.Is(err, contract.ErrNotFound) {
+				return inst, fmt.Errorf("%w: %s", contract.ErrNotFound, id)
+			}
+			return inst, err
+		}
+		b.delete = func(ctx context.Context, id string) error {
+			if err := b.Provider.Delete(ctx, id); !notFound(err) {
+				return err
+			}
+			return nil
+		}
+	}, nil},
+	{"seed-exists-is-an-error", "CreateResumesAfterFailure", func(b *brokenProvider) {
+		// Uploads the seed unconditionally, so a Create cut off after the
+		// upload can never be resumed.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if err := req.Validate(); err == nil {
+				if _, err := b.getVM(ctx, req.Placement.Region, req.Name); errors.Is(err, contract.ErrNotFound) {
+					if err := b.do(ctx, "CreateVolume", func(ctx context.Context) error {
+						return b.cloud.CreateVolume(ctx, b.cfg.Token, req.Placement.Region, seedVolume(req.Name), req.CloudInit)
+					}); err != nil {
+						return contract.Instance{}, err
+					}
+				}
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"cut-connection-is-permanent", "CreateResumesAfterFailure", func(b *brokenProvider) {
+		// Classifies a reset connection (502) as a refusal.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			var api *APIError
+			if errors.As(err, &api) && api.Status == 502 {
+				err = contract.Permanent(err)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"name-truncated-to-fit", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if len(req.Name) > 63 {
+				req.Name = req.Name[:63]
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"port-defaulted", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if req.Port == 0 {
+				req.Port = 3128
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"cloudinit-limit-off-by-one", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if len(req.CloudInit) >= MaxVolumeBytes {
+				return contract.Instance{}, contract.InvalidField("cloudInit", fmt.Sprintf("%d bytes", len(req.CloudInit)), "too large")
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"zone-silently-ignored", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			req.Placement.Zone = ""
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"error-names-value-not-field", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if fe := (*contract.FieldError)(nil); errors.As(err, &fe) {
+				err = contract.Permanentf("invalid value %q", fe.Value)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"malformed-id-unnamed", "MalformedID", func(b *brokenProvider) {
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			if errors.Is(err, contract.ErrPermanent) {
+				err = contract.Permanentf("malformed providerID")
+			}
+			return inst, err
+		}
+	}, nil},
+	{"created-at-is-now", "UIDAndCreatedAtReadBack", func(b *brokenProvider) {
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			inst.CreatedAt = time.Now().UTC().Truncate(time.Second)
+			return inst, err
+		}
+	}, nil},
+	{"list-without-created-at", "UIDAndCreatedAtReadBack", func(b *brokenProvider) {
+		// Lists fewer properties than Get reads.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			for i := range all {
+				all[i].CreatedAt = time.Time{}
+			}
+			return all, err
+		}
+	}, nil},
+	{"uid-mark-missing", "ListByTagFindsMarked", func(b *brokenProvider) {
+		// Marks the VM managed but never writes its UID.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err == nil {
+				b.cloud.mu.Lock()
+				delete(b.cloud.regions[req.Placement.Region].vms[req.Name].Labels, contract.LabelUID)
+				b.cloud.mu.Unlock()
+			}
+			return inst, err
+		}
+	}, nil},
+	{"locked-unstarted-is-stopped", "GetDuringLock", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Lock != "" && vm.Power != "running" {
+				inst.State = contract.StateStopped
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"two-classes", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if errors.Is(err, contract.ErrQuota) {
+				err = fmt.Errorf("%w: %w", contract.ErrPermanent, err)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"bare-sentinel", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			if errors.Is(err, contract.ErrNotFound) {
+				err = fmt.Errorf("get %s: %w", id, contract.ErrNotFound)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"delete-404-is-an-error", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		b.delete = func(ctx context.Context, id string) error {
+			region, name, err := ids.Parse(id)
+			if err != nil {
+				return err
+			}
+			if err := b.do(ctx, "DeleteVM", func(ctx context.Context) error { return b.cloud.DeleteVM(ctx, b.cfg.Token, region, name) }); err != nil {
+				return err
+			}
+			return b.Provider.Delete(ctx, id)
+		}
+	}, nil},
+	{"seed-leaked-on-refused-create", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		// Uploads the seed, then gives up when the VM is refused, leaving
+		// the seed (and the cloud-init in it) where no sweep finds it.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			spec, err := b.vmSpec(req)
+			if err != nil {
+				return contract.Instance{}, err
+			}
+			region := req.Placement.Region
+			if _, err := b.getVM(ctx, region, req.Name); errors.Is(err, contract.ErrNotFound) {
+				_ = b.do(ctx, "CreateVolume", func(ctx context.Context) error {
+					return b.cloud.CreateVolume(ctx, b.cfg.Token, region, spec.SeedVolume, req.CloudInit)
+				})
+				if err := b.do(ctx, "CreateVM", func(ctx context.Context) error {
+					_, err := b.cloud.CreateVM(ctx, b.cfg.Token, region, spec)
+					return err
+				}); err != nil && !isConflict(err) {
+					return contract.Instance{}, err
+				}
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"cancel-error-drops-ctx", "CancelledContextReturnsPromptly", func(b *brokenProvider) {
+		drop := func(ctx context.Context, err error) error {
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("call interrupted: %v", err) //nolint:errorlint // the break under test
+			}
+			return err
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			return inst, drop(ctx, err)
+		}
+	}, nil},
+	{"check-timeout-is-backend-error", "CheckerReasons", func(b *brokenProvider) {
+		b.check = func(ctx context.Context) []contract.CheckResult {
+			r := b.Provider.Check(ctx)
+			for i := range r {
+				if r[i].Reason == contract.ReasonTimeout {
+					r[i].Reason = contract.ReasonBackendError
+				}
+			}
+			return r
+		}
+	}, nil},
+	{"cloudinit-base64-in-span", "SentinelCloudInit", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			trace.SpanFromContext(ctx).SetAttributes(attribute.String("guestinfo.userdata", base64.StdEncoding.EncodeToString(req.CloudInit)))
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"cloudinit-on-stderr", "SentinelCloudInit", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "create failed; request body: %s\n", req.CloudInit)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"token-in-slog", "SentinelCredential", func(b *brokenProvider) {
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			slog.Debug("listing", "token", b.cfg.Token)
+			return b.Provider.ListByTag(ctx, key, value)
+		}
+	}, nil},
+	{"delete-without-spans", "ChildSpans", func(b *brokenProvider) {
+		b.delete = func(ctx context.Context, id string) error {
+			return b.Provider.Delete(trace.ContextWithSpan(ctx, trace.SpanFromContext(context.Background())), id)
+		}
+	}, nil},
+	{"log-instance-key-wrong", "LogLinesNameTheInstance", func(b *brokenProvider) {
+		b.delete = func(ctx context.Context, id string) error {
+			logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, "unknown").V(1).Info("deleting")
+			return b.Provider.Delete(ctx, id)
+		}
+	}, nil},
+	{"cloudinit-coerced-to-text", "CloudInitByteForByte", func(b *brokenProvider) {
+		// Carries user-data as a JSON string, which replaces invalid UTF-8.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			req.CloudInit = []byte(strings.ToValidUTF8(string(req.CloudInit), "\uFFFD"))
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+}
