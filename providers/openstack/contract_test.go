@@ -19,8 +19,14 @@ func TestContract(t *testing.T) {
 		NewProvider: func(t *testing.T) contract.Provider { return c.provider(t) },
 		Backend:     control{c},
 		Placement:   contract.Placement{Region: "one", Zone: "az2", MachineType: "small", Image: "debian-12"},
-		Credential:  testAppCredSecret,
-		CallBudget:  time.Second,
-		WaitTimeout: 20 * time.Second,
+		// The other region, and the other zone of region one.
+		OtherPlacements: []contract.Placement{
+			{Region: "two", Zone: "az1", MachineType: "small", Image: "debian-12"},
+			{Region: "one", Zone: "az1", MachineType: "small", Image: "debian-12"},
+		},
+		MaxCloudInit: MaxCloudInit,
+		Credential:   testAppCredSecret,
+		CallBudget:   time.Second,
+		WaitTimeout:  20 * time.Second,
 	})
 }

@@ -126,6 +126,8 @@ var (
 	_ contracttest.UserDataReader     = control{}
 	_ contracttest.CallCounter        = control{}
 	_ contracttest.Inventory          = control{}
+	_ contracttest.CallCutter         = control{}
+	_ contracttest.Resetter           = control{}
 )
 
 func serverID(providerID string) (string, error) {
@@ -199,6 +201,39 @@ func (k control) BeginDelete(_ context.Context, providerID string) (func(), erro
 func (k control) CreateUnmarked(_ context.Context, name string, pl contract.Placement) (string, error) {
 	region := k.c.cfg.Regions[pl.Region]
 	return ids.Format(pl.Region, k.c.fake.CreateServer(osfake.ServerSpec{Name: name, Region: region.Name})), nil
+}
+
+// DeleteUnmarked removes a server CreateUnmarked made; a server carrying
+// the marks is not the control's to remove.
+func (k control) DeleteUnmarked(_ context.Context, providerID string) error {
+	id, err := serverID(providerID)
+	if err != nil {
+		return err
+	}
+	s, ok := k.c.fake.Lookup(id)
+	switch {
+	case !ok:
+		return nil
+	case len(s.Tags) > 0 || len(s.Metadata) > 0:
+		return fmt.Errorf("server %s carries tags %v: not an unmarked server", id, s.Tags)
+	}
+	return k.c.fake.RemoveServer(id)
+}
+
+// CutCall cuts the n-th request from now at the fake's front: a 502 from
+// the load balancer, before Nova (or Keystone, Glance) saw it or after it
+// acted.
+func (k control) CutCall(n int, after bool) error {
+	k.c.fake.CutCall(n, after)
+	return nil
+}
+
+// Reset lets stalled requests go and has the fake drop its queued faults,
+// cuts and lost answers, accept the credential, unlock servers and finish
+// held deletes.
+func (k control) Reset() {
+	k.c.gate.Stall()()
+	k.c.fake.Reset()
 }
 
 // Stall holds every request at the fake's front.

@@ -81,6 +81,7 @@ type Cloud struct {
 	tokens    map[string]token
 	faults    []fault
 	drops     []matcher
+	cut       cut
 	buildFail string
 	reject    bool
 	gate      func(*http.Request) error
@@ -133,11 +134,20 @@ func (c *Cloud) Calls() int { return int(c.calls.Load()) }
 // front counts, gates and faults every request before the API sees it.
 func (c *Cloud) front(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.calls.Add(1)
+		n := c.calls.Add(1)
 		c.mu.Lock()
 		gate := c.gate
 		c.mu.Unlock()
 		if gate != nil && gate(r) != nil {
+			return
+		}
+		if after, ok := c.takeCut(n); ok {
+			if after {
+				api.ServeHTTP(discard{header: http.Header{}}, r)
+			}
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte(badGatewayBody))
 			return
 		}
 		if f, ok := c.takeFault(r); ok {
@@ -198,6 +208,24 @@ func (c *Cloud) takeFault(r *http.Request) (fault, bool) {
 		}
 	}
 	return fault{}, false
+}
+
+// cut names one request by its number in calls, and whether it is cut
+// after the API served it. Zero cuts nothing.
+type cut struct {
+	call  int64
+	after bool
+}
+
+func (c *Cloud) takeCut(n int64) (after, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut.call == 0 || c.cut.call != n {
+		return false, false
+	}
+	after = c.cut.after
+	c.cut = cut{}
+	return after, true
 }
 
 func (c *Cloud) takeDrop(r *http.Request) bool {

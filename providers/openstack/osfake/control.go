@@ -33,6 +33,12 @@ const (
 	UnavailableBody = `{"serviceUnavailable": {"code": 503, "message": "The server is currently unavailable. Please try again at a later time."}}`
 )
 
+// badGatewayBody is HAProxy's 502 page: the load balancer the OpenStack
+// HA guide puts in front of every API ("Configure HAProxy",
+// https://docs.openstack.org/ha-guide/control-plane-stateless.html)
+// answers it when the API's connection drops before a complete response.
+const badGatewayBody = "<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete response.\n</body></html>\n"
+
 // FailNext makes the next request whose method is method ("" any) and
 // whose URL path matches pathRE be answered with status and body instead
 // of being served.
@@ -48,6 +54,46 @@ func (c *Cloud) DropNextResponse(method, pathRE string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.drops = append(c.drops, matcher{method, regexp.MustCompile(pathRE)})
+}
+
+// CutCall cuts the n-th request from now (1 is the next; counted as
+// Calls counts), as a connection dropped between the load balancer and the
+// API does: the load balancer answers 502. With after false the API never
+// sees the request; with after true it serves it and its answer is lost.
+// A later CutCall replaces an earlier one not yet reached.
+func (c *Cloud) CutCall(n int, after bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = cut{call: c.calls.Load() + int64(n), after: after}
+}
+
+// Reset drops every fault, lost answer, cut and failing build still
+// queued, accepts the credentials again, releases the locks HoldBuild set
+// and lets deletes BeginDelete holds finish: the cloud behaves again. The
+// gate is the caller's (SetGate) and stays as it is.
+func (c *Cloud) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults, c.drops, c.cut, c.buildFail, c.reject = nil, nil, cut{}, "", false
+	now := time.Now()
+	for _, s := range c.servers {
+		s.locked = false
+		if s.deleting && s.deleteDone.IsZero() {
+			s.deleteDone = now.Add(c.opts.DeleteDelay)
+		}
+	}
+}
+
+// RemoveServer deletes a server at once, whatever its state, as an admin
+// with direct access would; the API's delete is DELETE /servers/{id}.
+func (c *Cloud) RemoveServer(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.servers[id]; !ok {
+		return fmt.Errorf("osfake: no server %s", id)
+	}
+	delete(c.servers, id)
+	return nil
 }
 
 // FailNextBuild makes the next server created end its build in ERROR with

@@ -47,6 +47,6 @@
 // until Options.DeleteDelay has passed, then is gone (404). Time is read
 // when a request arrives, so the fake runs no goroutines. The control
 // methods (HoldBuilds, FinishBuild, BeginDelete, SetAddresses, SetStatus,
-// FailNext, DropNextResponse, FailNextBuild, RejectCredentials, SetGate)
-// put it in the states a test needs.
+// FailNext, DropNextResponse, CutCall, FailNextBuild, RejectCredentials,
+// SetGate, RemoveServer, Reset) put it in the states a test needs.
 package osfake

@@ -310,3 +310,49 @@ func TestFaultHooks(t *testing.T) {
 		t.Error("calls pass with the credentials rejected")
 	}
 }
+
+func TestCutCall(t *testing.T) {
+	c, compute := start(t, nil)
+	opts := servers.CreateOpts{Name: "cut", FlavorRef: "1", ImageRef: c.Options().Images[0].ID, Networks: "none"}
+	c.CutCall(1, false)
+	if _, err := servers.Create(context.Background(), compute, opts, nil).Extract(); !gophercloud.ResponseCodeIs(err, 502) || len(c.Servers()) != 0 {
+		t.Errorf("a create cut before it arrived = %v with %d servers, want 502 and none", err, len(c.Servers()))
+	}
+	c.CutCall(1, true)
+	if _, err := servers.Create(context.Background(), compute, opts, nil).Extract(); !gophercloud.ResponseCodeIs(err, 502) || len(c.Servers()) != 1 {
+		t.Errorf("a create cut after it took effect = %v with %d servers, want 502 and one", err, len(c.Servers()))
+	}
+	// The second request from now is cut, the first is not.
+	c.CutCall(2, false)
+	id := c.Servers()[0].ID
+	if _, err := servers.Get(context.Background(), compute, id).Extract(); err != nil {
+		t.Errorf("the request before the cut one = %v", err)
+	}
+	if _, err := servers.Get(context.Background(), compute, id).Extract(); !gophercloud.ResponseCodeIs(err, 502) {
+		t.Errorf("the cut request = %v, want 502", err)
+	}
+}
+
+func TestReset(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds = true })
+	id := create(t, c, compute, "held")
+	if _, err := c.HoldBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	c.FailNext("GET", `/servers/`, 503, osfake.UnavailableBody)
+	c.CutCall(1, false)
+	c.RejectCredentials(true)
+	c.Reset()
+	// RejectCredentials revoked the client's token; it logs in again, and
+	// Keystone accepts it.
+	if s := get(t, compute, id); s.Status != "BUILD" || s.Locked == nil || *s.Locked {
+		t.Errorf("after Reset the held build is %s, locked %v; want BUILD, unlocked", s.Status, s.Locked)
+	}
+	if _, err := c.BeginDelete(id); err != nil {
+		t.Fatal(err)
+	}
+	c.Reset()
+	if _, err := servers.Get(context.Background(), compute, id).Extract(); !gophercloud.ResponseCodeIs(err, 404) {
+		t.Errorf("a held delete after Reset = %v, want 404 (DeleteDelay 0)", err)
+	}
+}
