@@ -16,10 +16,20 @@
 //	}
 //
 // The backend control may implement any of the capability interfaces in
-// backend.go (GuestReporter, Locker, Staller, …). A rule that needs a
-// capability the control lacks is skipped with a message naming it, never
-// passed silently. Every instance a rule creates is deleted when the rule
-// ends.
+// backend.go (GuestReporter, Locker, Staller, CallCutter, Resetter, …). A
+// rule that needs a capability the control lacks is skipped with a message
+// naming it, never passed silently; a provider should implement every
+// capability its test backend can play. Config.OtherPlacements (a second
+// location) and Config.MaxCloudInit (the channel's limit) switch on the
+// rules that need them.
+//
+// Every rule starts on a reset backend, runs its calls as the operator
+// does (several at once where §1.3 says the operator does), and ends with
+// every instance it asked for deleted and the backend's Inventory no larger
+// than it found it. What each rule checks is its doc comment and
+// docs/provider-contract.md §11; the sentinel rules also capture the
+// process's stderr and global loggers while they run, so Run must not be
+// called from parallel tests.
 //
 // This is a module of its own so that the contract module stays free of the
 // OpenTelemetry SDK, which the harness needs to record spans.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -148,5 +149,65 @@ func TestEveryRuleHasABrokenVariant(t *testing.T) {
 		if !slices.ContainsFunc(variants, func(v variant) bool { return v.rule == rule }) {
 			t.Errorf("rule %s has no broken variant that proves it can fail", rule)
 		}
+	}
+}
+
+// TestEveryMustHasABrokenVariant holds provider-contract.md §11's table
+// of MUSTs to the variants: every variant it names exists and is run
+// against a rule of its row, every variant is in it, and it has a row for
+// every MUST in §1–§9, so a MUST added to the contract needs a row (and a
+// variant, or the place it is checked instead).
+func TestEveryMustHasABrokenVariant(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/provider-contract.md")
+	if os.IsNotExist(err) {
+		t.Skip("skipped: docs/provider-contract.md is not beside this module (built from the module cache)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "### Every MUST and the broken provider")
+	end := strings.Index(doc, "Mutation testing measures")
+	body, rules := doc[strings.Index(doc, "## 1. "):strings.Index(doc, "## 10. ")], doc[start:end]
+	if start < 0 || end < start {
+		t.Fatal("provider-contract.md §11 has no table of MUSTs")
+	}
+	rowRE := regexp.MustCompile("(?m)^\\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\|$")
+	named := map[string]bool{}
+	sectionRows := 0
+	for _, row := range rowRE.FindAllStringSubmatch(rules, -1) {
+		section, must, ruleCol, variantCol := row[1], row[2], row[3], strings.TrimSpace(row[4])
+		if section == "§" || strings.HasPrefix(section, "---") {
+			continue
+		}
+		if regexp.MustCompile(`^\d`).MatchString(section) {
+			sectionRows++
+		}
+		if variantCol == "—" {
+			if !strings.HasPrefix(ruleCol, "not by the harness") {
+				t.Errorf("§%s %q has no broken variant and does not say where it is checked", section, must)
+			}
+			continue
+		}
+		rowRules := regexp.MustCompile("`([A-Za-z0-9]+)`").FindAllStringSubmatch(ruleCol, -1)
+		for _, name := range strings.Split(variantCol, ", ") {
+			named[name] = true
+			i := slices.IndexFunc(variants, func(v variant) bool { return v.name == name })
+			if i < 0 {
+				t.Errorf("§%s %q names the variant %s, which does not exist", section, must, name)
+				continue
+			}
+			if !slices.ContainsFunc(rowRules, func(m []string) bool { return m[1] == variants[i].rule }) {
+				t.Errorf("§%s %q: the variant %s is run against %s, not a rule of the row (%s)", section, must, name, variants[i].rule, ruleCol)
+			}
+		}
+	}
+	for _, v := range variants {
+		if !named[v.name] {
+			t.Errorf("the variant %s (rule %s) is in no row of the table of MUSTs", v.name, v.rule)
+		}
+	}
+	if musts := len(regexp.MustCompile(`\bMUST\b`).FindAllString(body, -1)); sectionRows < musts {
+		t.Errorf("the table of MUSTs has %d rows for §1–§9, which say MUST %d times: a MUST has no row", sectionRows, musts)
 	}
 }
