@@ -17,8 +17,12 @@ func TestContract(t *testing.T) {
 		NewProvider: func(t *testing.T) contract.Provider { return f.provider(t) },
 		Backend:     control{f},
 		Placement:   testPlacement,
-		Credential:  testSecret,
-		CallBudget:  time.Second,
-		WaitTimeout: 20 * time.Second,
+		// Zone b: the second node.
+		OtherPlacements: []contract.Placement{otherPlacement},
+		// The NoCloud seed's limit (spec entry 5).
+		MaxCloudInit: MaxCloudInit,
+		Credential:   testSecret,
+		CallBudget:   time.Second,
+		WaitTimeout:  20 * time.Second,
 	})
 }

@@ -33,7 +33,14 @@ const (
 	testRegion   = "lab"
 )
 
-var testPlacement = contract.Placement{Region: testRegion, Zone: "a", MachineType: "small", Image: "debian-12"}
+var (
+	testPlacement = contract.Placement{Region: testRegion, Zone: "a", MachineType: "small", Image: "debian-12"}
+	// otherPlacement is zone b, on the second node, with the template
+	// there: a linked clone of a template on local storage cannot go to
+	// another node (qemu-server, PVE/API2/Qemu.pm clone_vm: "can't clone
+	// VM to node '…' (VM uses local storage)").
+	otherPlacement = contract.Placement{Region: testRegion, Zone: "b", MachineType: "small", Image: "debian-12-pve2"}
+)
 
 type fake struct {
 	s   *pvefake.Server
@@ -51,8 +58,11 @@ func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
 			{Name: "local", Type: "dir", Content: []string{"iso", "vztmpl", "backup", "import"}},
 			{Name: "local-lvm", Type: "lvmthin", Content: []string{"images", "rootdir"}},
 		},
-		Templates: []pvefake.Template{{VMID: templateVMID, Name: "debian-12-proxy", Node: "pve1"}},
-		TokenID:   testTokenID, Secret: testSecret,
+		Templates: []pvefake.Template{
+			{VMID: templateVMID, Name: "debian-12-proxy", Node: "pve1"},
+			{VMID: templateVMID + 1, Name: "debian-12-proxy-pve2", Node: "pve2"},
+		},
+		TokenID: testTokenID, Secret: testSecret,
 	}
 	if change != nil {
 		change(&opts)
@@ -73,9 +83,12 @@ func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
 			Zones: map[string]Zone{"a": {Node: "pve1", ISOStorage: "local"}, "b": {Node: "pve2", ISOStorage: "local"}},
 		}},
 		MachineTypes: map[string]MachineType{"small": {Cores: 1, MemoryMiB: 512}},
-		Images:       map[string]Image{"debian-12": {TemplateName: "debian-12-proxy"}},
-		CallTimeout:  contract.Duration{Duration: time.Second},
-		TaskTimeout:  contract.Duration{Duration: 10 * time.Second},
+		Images: map[string]Image{
+			"debian-12":      {TemplateName: "debian-12-proxy"},
+			"debian-12-pve2": {TemplateName: "debian-12-proxy-pve2"},
+		},
+		CallTimeout: contract.Duration{Duration: time.Second},
+		TaskTimeout: contract.Duration{Duration: 10 * time.Second},
 	}
 	return &fake{s: s, cfg: cfg}
 }
@@ -105,6 +118,8 @@ var (
 	_ contracttest.UserDataReader     = control{}
 	_ contracttest.CallCounter        = control{}
 	_ contracttest.Inventory          = control{}
+	_ contracttest.CallCutter         = control{}
+	_ contracttest.Resetter           = control{}
 )
 
 func vmidOf(providerID string) (int, error) {
@@ -175,11 +190,43 @@ func (c control) BeginDelete(_ context.Context, providerID string) (func(), erro
 	return c.f.s.BeginDestroy(vmid)
 }
 
-// CreateUnmarked clones the template as a person would: a name, no marks.
-func (c control) CreateUnmarked(_ context.Context, name string, _ contract.Placement) (string, error) {
-	vmid, err := c.f.s.CloneVM(templateVMID, name)
-	return ids.Format(testRegion, strconv.Itoa(vmid)), err
+// CreateUnmarked clones the template as a person would: a name, no marks,
+// on the placement's node.
+func (c control) CreateUnmarked(_ context.Context, name string, pl contract.Placement) (string, error) {
+	zone, ok := c.f.cfg.Regions[pl.Region].Zones[pl.Zone]
+	if !ok {
+		return "", fmt.Errorf("no zone %q in region %q", pl.Zone, pl.Region)
+	}
+	vmid, err := c.f.s.CloneVMTo(templateVMID, zone.Node, name)
+	return ids.Format(pl.Region, strconv.Itoa(vmid)), err
 }
+
+// DeleteUnmarked removes a VM CreateUnmarked made, as a person would; a VM
+// that carries the operator's marks is left alone.
+func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
+	vmid, err := vmidOf(providerID)
+	if err != nil {
+		return err
+	}
+	conf, ok := c.f.s.Config(vmid)
+	if !ok {
+		return nil
+	}
+	if m := readMarks(conf["tags"], conf["description"]); m.managed {
+		return fmt.Errorf("VM %d carries the operator's marks; not removing it", vmid)
+	}
+	c.f.s.RemoveVM(vmid)
+	return nil
+}
+
+// CutCall loses the n-th API call from now, before or after it took effect.
+func (c control) CutCall(n int, after bool) error {
+	c.f.s.CutCall(n, after)
+	return nil
+}
+
+// Reset lifts every fault, cut, stall, hold, lock and token refusal.
+func (c control) Reset() { c.f.s.Reset() }
 
 // Stall holds every API call.
 func (c control) Stall() func() { return c.f.s.Stall() }
@@ -229,7 +276,7 @@ func (c control) UserData(_ context.Context, providerID string) ([]byte, error) 
 		return nil, fmt.Errorf("no VM %d", vmid)
 	}
 	volid, _, _ := strings.Cut(conf["ide2"], ",")
-	iso, ok := c.f.s.Volume("pve1", volid)
+	iso, ok := c.f.s.Volume(c.f.s.Node(vmid), volid)
 	if !ok {
 		return nil, fmt.Errorf("VM %d's cdrom %q is not on the storage", vmid, conf["ide2"])
 	}

@@ -135,7 +135,77 @@ func (s *Server) HoldTasks(typ string) (release func()) {
 }
 
 // Stall holds every call from now on until release.
-func (s *Server) Stall() (release func()) { return s.gate.Stall() }
+func (s *Server) Stall() (release func()) {
+	release = s.gate.Stall()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalls = append(s.stalls, release)
+	return release
+}
+
+// The answers of a cut call. pveproxy serves a call for another node by
+// forwarding it with AnyEvent::HTTP and passes that client's status and
+// reason on (pve-http-server, PVE/APIServer/AnyEvent.pm, proxy_request);
+// AnyEvent::HTTP reports "errors during connection establishment" as 595
+// and "errors during TLS negotiation, request sending and header
+// processing" as 596, with the system error as the reason (AnyEvent::HTTP
+// manual, http_request). pveproxy gives the forwarded call 30 s.
+var (
+	errCutBefore = fail(595, "Connection refused")
+	errCutAfter  = fail(596, "Connection timed out")
+)
+
+// CutCall makes the n-th API call from now (1 is the next; counted as
+// Calls counts) fail as a call lost between pveproxy and the node serving
+// it: before it was served (595, nothing happened) or after (596, the
+// call took effect and its answer was lost).
+func (s *Server) CutCall(n int, after bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cut = cut{call: s.calls.Load() + int64(n), after: after}
+}
+
+// takeCut reports whether call n is the one CutCall named, and forgets it.
+func (s *Server) takeCut(n int64) (here, after bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cut.call != n {
+		return false, false
+	}
+	here, after = true, s.cut.after
+	s.cut = cut{}
+	return here, after
+}
+
+// Reset undoes every control call that makes the fake misbehave: queued
+// faults, failing tasks, a dropped clone answer, a cut, stalls, held
+// tasks, a refused token, hidden names and the locks Lock set. The VMs,
+// volumes and the token's secret stay as they are.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	stalls := s.stalls
+	s.stalls = nil
+	s.faults = nil
+	clear(s.taskFail)
+	s.dropNext = false
+	s.cut = cut{}
+	s.rejected = false
+	s.hideNames = false
+	for typ, ch := range s.hold {
+		delete(s.hold, typ)
+		close(ch)
+	}
+	for vmid, lock := range s.locks {
+		if v, ok := s.vms[vmid]; ok && v.conf["lock"] == lock {
+			delete(v.conf, "lock")
+		}
+	}
+	clear(s.locks)
+	s.mu.Unlock()
+	for _, release := range stalls {
+		release()
+	}
+}
 
 // Calls counts the API calls served.
 func (s *Server) Calls() int { return int(s.calls.Load()) }
@@ -157,12 +227,14 @@ func (s *Server) Lock(vmid int, lock string) (unlock func(), err error) {
 		return nil, fmt.Errorf("no VM %d", vmid)
 	}
 	v.conf["lock"] = lock
+	s.locks[vmid] = lock
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if v.conf["lock"] == lock {
 			delete(v.conf, "lock")
 		}
+		delete(s.locks, vmid)
 	}, nil
 }
 
@@ -227,11 +299,22 @@ func (s *Server) SetQMPStatus(vmid int, qmp string) error {
 // CloneVM clones src into the lowest free VMID from 100 with name and no
 // description or tags, as a person in the web UI would; it returns the VMID.
 func (s *Server) CloneVM(src int, name string) (int, error) {
+	return s.CloneVMTo(src, "", name)
+}
+
+// CloneVMTo is CloneVM onto node ("" is src's node).
+func (s *Server) CloneVMTo(src int, node, name string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	from, ok := s.vms[src]
 	if !ok {
 		return 0, fmt.Errorf("no VM %d", src)
+	}
+	if node == "" {
+		node = from.node
+	}
+	if !s.isNode(node) {
+		return 0, fmt.Errorf("no node %q", node)
 	}
 	id := 100
 	for ; s.vms[id] != nil; id++ {
@@ -244,8 +327,17 @@ func (s *Server) CloneVM(src int, name string) (int, error) {
 	}
 	conf["name"] = name
 	conf["scsi0"] = fmt.Sprintf("local-lvm:vm-%d-disk-0,size=2G", id)
-	s.vms[id] = &vm{vmid: id, node: from.node, status: "stopped", conf: conf}
+	s.vms[id] = &vm{vmid: id, node: node, status: "stopped", conf: conf}
 	return id, nil
+}
+
+// RemoveVM removes a VM and its disks at once, as `qm destroy` by a
+// person would; a VM already gone is no error.
+func (s *Server) RemoveVM(vmid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.vms, vmid)
+	delete(s.locks, vmid)
 }
 
 // Config returns a copy of the VM's config, or false if there is no VM.
@@ -261,6 +353,16 @@ func (s *Server) Config(vmid int) (map[string]string, bool) {
 		out[k] = val
 	}
 	return out, true
+}
+
+// Node returns the node a VM is on, "" if there is no VM.
+func (s *Server) Node(vmid int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.vms[vmid]; ok {
+		return v.node
+	}
+	return ""
 }
 
 // Volume returns the content of a volume, by volid, on node.

@@ -70,6 +70,19 @@ type Server struct {
 	// status updates, seconds behind the config.
 	hideNames bool
 	hold      map[string]chan struct{} // task type → closed to release
+	// cut is the one call CutCall named, by its number in calls; zero
+	// cuts nothing.
+	cut cut
+	// stalls are the releases of every Stall not yet released, for Reset.
+	stalls []func()
+	// locks are the locks Lock set, for Reset to lift.
+	locks map[int]string
+}
+
+// cut names one call and whether it fails before or after taking effect.
+type cut struct {
+	call  int64
+	after bool
 }
 
 // New starts a fake cluster; Close stops it.
@@ -79,7 +92,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts: opts, vms: map[int]*vm{}, storages: map[string]*storage{}, tasks: map[string]*task{},
-		pid: 0x1000, taskFail: map[string]string{}, hold: map[string]chan struct{}{},
+		pid: 0x1000, taskFail: map[string]string{}, hold: map[string]chan struct{}{}, locks: map[int]string{},
 	}
 	for _, spec := range opts.Storages {
 		if spec.Total == 0 {
@@ -156,8 +169,15 @@ type uploaded struct {
 
 // serve authenticates, routes and answers one call.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.calls.Add(1)
+	n := s.calls.Add(1)
 	if s.gate.Pass(r.Context()) != nil {
+		return
+	}
+	cutHere, cutAfter := s.takeCut(n)
+	if cutHere && !cutAfter {
+		// The request never reached the node that would serve it.
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeError(w, errCutBefore)
 		return
 	}
 	req, err := s.parse(r)
@@ -168,6 +188,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	var after func()
 	if err == nil {
 		data, after, err = s.route(req)
+	}
+	if cutHere {
+		// The node did the work; its answer is lost.
+		if after != nil {
+			after()
+		}
+		writeError(w, errCutAfter)
+		return
 	}
 	if err != nil {
 		writeError(w, err)
