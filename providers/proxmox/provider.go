@@ -465,7 +465,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	}
 	if v.status.Status == "running" {
 		if err := p.stop(ctx, v); err != nil {
-			return err
+			return p.deleteRaced(ctx, region, id, err)
 		}
 	}
 	var upid pve.UPID
@@ -480,11 +480,29 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		err = p.waitTask(ctx, region, upid, fmt.Sprintf("destroy of VM %d", id))
 	}
 	if err != nil && !isNotFoundErr(err) {
-		return err
+		return p.deleteRaced(ctx, region, id, err)
 	}
 	p.forget(region, id)
 	log.V(contract.LogOutcome).Info("destroyed instance", "vmid", id)
 	return p.deleteSeeds(ctx, region, id)
+}
+
+// deleteRaced decides a Delete whose stop or destroy failed with err: if
+// another Delete got there first — the VM is gone ("does not exist") or
+// being destroyed ("VM is locked (destroyed)") — this one is done once the
+// seeds are gone; otherwise err stands.
+func (p *Provider) deleteRaced(ctx context.Context, region string, vmid int, err error) error {
+	v, again := p.lookup(ctx, region, vmid)
+	switch {
+	case isNotFoundErr(again):
+		logr.FromContextOrDiscard(ctx).V(contract.LogOutcome).Info("instance is gone")
+	case again == nil && v.lock() == "destroyed":
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("instance is already being destroyed")
+	default:
+		return err
+	}
+	p.forget(region, vmid)
+	return p.deleteSeeds(ctx, region, vmid)
 }
 
 // stop powers the VM off (a hard stop: the VM is destroyed next).
