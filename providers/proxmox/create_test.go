@@ -372,3 +372,33 @@ func TestRepeatCreateWithLaggingList(t *testing.T) {
 	}
 	assertDistinct(t, f, []contract.Instance{first})
 }
+
+// A VM in the mark window — cloned, its marks only in the description,
+// because the Create was cut off before the tag write — is listed, so the
+// garbage collector sees it even if the Proxy never retries.
+func TestListByTagSeesTheMarkWindow(t *testing.T) {
+	f := startFake(t)
+	p := f.provider(t)
+	ctx := context.Background()
+	req := request("in-the-window", testUID(5))
+	f.s.DropNextClone()
+	if _, err := p.Create(ctx, req); err == nil || contract.ClassOf(err) != contract.ClassTransient {
+		t.Fatalf("Create with the clone's answer lost = %v, want a transient error", err)
+	}
+	for _, filter := range [][2]string{{contract.LabelManaged, contract.ManagedValue}, {contract.LabelUID, req.UID}} {
+		got, err := p.ListByTag(ctx, filter[0], filter[1])
+		if err != nil || len(got) != 1 {
+			t.Fatalf("ListByTag(%s, %s) = %+v, %v; want the VM in the mark window", filter[0], filter[1], got, err)
+		}
+		if got[0].Name != req.Name || got[0].UID != req.UID || got[0].CreatedAt.IsZero() || got[0].State != contract.StateProvisioning {
+			t.Errorf("ListByTag(%s, %s) = %+v; want %s, UID %s, a CreatedAt, Provisioning", filter[0], filter[1], got[0], req.Name, req.UID)
+		}
+		vmid, _ := vmidOf(got[0].ProviderID)
+		if conf, _ := f.s.Config(vmid); conf["tags"] != "" {
+			t.Fatalf("VM %d has tags %q: not in the mark window", vmid, conf["tags"])
+		}
+	}
+	if got, err := p.ListByTag(ctx, contract.LabelUID, testUID(6)); err != nil || len(got) != 0 {
+		t.Errorf("ListByTag for another UID = %+v, %v; want none", got, err)
+	}
+}

@@ -538,6 +538,11 @@ func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) err
 // carry the mark (list-partial: fail-whole). PVE cannot filter by tag on
 // the server. The state comes from the list (no guest agent call per VM):
 // a running VM is Provisioning here; Get reports Running with its address.
+//
+// A VM of the region's VMID range without the managed tag may be in the
+// mark window (entry 8): cloned, its marks in the description only, by a
+// Create cut off before the tag write. Its config is read, so the garbage
+// collector sees it too; outside the window the range holds none.
 func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
 	var want string
 	switch key {
@@ -557,8 +562,26 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 		if err != nil {
 			return nil, err
 		}
+		rng := p.cfg.Regions[region].VMIDs
 		for _, r := range vms {
-			if r == nil || r.Template == 1 || !slices.Contains(splitTags(r.Tags), want) || !slices.Contains(splitTags(r.Tags), tagManaged) {
+			if r == nil || r.Template == 1 {
+				continue
+			}
+			tags := splitTags(r.Tags)
+			if !slices.Contains(tags, tagManaged) {
+				if int(r.VMID) < rng.Min || int(r.VMID) > rng.Max {
+					continue
+				}
+				v, found, err := p.inMarkWindow(ctx, region, r)
+				if err != nil {
+					return nil, err
+				}
+				if found && (key == contract.LabelManaged || v.marks.uid == value) {
+					out = append(out, p.instance(v, ""))
+				}
+				continue
+			}
+			if !slices.Contains(tags, want) {
 				continue
 			}
 			m := readMarks(r.Tags, "")
@@ -568,6 +591,22 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 		}
 	}
 	return out, nil
+}
+
+// inMarkWindow reads an untagged VM of the range: found when its
+// description carries the marks. A VM gone meanwhile is not found.
+func (p *Provider) inMarkWindow(ctx context.Context, region string, r *pve.ClusterResource) (vmInfo, bool, error) {
+	v, err := p.readVM(ctx, region, r.Node, int(r.VMID))
+	switch {
+	case isNotFoundErr(err):
+		return vmInfo{}, false, nil
+	case err != nil:
+		return vmInfo{}, false, err
+	case !v.marks.managed || v.marks.uid == "" || v.lock() == "destroyed":
+		return vmInfo{}, false, nil
+	}
+	p.remember(region, v.vmid, v.node)
+	return v, true, nil
 }
 
 func (p *Provider) instance(v vmInfo, ip string) contract.Instance {
