@@ -121,7 +121,11 @@ func (p *Provider) read(ctx context.Context, dom *libvirt.Domain) (domain, error
 	if d.name, err = dom.GetName(); err != nil {
 		return d, err
 	}
-	if d.state, d.reason, err = dom.GetState(); err != nil {
+	getState := (*libvirt.Domain).GetState
+	if p.hooks.state != nil {
+		getState = p.hooks.state
+	}
+	if d.state, d.reason, err = getState(dom); err != nil {
 		return d, err
 	}
 	doc, err := dom.GetXMLDesc(0)

@@ -54,16 +54,31 @@ type Provider struct {
 // hooks are the seams the fast tests need where libvirt's test driver has
 // no equivalent. Production leaves every one nil.
 type hooks struct {
-	// call runs at the start of every backend call, inside the goroutine
-	// that makes it, so a stall there is a hanging daemon to the caller;
-	// an error it returns is the call's (an injected libvirt.Error).
-	call func(ctx context.Context, name string) error
+	// call wraps every backend call inside the goroutine that makes it;
+	// run is the call itself (connect included). A hook that holds before
+	// run is a hanging daemon, or a domain job held by another client, to
+	// the caller; an error it returns without run is a call that never
+	// arrived, one it returns after run a call whose answer was lost.
+	call func(ctx context.Context, c backendCall, run func() error) error
+	// connect replaces virConnectOpen: a test:///<file> instance is private
+	// to one connection, so the fast tests' second region hands every
+	// provider a reference to one connection instead.
+	connect func(uri string) (*libvirt.Connect, error)
 	// upload replaces the virStorageVolUpload stream, which test:///default
 	// does not support.
 	upload func(ctx context.Context, c *libvirt.Connect, vol *libvirt.StorageVol, size int64) (volumeWriter, error)
 	// addresses replaces virDomainInterfaceAddresses, whose answer on
 	// test:///default is the same fake address for every running domain.
 	addresses func(dom *libvirt.Domain, src libvirt.DomainInterfaceAddressesSource) ([]libvirt.DomainInterface, error)
+	// state replaces virDomainGetState, for a state the test driver cannot
+	// enter (a later libvirt's).
+	state func(dom *libvirt.Domain) (libvirt.DomainState, int, error)
+}
+
+// backendCall names one backend call for the call hook: its step, its
+// region and, for a call on one domain, the domain's name.
+type backendCall struct {
+	step, region, domain string
 }
 
 var (
@@ -95,7 +110,11 @@ func (p *Provider) conn(region string) (*libvirt.Connect, error) {
 		}
 		p.drop(region, c)
 	}
-	c, err := libvirt.NewConnect(uri)
+	open := libvirt.NewConnect
+	if p.hooks.connect != nil {
+		open = p.hooks.connect
+	}
+	c, err := open(uri)
 	if err != nil {
 		return nil, fmt.Errorf("connect to region %s: %w", region, err)
 	}
@@ -124,34 +143,52 @@ func (p *Provider) drop(region string, c *libvirt.Connect) {
 // child span, logged at the call tier, its error classified. A connection
 // found broken is dropped and the step runs once more on a new one.
 func (p *Provider) do(ctx context.Context, region, name string, budget time.Duration, fn func(*libvirt.Connect) error) error {
+	return p.call(ctx, backendCall{step: name, region: region}, budget, fn)
+}
+
+// onDomain is do for a step on one domain, looked up by name.
+func (p *Provider) onDomain(ctx context.Context, region, step, name string, fn func(*libvirt.Domain) error) error {
+	return p.call(ctx, backendCall{step: step, region: region, domain: name}, p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		return withDomain(c, name, fn)
+	})
+}
+
+// call is do's body.
+func (p *Provider) call(ctx context.Context, bc backendCall, budget time.Duration, fn func(*libvirt.Connect) error) error {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	ctx, span := contract.StartSpan(ctx, "libvirt."+name, attribute.String("libvirt.region", region))
+	ctx, span := contract.StartSpan(ctx, "libvirt."+bc.step, attribute.String("libvirt.region", bc.region))
 	start := time.Now()
 	err := run(ctx, func() error {
 		var err error
 		for attempt := 0; attempt < 2; attempt++ {
-			if p.hooks.call != nil {
-				if err = p.hooks.call(ctx, name); err != nil {
+			var c *libvirt.Connect
+			attemptFn := func() error {
+				var err error
+				if c, err = p.conn(bc.region); err != nil {
 					return err
 				}
+				return fn(c)
 			}
-			var c *libvirt.Connect
-			if c, err = p.conn(region); err != nil {
+			if p.hooks.call != nil {
+				err = p.hooks.call(ctx, bc, attemptFn)
+			} else {
+				err = attemptFn()
+			}
+			if !isConnectionLost(err) {
 				return err
 			}
-			if err = fn(c); !isConnectionLost(err) {
-				return err
+			if c != nil {
+				p.drop(bc.region, c)
 			}
-			p.drop(region, c)
 		}
 		return err
 	})
 	err = classify(err)
 	contract.EndSpan(span, err)
-	logr.FromContextOrDiscard(ctx).V(contract.LogCall).Info("libvirt call", "call", name, "region", region, "duration", time.Since(start), "class", contract.ClassOf(err))
+	logr.FromContextOrDiscard(ctx).V(contract.LogCall).Info("libvirt call", "call", bc.step, "region", bc.region, "duration", time.Since(start), "class", contract.ClassOf(err))
 	if err != nil {
-		return fmt.Errorf("libvirt %s: %w", name, err)
+		return fmt.Errorf("libvirt %s: %w", bc.step, err)
 	}
 	return nil
 }
@@ -260,7 +297,7 @@ func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateReques
 	if err != nil {
 		return domain{}, err
 	}
-	err = p.do(ctx, pl.regionName, "DefineDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+	err = p.call(ctx, backendCall{step: "DefineDomain", region: pl.regionName, domain: req.Name}, p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
 		dom, err := c.DomainDefineXML(xml)
 		if err != nil {
 			return err
@@ -301,18 +338,14 @@ func (p *Provider) start(ctx context.Context, region string, d domain) error {
 	if !d.marks.started() {
 		m := d.marks
 		m.Started = "true"
-		err := p.do(ctx, region, "MarkStarted", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
-			return withDomain(c, d.name, func(dom *libvirt.Domain) error {
-				return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, m.bare(), xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_CONFIG)
-			})
+		err := p.onDomain(ctx, region, "MarkStarted", d.name, func(dom *libvirt.Domain) error {
+			return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, m.bare(), xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_CONFIG)
 		})
 		if err != nil {
 			return err
 		}
 	}
-	err := p.do(ctx, region, "StartDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
-		return withDomain(c, d.name, func(dom *libvirt.Domain) error { return dom.Create() })
-	})
+	err := p.onDomain(ctx, region, "StartDomain", d.name, func(dom *libvirt.Domain) error { return dom.Create() })
 	if isAlreadyRunning(err) {
 		// A racing Create started it.
 		return nil
@@ -348,17 +381,15 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		return nil
 	}
 	ctx = logr.NewContext(ctx, log)
-	err = p.do(ctx, region, "UndefineDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
-		return withDomain(c, name, func(dom *libvirt.Domain) error {
-			if active, err := dom.IsActive(); err != nil {
+	err = p.onDomain(ctx, region, "UndefineDomain", name, func(dom *libvirt.Domain) error {
+		if active, err := dom.IsActive(); err != nil {
+			return err
+		} else if active {
+			if err := dom.Destroy(); err != nil && !isInvalidState(classify(err)) {
 				return err
-			} else if active {
-				if err := dom.Destroy(); err != nil && !isInvalidState(classify(err)) {
-					return err
-				}
 			}
-			return dom.UndefineFlags(undefineFlags)
-		})
+		}
+		return dom.UndefineFlags(undefineFlags)
 	})
 	if err != nil && !isNotFound(err) {
 		return err
@@ -425,11 +456,9 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 // none.
 func (p *Provider) lookup(ctx context.Context, region, name string) (domain, error) {
 	var d domain
-	err := p.do(ctx, region, "GetDomain", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
-		return withDomain(c, name, func(dom *libvirt.Domain) (err error) {
-			d, err = p.read(ctx, dom)
-			return err
-		})
+	err := p.onDomain(ctx, region, "GetDomain", name, func(dom *libvirt.Domain) (err error) {
+		d, err = p.read(ctx, dom)
+		return err
 	})
 	return d, err
 }

@@ -9,8 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,53 +29,103 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
 )
 
-// The fast tests run the provider against libvirt's own test driver,
-// test:///default, in process: real libvirt (its API, its XML parsing, its
-// error codes, its domain and volume bookkeeping) with fake hypervisor and
-// storage. Its state is shared by every connection in one process, so a
-// "restarted" provider (a new Provider, new connections) sees what the
-// first one made, as after an operator restart.
+// The fast tests run the provider against libvirt's own test driver in
+// process: real libvirt (its API, its XML parsing, its error codes, its
+// domain and volume bookkeeping) with fake hypervisor and storage. Region
+// host1 is test:///default, whose state every connection in one process
+// shares, so a "restarted" provider (a new Provider, new connections) sees
+// what the first one made, as after an operator restart. Region host2 is a
+// second daemon: a test driver instance of its own, read from a node file
+// with its own pool and network.
 //
-// Three things the test driver cannot do, the control does through the
-// provider's hooks (nil in production):
+// What the test driver cannot do, the control does through the provider's
+// hooks (nil in production):
 //   - virStorageVolUpload is not supported there: uploads land in the
 //     control's memory, keyed by the volume's path (UserData reads the
 //     seed's user-data back from there, through an ISO 9660 reader). The
 //     real stream is tested against a real daemon (integration_test.go).
-//   - virDomainInterfaceAddresses answers 192.168.122.23 for every running
+//   - virDomainInterfaceAddresses answers 192.168.122.x for every running
 //     domain with a NIC, from every source. The control calls the real
 //     function and then keeps only what a "reporting" guest would show:
 //     no address for a domain whose guest has not reported (ReportIP), and
 //     the reported address for one that has. So Running-requires-IP and
 //     the routable-IPv4 filter are tested, not short-circuited.
-//   - There is no wire to stall or fail: the call hook runs at the start
-//     of every backend call inside the goroutine that makes it, where the
-//     control counts calls, holds them (contracttest.Gate) and returns
-//     injected libvirt errors, each provoked from the test driver itself
-//     where it can raise one.
+//   - A test:///<file> instance is private to the connection that opened
+//     it: the connect hook hands every provider a reference to the
+//     control's one connection to host2, as every connection to one daemon
+//     sees the same domains.
+//   - The domain states the test driver can enter (running, paused, shut
+//     off) are all in the provider's table: the state hook shows, for a
+//     domain the control put there, a state past libvirt 9.0's enum, as a
+//     later daemon could report.
+//   - There is no wire to stall, cut or refuse: the call hook wraps every
+//     backend call inside the goroutine that makes it. There the control
+//     counts calls, holds them (Stall; a domain job another client holds:
+//     Lock), fails them with libvirt's own errors (FailNext, each provoked
+//     from the test driver where it can raise one; the daemon's access
+//     control refusing the operator: RejectCredentials) and cuts one
+//     before or after it took effect (CutCall: the connection dropped).
 
 const (
 	testURI    = "test:///default"
 	testPool   = "default-pool"
 	testRegion = "host1"
+
+	otherRegion  = "host2"
+	otherPool    = "host2-pool"
+	otherNetwork = "host2-net"
 )
+
+// otherNode is host2's node file: a network and a pool, no domains.
+const otherNode = `<node>
+<network><name>host2-net</name><uuid>6b4c0f0e-8a3d-4c1e-9f7a-2d5b3c4e5f60</uuid><bridge name='virbr2'/><forward/>
+<ip address='192.168.124.1' netmask='255.255.255.0'><dhcp><range start='192.168.124.2' end='192.168.124.254'/></dhcp></ip></network>
+<pool type='dir'><name>host2-pool</name><uuid>0f8e3b2a-5c6d-4e7f-8a9b-1c2d3e4f5a6b</uuid><target><path>/host2-pool</path></target></pool>
+</node>`
 
 // fixedTime is the image's modification time for http.ServeContent.
 var fixedTime = time.Unix(1700000000, 0)
 
-// testBackend is the control over test:///default.
+// testBackend is the control over both test driver instances.
 type testBackend struct {
 	t     *testing.T
 	cfg   Config
 	calls atomic.Int64
 	gate  contracttest.Gate
+	// credential is the content of the key file both regions' URIs name
+	// (keyfile=), where a real SSH key would be: the provider holds only
+	// its path.
+	credential string
+	otherURI   string                      // host2's URI, without the query
+	pools      map[string]string           // region → pool
+	networks   map[string]string           // region → network
+	conns      map[string]*libvirt.Connect // region → the control's own connection
 
-	mu       sync.Mutex
-	faults   map[string][]error
-	volumes  map[string][]byte // volume path → uploaded bytes
-	reported map[string]string // domain name → the address its guest reports
-	conn     *libvirt.Connect  // the control's own connection
+	mu        sync.Mutex
+	faults    map[string][]error // step → libvirt errors its next calls return
+	cut       cut
+	rejecting bool
+	stalls    []func()                       // every Stall's release
+	locks     map[string]*hold               // "region/domain" → a job another client holds
+	states    map[string]libvirt.DomainState // domain UUID → the state GetState shows
+	volumes   map[string][]byte              // volume path → uploaded bytes
+	reported  map[string]string              // domain UUID → the address its guest reports
 }
+
+// cut names one call by its number in calls, and whether it fails before
+// or after it took effect. Zero cuts nothing.
+type cut struct {
+	call  int64
+	after bool
+}
+
+// hold is a domain job held by another client until released.
+type hold struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (h *hold) release() { h.once.Do(func() { close(h.ch) }) }
 
 func newTestBackend(t *testing.T) *testBackend {
 	t.Helper()
@@ -82,20 +136,39 @@ func newTestBackend(t *testing.T) *testBackend {
 		http.ServeContent(w, r, "proxy.qcow2", fixedTime, bytes.NewReader(img))
 	}))
 	t.Cleanup(srv.Close)
-	conn, err := libvirt.NewConnect(testURI)
-	if err != nil {
+	dir := t.TempDir()
+	node, key := filepath.Join(dir, "host2.xml"), filepath.Join(dir, "libvirt-ssh-key")
+	credential := "sentinel-credential-" + hex.EncodeToString(img[:8])
+	if err := os.WriteFile(node, []byte(otherNode), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = conn.Close() })
+	if err := os.WriteFile(key, []byte(credential), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	b := &testBackend{
-		t: t, conn: conn,
-		faults: map[string][]error{}, volumes: map[string][]byte{}, reported: map[string]string{},
-		cfg: Config{
-			Regions:      map[string]Region{testRegion: {URI: testURI, Pool: testPool, Network: "default"}},
-			MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
-			Images:       map[string]fetch.Entry{"debian-12": {URL: srv.URL + "/proxy.qcow2", SHA256: hex.EncodeToString(sum[:]), Format: "qcow2"}},
-			CallTimeout:  contract.Duration{Duration: 1e9},
+		t: t, credential: credential, otherURI: "test://" + node,
+		pools:    map[string]string{testRegion: testPool, otherRegion: otherPool},
+		networks: map[string]string{testRegion: "default", otherRegion: otherNetwork},
+		conns:    map[string]*libvirt.Connect{},
+		faults:   map[string][]error{}, locks: map[string]*hold{}, states: map[string]libvirt.DomainState{},
+		volumes: map[string][]byte{}, reported: map[string]string{},
+	}
+	for region, uri := range map[string]string{testRegion: testURI, otherRegion: b.otherURI} {
+		conn, err := libvirt.NewConnect(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = conn.Close() })
+		b.conns[region] = conn
+	}
+	b.cfg = Config{
+		Regions: map[string]Region{
+			testRegion:  {URI: testURI + "?keyfile=" + key, Pool: testPool, Network: "default"},
+			otherRegion: {URI: b.otherURI + "?keyfile=" + key, Pool: otherPool, Network: otherNetwork},
 		},
+		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
+		Images:       map[string]fetch.Entry{"debian-12": {URL: srv.URL + "/proxy.qcow2", SHA256: hex.EncodeToString(sum[:]), Format: "qcow2"}},
+		CallTimeout:  contract.Duration{Duration: 1e9},
 	}
 	return b
 }
@@ -106,33 +179,102 @@ func (b *testBackend) provider(t *testing.T) *Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.hooks = hooks{call: b.call, upload: b.upload, addresses: b.addresses}
+	p.hooks = hooks{call: b.call, connect: b.connect, upload: b.upload, addresses: b.addresses, state: b.state}
 	return p
 }
 
-// call is the provider's call hook: count, hold while stalled, fail if a
-// fault is queued for this call.
-func (b *testBackend) call(ctx context.Context, name string) error {
-	b.calls.Add(1)
+// connect opens test:///default as libvirt does, and hands out a
+// reference to the control's connection to host2.
+func (b *testBackend) connect(uri string) (*libvirt.Connect, error) {
+	if uri == b.otherURI || strings.HasPrefix(uri, b.otherURI+"?") {
+		c := b.conns[otherRegion]
+		if err := c.Ref(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	return libvirt.NewConnect(uri)
+}
+
+// jobSteps are the provider's steps that take the domain's job on a QEMU
+// daemon (virDomainObjBeginJob: SetMetadata, Create, Destroy, Undefine);
+// lookups, state and XML reads do not.
+var jobSteps = map[string]bool{"MarkStarted": true, "StartDomain": true, "UndefineDomain": true}
+
+// The errors of a misbehaving daemon that the test driver cannot raise,
+// as libvirt's client reports them.
+var (
+	// lostConnection: the connection dropped while the call waited for
+	// its answer (rpc/virnetsocket.c, virNetSocketReadWire: EOF on the
+	// socket). The client cannot tell whether the daemon acted.
+	lostConnection = libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Domain: libvirt.FROM_RPC, Level: libvirt.ERR_ERROR,
+		Message: "End of file while reading data: Input/output error"}
+	// accessDenied: the daemon's access control (the polkit ACL driver)
+	// refuses the operator's identity; access/viraccessmanager.c replaces
+	// the driver's reason with this text, on every call, on an open
+	// connection as on a new one.
+	accessDenied = libvirt.Error{Code: libvirt.ERR_ACCESS_DENIED, Domain: libvirt.FROM_ACCESS, Level: libvirt.ERR_ERROR,
+		Message: "access denied: 'QEMU' denied access"}
+)
+
+// call is the provider's call hook: count, hold while stalled, fail a cut
+// call before it arrives, refuse while the credential is rejected, fail
+// with a queued fault, wait for a job another client holds on the domain
+// (a QEMU daemon gives up after 30 s with ERR_OPERATION_TIMEOUT; the
+// provider's budget ends first), run, and lose the answer of a call cut
+// after it took effect.
+func (b *testBackend) call(ctx context.Context, c backendCall, run func() error) error {
+	n := b.calls.Add(1)
 	if err := b.gate.Pass(ctx); err != nil {
 		return err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if q := b.faults[name]; len(q) > 0 {
-		b.faults[name] = q[1:]
+	cutHere, cutAfter := b.cut.call == n, b.cut.after
+	if cutHere {
+		b.cut = cut{}
+	}
+	switch {
+	case cutHere && !cutAfter:
+		b.mu.Unlock()
+		return lostConnection
+	case b.rejecting:
+		b.mu.Unlock()
+		return accessDenied
+	}
+	if q := b.faults[c.step]; len(q) > 0 {
+		b.faults[c.step] = q[1:]
+		b.mu.Unlock()
 		return q[0]
 	}
-	return nil
+	var job *hold
+	if jobSteps[c.step] {
+		job = b.locks[c.region+"/"+c.domain]
+	}
+	b.mu.Unlock()
+	if job != nil {
+		select {
+		case <-job.ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := run(); err != nil || !cutHere {
+		return err
+	}
+	return lostConnection
 }
 
-// upload keeps what the provider streams into a volume.
+// upload keeps what the provider streams into a volume, in a buffer as
+// large as the upload announced (the daemon writes into a file of that
+// size; growing a buffer as it fills only slows the fake down).
 func (b *testBackend) upload(_ context.Context, _ *libvirt.Connect, vol *libvirt.StorageVol, size int64) (volumeWriter, error) {
 	path, err := vol.GetPath()
 	if err != nil {
 		return nil, err
 	}
-	return &memUpload{b: b, path: path, size: size}, nil
+	u := &memUpload{b: b, path: path, size: size}
+	u.buf.Grow(int(size))
+	return u, nil
 }
 
 type memUpload struct {
@@ -153,7 +295,7 @@ func (u *memUpload) Finish() error {
 	}
 	u.b.mu.Lock()
 	defer u.b.mu.Unlock()
-	u.b.volumes[u.path] = bytes.Clone(u.buf.Bytes())
+	u.b.volumes[u.path] = u.buf.Bytes()
 	return nil
 }
 
@@ -164,12 +306,12 @@ func (b *testBackend) addresses(dom *libvirt.Domain, src libvirt.DomainInterface
 	if err != nil {
 		return nil, err
 	}
-	name, err := dom.GetName()
+	uuid, err := dom.GetUUIDString()
 	if err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
-	ip, ok := b.reported[name]
+	ip, ok := b.reported[uuid]
 	b.mu.Unlock()
 	for i := range ifaces {
 		ifaces[i].Addrs = nil
@@ -184,44 +326,96 @@ func (b *testBackend) addresses(dom *libvirt.Domain, src libvirt.DomainInterface
 	return ifaces, nil
 }
 
+// unknownState is the first value past libvirt 9.0's virDomainState
+// (VIR_DOMAIN_LAST): a state a later daemon may report.
+const unknownState = libvirt.DOMAIN_PMSUSPENDED + 1
+
+// state calls the real virDomainGetState, then shows the state the
+// control put the domain in, if any.
+func (b *testBackend) state(dom *libvirt.Domain) (libvirt.DomainState, int, error) {
+	state, reason, err := dom.GetState()
+	if err != nil {
+		return state, reason, err
+	}
+	uuid, err := dom.GetUUIDString()
+	if err != nil {
+		return state, reason, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if injected, ok := b.states[uuid]; ok {
+		return injected, 0, nil
+	}
+	return state, reason, nil
+}
+
 // control is the harness's backend control.
 type control struct{ b *testBackend }
 
 var (
-	_ contracttest.GuestReporter    = control{}
-	_ contracttest.UnstartedCreator = control{}
-	_ contracttest.UnmarkedCreator  = control{}
-	_ contracttest.Staller          = control{}
-	_ contracttest.FaultInjector    = control{}
-	_ contracttest.UserDataReader   = control{}
-	_ contracttest.CallCounter      = control{}
-	_ contracttest.Inventory        = control{}
+	_ contracttest.GuestReporter      = control{}
+	_ contracttest.StateInjector      = control{}
+	_ contracttest.UnstartedCreator   = control{}
+	_ contracttest.Locker             = control{}
+	_ contracttest.DeleteStarter      = control{}
+	_ contracttest.UnmarkedCreator    = control{}
+	_ contracttest.Staller            = control{}
+	_ contracttest.FaultInjector      = control{}
+	_ contracttest.CredentialRejecter = control{}
+	_ contracttest.UserDataReader     = control{}
+	_ contracttest.CallCounter        = control{}
+	_ contracttest.CallCutter         = control{}
+	_ contracttest.Resetter           = control{}
+	_ contracttest.Inventory          = control{}
 )
 
-// ReportIP plays the guest getting its address (a DHCP lease, the agent).
-func (c control) ReportIP(_ context.Context, providerID, ip string) error {
-	_, name, err := ids.Parse(providerID)
+// withDomain runs fn on the domain a providerID names, through the
+// control's own connection to its region.
+func (b *testBackend) withDomain(providerID string, fn func(*libvirt.Domain) error) error {
+	region, name, err := ids.Parse(providerID)
 	if err != nil {
 		return err
 	}
-	if len(c.b.addressesOf(name)) == 0 {
-		return fmt.Errorf("domain %s has no NIC to report on", name)
+	conn, ok := b.conns[region]
+	if !ok {
+		return fmt.Errorf("control: no region %q", region)
 	}
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	c.b.reported[name] = ip
-	return nil
+	return withDomain(conn, name, fn)
 }
 
-// addressesOf is what the test driver itself answers for a domain.
-func (b *testBackend) addressesOf(name string) []libvirt.DomainInterface {
-	dom, err := b.conn.LookupDomainByName(name)
-	if err != nil {
+// ReportIP plays the guest getting its address (a DHCP lease, the agent).
+func (c control) ReportIP(_ context.Context, providerID, ip string) error {
+	return c.b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		ifaces, err := dom.ListAllInterfaceAddresses(libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE)
+		if err != nil {
+			return err
+		}
+		if len(ifaces) == 0 {
+			return fmt.Errorf("domain %s has no NIC to report on", providerID)
+		}
+		uuid, err := dom.GetUUIDString()
+		if err != nil {
+			return err
+		}
+		c.b.mu.Lock()
+		defer c.b.mu.Unlock()
+		c.b.reported[uuid] = ip
 		return nil
-	}
-	defer func() { _ = dom.Free() }()
-	ifaces, _ := dom.ListAllInterfaceAddresses(libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE)
-	return ifaces
+	})
+}
+
+// SetUnknownState makes GetState show unknownState for the domain.
+func (c control) SetUnknownState(_ context.Context, providerID string) error {
+	return c.b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		uuid, err := dom.GetUUIDString()
+		if err != nil {
+			return err
+		}
+		c.b.mu.Lock()
+		defer c.b.mu.Unlock()
+		c.b.states[uuid] = unknownState
+		return nil
+	})
 }
 
 // CreateUnstarted runs Create's steps up to the define, and stops there.
@@ -237,20 +431,105 @@ func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest
 	return ids.Format(pl.regionName, req.Name), nil
 }
 
-// CreateUnmarked defines and starts a domain without marks, as a person
-// would with virsh.
-func (c control) CreateUnmarked(_ context.Context, name string, _ contract.Placement) (string, error) {
-	dom, err := c.b.conn.DomainDefineXML(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory>
-<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><interface type='network'><source network='default'/></interface></devices></domain>`, name))
+// Lock holds the domain's job as another client would (a snapshot, a
+// virsh edit): until unlock, the provider's steps that need the job wait.
+func (c control) Lock(_ context.Context, providerID string) (func(), error) {
+	if err := c.b.withDomain(providerID, func(*libvirt.Domain) error { return nil }); err != nil {
+		return nil, err
+	}
+	h := &hold{ch: make(chan struct{})}
+	c.b.mu.Lock()
+	c.b.locks[providerID] = h
+	c.b.mu.Unlock()
+	return func() {
+		c.b.mu.Lock()
+		if c.b.locks[providerID] == h {
+			delete(c.b.locks, providerID)
+		}
+		c.b.mu.Unlock()
+		h.release()
+	}, nil
+}
+
+// BeginDelete does what a Delete cut off after its first step leaves (an
+// operator that died mid-Delete, or one still running): the domain
+// destroyed and undefined, its overlay and seed not yet deleted. libvirt
+// has no "deleting" state: that is what a deletion in progress looks like
+// to any other client. finish deletes the volumes.
+func (c control) BeginDelete(_ context.Context, providerID string) (func(), error) {
+	region, name, err := ids.Parse(providerID)
+	if err != nil {
+		return nil, err
+	}
+	err = c.b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		if active, err := dom.IsActive(); err == nil && active {
+			if err := dom.Destroy(); err != nil {
+				return err
+			}
+		}
+		return dom.UndefineFlags(undefineFlags)
+	})
+	return func() {
+		_ = withPool(c.b.conns[region], c.b.pools[region], func(pool *libvirt.StoragePool) error {
+			for _, v := range []string{overlayName(name), seedName(name)} {
+				if vol, err := pool.LookupStorageVolByName(v); err == nil {
+					_ = vol.Delete(0)
+					_ = vol.Free()
+				}
+			}
+			return nil
+		})
+	}, err
+}
+
+// CreateUnmarked defines and starts a domain without marks in the
+// placement's region, as a person would with virsh.
+func (c control) CreateUnmarked(_ context.Context, name string, pl contract.Placement) (string, error) {
+	conn, ok := c.b.conns[pl.Region]
+	if !ok {
+		return "", fmt.Errorf("control: no region %q", pl.Region)
+	}
+	dom, err := conn.DomainDefineXML(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory>
+<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><interface type='network'><source network='%s'/></interface></devices></domain>`, name, c.b.networks[pl.Region]))
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = dom.Free() }()
-	return ids.Format(testRegion, name), dom.Create()
+	return ids.Format(pl.Region, name), dom.Create()
+}
+
+// DeleteUnmarked removes a domain CreateUnmarked made, and leaves alone
+// one that carries the operator's marks.
+func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
+	err := c.b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		doc, err := dom.GetXMLDesc(0)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(doc, xmlNamespace) {
+			return fmt.Errorf("control: %s carries the operator's marks; not removing it", providerID)
+		}
+		if active, err := dom.IsActive(); err == nil && active {
+			if err := dom.Destroy(); err != nil {
+				return err
+			}
+		}
+		return dom.Undefine()
+	})
+	if isNotFound(classify(err)) {
+		return nil
+	}
+	return err
 }
 
 // Stall holds every call at the hook.
-func (c control) Stall() func() { return c.b.gate.Stall() }
+func (c control) Stall() func() {
+	release := c.b.gate.Stall()
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.stalls = append(c.b.stalls, release)
+	return release
+}
 
 // calls says which backend call serves each provider operation.
 var calls = map[contracttest.Op]string{
@@ -278,6 +557,40 @@ func (c control) FailAfterCreate() error {
 	return nil
 }
 
+// CutCall drops the connection around the n-th call from now.
+func (c control) CutCall(n int, after bool) error {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.cut = cut{call: c.b.calls.Load() + int64(n), after: after}
+	return nil
+}
+
+// RejectCredentials makes the daemon's access control refuse every call.
+func (c control) RejectCredentials(reject bool) {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.rejecting = reject
+}
+
+// Reset lets stalled calls and held jobs go, drops queued faults and the
+// cut, accepts the credential again and forgets injected states.
+func (c control) Reset() {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	for _, release := range c.b.stalls {
+		release()
+	}
+	c.b.stalls = nil
+	for key, h := range c.b.locks {
+		h.release()
+		delete(c.b.locks, key)
+	}
+	clear(c.b.faults)
+	c.b.cut = cut{}
+	c.b.rejecting = false
+	clear(c.b.states)
+}
+
 // provoke returns the test driver's own error of a class: a lookup of a
 // domain that does not exist (ERR_NO_DOMAIN), of a pool that does not
 // exist (ERR_NO_STORAGE_POOL, permanent), a destroy of a domain that is
@@ -285,12 +598,13 @@ func (c control) FailAfterCreate() error {
 // quota; that one is the ENOSPC error a real daemon's full pool returned
 // (TestClassifyQuotaOnRealDaemon captures it).
 func (b *testBackend) provoke(class error) error {
+	conn := b.conns[testRegion]
 	var err error
 	switch {
 	case errors.Is(class, contract.ErrNotFound):
-		_, err = b.conn.LookupDomainByName("no-such-domain")
+		_, err = conn.LookupDomainByName("no-such-domain")
 	case errors.Is(class, contract.ErrPermanent):
-		_, err = b.conn.LookupStoragePoolByName("no-such-pool")
+		_, err = conn.LookupStoragePoolByName("no-such-pool")
 	case errors.Is(class, contract.ErrQuota):
 		err = quotaError
 	default:
@@ -306,28 +620,51 @@ var quotaError = libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Domain: libvirt.F
 	Message: "cannot allocate 67108864 bytes in file '/var/lib/libvirt/images/egress-enospc-probe.raw': No space left on device"}
 
 // inactiveDestroy destroys a defined, never-started domain: the test
-// driver answers ERR_OPERATION_INVALID, as QEMU's driver does.
+// driver answers ERR_OPERATION_INVALID, as QEMU's driver does. The probe
+// is undefined again.
 func (b *testBackend) inactiveDestroy() error {
-	dom, err := b.conn.DomainDefineXML(`<domain type='qemu'><name>egress-fault-probe</name><memory unit='MiB'>256</memory><os><type>hvm</type></os></domain>`)
+	dom, err := b.conns[testRegion].DomainDefineXML(`<domain type='qemu'><name>egress-fault-probe</name><memory unit='MiB'>256</memory><os><type>hvm</type></os></domain>`)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = dom.Free() }()
+	defer func() { _ = dom.Undefine(); _ = dom.Free() }()
 	return dom.Destroy()
 }
 
 // UserData reads user-data from the seed volume's bytes as the guest's
-// ISO 9660 reader does.
+// ISO 9660 reader does: the bytes uploaded to the path of the seed volume
+// the domain has now, which must be as large as the upload.
 func (c control) UserData(_ context.Context, providerID string) ([]byte, error) {
-	_, name, err := ids.Parse(providerID)
+	region, name, err := ids.Parse(providerID)
 	if err != nil {
 		return nil, err
 	}
-	c.b.mu.Lock()
-	iso, ok := c.b.volumes["/"+testPool+"/"+seedName(name)]
-	c.b.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("no seed was uploaded for %s", name)
+	var iso []byte
+	err = withPool(c.b.conns[region], c.b.pools[region], func(pool *libvirt.StoragePool) error {
+		vol, err := pool.LookupStorageVolByName(seedName(name))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = vol.Free() }()
+		path, err := vol.GetPath()
+		if err != nil {
+			return err
+		}
+		info, err := vol.GetInfo()
+		if err != nil {
+			return err
+		}
+		c.b.mu.Lock()
+		data, ok := c.b.volumes[path]
+		c.b.mu.Unlock()
+		if !ok || uint64(len(data)) != info.Capacity {
+			return fmt.Errorf("no seed of %d bytes was uploaded to %s (%d bytes)", info.Capacity, path, len(data))
+		}
+		iso = data
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return readISOFile(iso, "user-data")
 }
@@ -363,31 +700,43 @@ func readISOFile(iso []byte, want string) ([]byte, error) {
 // Calls counts the provider's backend calls.
 func (c control) Calls() int { return int(c.b.calls.Load()) }
 
-// Resources lists every domain and every volume of the pool.
+// Resources lists every domain and every volume of each region's pool,
+// except the base images: a cache made once per pool and shared by every
+// instance, which no instance's Delete removes (entry 4).
 func (c control) Resources(context.Context) ([]string, error) {
-	doms, err := c.b.conn.ListAllDomains(0)
-	if err != nil {
-		return nil, err
+	shared := map[string]bool{}
+	for key, e := range c.b.cfg.Images {
+		shared[baseName(key, e)], shared[markerName(baseName(key, e))] = true, true
 	}
 	var out []string
-	for i := range doms {
-		name, _ := doms[i].GetName()
-		_ = doms[i].Free()
-		out = append(out, "domain "+name)
-	}
-	pool, err := c.b.conn.LookupStoragePoolByName(testPool)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = pool.Free() }()
-	vols, err := pool.ListAllStorageVolumes(0)
-	if err != nil {
-		return nil, err
-	}
-	for i := range vols {
-		name, _ := vols[i].GetName()
-		_ = vols[i].Free()
-		out = append(out, "volume "+name)
+	for _, region := range slices.Sorted(maps.Keys(c.b.conns)) {
+		conn := c.b.conns[region]
+		doms, err := conn.ListAllDomains(0)
+		if err != nil {
+			return nil, err
+		}
+		for i := range doms {
+			name, _ := doms[i].GetName()
+			_ = doms[i].Free()
+			out = append(out, "domain "+region+"/"+name)
+		}
+		err = withPool(conn, c.b.pools[region], func(pool *libvirt.StoragePool) error {
+			vols, err := pool.ListAllStorageVolumes(0)
+			if err != nil {
+				return err
+			}
+			for i := range vols {
+				name, _ := vols[i].GetName()
+				_ = vols[i].Free()
+				if !shared[name] {
+					out = append(out, "volume "+region+"/"+name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
