@@ -61,6 +61,9 @@
 //
 // Where this fake is an assumption rather than a citation, its comment says
 // so. The control methods (Stall, FailNext, FailNextTask, DropNextClone,
-// HoldTasks, Lock, BeginDestroy, ReportIP, SetQMPStatus, RejectToken) are
-// for tests: they play the backend's own faults and the guest.
+// CutCall, HoldTasks, Lock, BeginDestroy, ReportIP, SetQMPStatus,
+// RejectToken, CloneVMTo, RemoveVM, Reset) are for tests: they play the
+// backend's own faults, the guest and a person at the web UI. A cut call
+// answers as pveproxy does when the node it forwards a call to is lost:
+// 595 or 596 with the system error as the reason (see CutCall).
 package pvefake
