@@ -80,14 +80,6 @@ func isExists(err error) bool {
 // a running domain, destroy of a stopped one).
 func isInvalidState(err error) bool { return code(err) == libvirt.ERR_OPERATION_INVALID }
 
-// isAlreadyRunning: a start of a running domain. QEMU's driver says
-// ERR_OPERATION_INVALID "domain is already running"; the test driver
-// ERR_INTERNAL_ERROR "Domain 'x' is already running".
-func isAlreadyRunning(err error) bool {
-	var le libvirt.Error
-	return isInvalidState(err) || errors.As(err, &le) && strings.Contains(le.Message, "already running")
-}
-
 // isConnectionLost: the connection is broken; do opens a new one.
 func isConnectionLost(err error) bool {
 	switch code(err) {

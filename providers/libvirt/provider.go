@@ -332,8 +332,11 @@ func (p *Provider) dropVolumes(ctx context.Context, pl plan, name string) {
 	}
 }
 
-// start writes the started mark, then starts the domain; a domain already
-// running is success.
+// start writes the started mark, then starts the domain. A start that
+// fails on a domain that runs after all lost a race with another Create:
+// done. The error cannot tell (QEMU's driver says ERR_OPERATION_INVALID
+// "already running", the test driver ERR_INTERNAL_ERROR; either code also
+// means other failures), so the domain's state decides.
 func (p *Provider) start(ctx context.Context, region string, d domain) error {
 	if !d.marks.started() {
 		m := d.marks
@@ -345,12 +348,15 @@ func (p *Provider) start(ctx context.Context, region string, d domain) error {
 			return err
 		}
 	}
-	err := p.onDomain(ctx, region, "StartDomain", d.name, func(dom *libvirt.Domain) error { return dom.Create() })
-	if isAlreadyRunning(err) {
-		// A racing Create started it.
-		return nil
-	}
-	return err
+	return p.onDomain(ctx, region, "StartDomain", d.name, func(dom *libvirt.Domain) error {
+		err := dom.Create()
+		if err != nil {
+			if active, aerr := dom.IsActive(); aerr == nil && active {
+				return nil
+			}
+		}
+		return err
+	})
 }
 
 // Get reads the domain.
