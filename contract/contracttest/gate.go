@@ -15,10 +15,15 @@ type Gate struct {
 }
 
 // Stall holds every call that passes the gate from now until release.
+// A Stall while the gate is already stalled joins that stall: either
+// release lets every held call go, so no caller is stranded.
 func (g *Gate) Stall() (release func()) {
-	ch := make(chan struct{})
 	g.mu.Lock()
-	g.stalled = ch
+	ch := g.stalled
+	if ch == nil {
+		ch = make(chan struct{})
+		g.stalled = ch
+	}
 	g.mu.Unlock()
 	return func() {
 		g.mu.Lock()

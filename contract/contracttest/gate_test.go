@@ -33,3 +33,25 @@ func TestGate(t *testing.T) {
 		t.Fatalf("a held call whose ctx ended = %v, want its deadline error", err)
 	}
 }
+
+// A second Stall joins the first: releasing it lets the calls the first
+// held go, as a control's Reset (Stall()()) relies on.
+func TestGateStallTwice(t *testing.T) {
+	var g Gate
+	first := g.Stall()
+	defer first()
+	passed := make(chan error, 1)
+	go func() { passed <- g.Pass(context.Background()) }()
+	time.Sleep(20 * time.Millisecond) // let the call reach the gate
+	g.Stall()()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	select {
+	case err := <-passed:
+		if err != nil {
+			t.Fatalf("released call: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("a call held by the first Stall is still held after a second Stall was released")
+	}
+}

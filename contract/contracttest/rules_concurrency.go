@@ -54,7 +54,7 @@ func concurrentCallsAreSafe(e *env) {
 	}
 	insts := make([]contract.Instance, callers)
 	for i := range callers {
-		wg.Go(func() { insts[i], errs[i] = e.createRetrying(reqs[i]) })
+		wg.Go(func() { insts[i], errs[i] = e.createRetrying(e.p, reqs[i]) })
 		wg.Go(func() { _, _ = e.list(e.ctx(), e.p, contract.LabelManaged, contract.ManagedValue) })
 	}
 	wg.Wait()
@@ -93,16 +93,16 @@ func concurrentCallsAreSafe(e *env) {
 	}
 }
 
-// createRetrying creates req, retrying transient errors a few times as
-// the operator would.
-func (e *env) createRetrying(req contract.CreateRequest) (contract.Instance, error) {
-	var inst contract.Instance
-	var err error
-	for range 5 {
-		if inst, err = e.create(e.ctx(), e.p, req); err == nil || contract.ClassOf(err) != contract.ClassTransient {
+// createRetrying creates req with p, retrying transient errors (a clone
+// still running, a lock) until WaitTimeout, as the operator's back-off
+// would.
+func (e *env) createRetrying(p contract.Provider, req contract.CreateRequest) (contract.Instance, error) {
+	deadline := time.Now().Add(e.cfg.WaitTimeout)
+	for {
+		inst, err := e.create(e.ctx(), p, req)
+		if err == nil || contract.ClassOf(err) != contract.ClassTransient || time.Now().After(deadline) {
 			return inst, err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return inst, err
 }

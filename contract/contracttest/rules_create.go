@@ -89,7 +89,7 @@ func createResumesAfterFailure(e *env) {
 // req.CloudInit where the control can read it.
 func (e *env) resumeCreate(req contract.CreateRequest, what string) {
 	e.t.Helper()
-	inst, err := e.create(e.ctx(), e.cfg.NewProvider(e.t), req)
+	inst, err := e.createRetrying(e.cfg.NewProvider(e.t), req)
 	if err != nil {
 		e.t.Errorf("Create resumed %s: %v", what, err)
 		return

@@ -13,7 +13,7 @@ func listByTagExcludesUnmarked(e *env) {
 	if err != nil {
 		e.t.Fatalf("backend control CreateUnmarked: %v", err)
 	}
-	e.track(foreignID)
+	e.trackForeign(foreignID)
 	e.mustCreate(req)
 	for _, filter := range [][2]string{{contract.LabelManaged, contract.ManagedValue}, {contract.LabelUID, req.UID}} {
 		found, err := e.list(e.ctx(), e.p, filter[0], filter[1])
