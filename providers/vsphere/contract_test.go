@@ -20,19 +20,19 @@ func loginClient(ctx context.Context, c *vim25.Client, u *url.URL) error {
 	return session.NewManager(c).Login(ctx, u.User)
 }
 
-// TestContract runs the conformance harness against the provider on vcsim.
-// vSphere's power state is a closed enum (no StateInjector); vcsim holds
-// no lock on a VM (no Locker) and destroys at once (no DeleteStarter):
-// those rules skip with the capability named, and the state table test
-// covers the unknown-state row.
+// TestContract runs the conformance harness against the provider on vcsim,
+// with one region per vcsim datacenter. The control implements every
+// capability; vcsim plays each on its own objects (vcsim_test.go).
 func TestContract(t *testing.T) {
 	v := startVcsim(t)
 	contracttest.Run(t, contracttest.Config{
-		NewProvider: func(t *testing.T) contract.Provider { return v.provider(t) },
-		Backend:     control{v},
-		Placement:   contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
-		Credential:  testPassword,
-		CallBudget:  time.Second,
-		WaitTimeout: 20 * time.Second,
+		NewProvider:     func(t *testing.T) contract.Provider { return v.provider(t) },
+		Backend:         control{v},
+		Placement:       contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
+		OtherPlacements: []contract.Placement{{Region: "dc1", Zone: "c0", MachineType: "small", Image: "debian-12"}},
+		MaxCloudInit:    MaxCloudInit,
+		Credential:      testPassword,
+		CallBudget:      time.Second,
+		WaitTimeout:     20 * time.Second,
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,11 +17,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -31,17 +36,28 @@ import (
 )
 
 // The test backend is govmomi's own simulator, vcsim, in process, reached
-// through a TLS front the test controls: it counts calls and can hold them
-// (a hanging vCenter). Everything the harness needs from the backend that
-// the provider must not do — the guest reporting an address, faults,
-// unmarked VMs — the control below does through vcsim's own API.
+// through a TLS front the test controls: it counts calls, can hold them (a
+// hanging vCenter) and can drop one (a lost connection). Everything the
+// harness needs from the backend that the provider must not do — the
+// guest reporting an address, faults, locks, unmarked VMs — the control
+// below does through vcsim's own API, as an administrator of its own, or
+// on vcsim's objects directly where vcsim has no API for it.
 
 const (
 	testUser     = "egress-operator"
 	testPassword = "sentinel-password-8d2f41"
-	testFolder   = "/DC0/vm/egress-proxies"
-	templateName = "DC0_C0_RP0_VM0"
+	// The control logs in as an administrator of its own, so that
+	// rejecting the operator's credential leaves the control working.
+	adminUser     = "vcsim-admin"
+	adminPassword = "vcsim-admin-password"
+	testFolder    = "/DC0/vm/egress-proxies"
+	// templateName is the template every datacenter holds under the same
+	// name, as the images catalogue expects (one name for all regions).
+	templateName = "debian-12-proxy"
 )
+
+// datacenters are vcsim's, one region each: two locations for ListByTag.
+var datacenters = []string{"DC0", "DC1"}
 
 // vcsim is one simulator behind the front.
 type vcsim struct {
@@ -50,21 +66,36 @@ type vcsim struct {
 	calls    atomic.Int64
 	gate     contracttest.Gate
 	rejected atomic.Bool
-	cutClone atomic.Bool   // FailAfterCreate
 	client   *vim25.Client // the control's own session, straight to vcsim
 	cfg      Config
+
+	mu       sync.Mutex
+	cut      cut      // the front call to cut, by number
+	cutClone bool     // FailAfterCreate: cut the next clone after it took effect
+	held     []func() // stalls, locks and deletes held; Reset lets them go
+}
+
+// cut names one front call by its number in calls, and whether it is cut
+// before vcsim sees it or after vcsim did the work. Zero cuts nothing.
+type cut struct {
+	call  int64
+	after bool
 }
 
 func startVcsim(t *testing.T) *vcsim {
 	t.Helper()
 	model := simulator.VPX()
+	model.Datacenter = len(datacenters)
 	if err := model.Create(); err != nil {
 		t.Fatal(err)
 	}
-	model.Service.Listen = &url.URL{User: url.UserPassword(testUser, testPassword)}
+	model.Service.Listen = &url.URL{User: url.UserPassword(adminUser, adminPassword)}
 	v := &vcsim{model: model}
 	sm := model.Map().SessionManager()
 	sm.ValidLogin = func(req *types.Login) bool {
+		if req.UserName == adminUser {
+			return req.Password == adminPassword
+		}
 		return !v.rejected.Load() && req.UserName == testUser && req.Password == testPassword
 	}
 	server := model.Service.NewServer()
@@ -78,14 +109,30 @@ func startVcsim(t *testing.T) *vcsim {
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	v.front = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v.calls.Add(1)
+		n := v.calls.Add(1)
 		if v.gate.Pass(r.Context()) != nil {
 			return
 		}
-		if v.cutClone.Load() && v.cutsClone(proxy, r) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		cutHere, after := v.takeCut(n, body)
+		if cutHere && !after {
+			// The connection drops before vcsim sees the call.
 			panic(http.ErrAbortHandler)
 		}
-		proxy.ServeHTTP(w, r)
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		v.awaitTask(r.Context(), rec.Body.Bytes())
+		if cutHere {
+			// vcsim did the work; the answer is lost with the connection.
+			panic(http.ErrAbortHandler)
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
 	}))
 	t.Cleanup(v.front.Close)
 
@@ -103,61 +150,81 @@ func startVcsim(t *testing.T) *vcsim {
 	return v
 }
 
-// taskRef finds the task a CloneVM_Task answer returns.
-var taskRef = regexp.MustCompile(`<returnval type="Task">([^<]+)</returnval>`)
-
-// cutsClone serves a CloneVM_Task request to vcsim, waits for the clone
-// task to finish, and reports true so the answer is dropped; any other
-// request it leaves alone.
-func (v *vcsim) cutsClone(proxy http.Handler, r *http.Request) bool {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return false
+// takeCut reports whether front call n, whose body is body, is to be cut,
+// and whether after vcsim did the work.
+func (v *vcsim) takeCut(n int64, body []byte) (cutHere, after bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.cut.call == n:
+		after = v.cut.after
+		v.cut = cut{}
+		return true, after
+	case v.cutClone && bytes.Contains(body, []byte("CloneVM_Task")):
+		v.cutClone = false
+		return true, true
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if !bytes.Contains(body, []byte("CloneVM_Task")) || !v.cutClone.CompareAndSwap(true, false) {
-		return false
-	}
-	rec := httptest.NewRecorder()
-	proxy.ServeHTTP(rec, r)
-	if m := taskRef.FindSubmatch(rec.Body.Bytes()); m != nil {
-		task := object.NewTask(v.client, types.ManagedObjectReference{Type: "Task", Value: string(m[1])})
-		_ = task.Wait(r.Context()) // the clone's own fault, if any, is not the point
-	}
-	return true
+	return false, false
 }
 
-// prepare turns a VM into the template and makes the operator's folder.
+// taskRef finds the task a *_Task answer returns.
+var taskRef = regexp.MustCompile(`<returnval type="Task">([^<]+)</returnval>`)
+
+// awaitTask waits, when answer returns a task, until the task has ended.
+// vcsim runs a task in the background; answering only once it ended
+// makes every call the provider makes to wait for it (and so the number
+// of calls a Create or a Delete makes, which CutCall counts on) the same
+// from one run to the next, and means a call cut after it took effect
+// has done all it set going.
+func (v *vcsim) awaitTask(ctx context.Context, answer []byte) {
+	m := taskRef.FindSubmatch(answer)
+	if m == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	task := object.NewTask(v.client, types.ManagedObjectReference{Type: "Task", Value: string(m[1])})
+	_ = task.Wait(ctx) // the task's own fault is the provider's to read
+}
+
+// prepare makes the template and the operator's folder in every
+// datacenter: the first VM of each datacenter's cluster, powered off,
+// renamed to templateName and marked as a template.
 func (v *vcsim) prepare(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	f := find.NewFinder(v.client, true)
-	dc, err := f.Datacenter(ctx, "DC0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.SetDatacenter(dc)
-	vm, err := f.VirtualMachine(ctx, templateName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-		t.Fatalf("power off the template: %v", err)
-	}
-	if err := vm.MarkAsTemplate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	folders, err := dc.Folders(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := folders.VmFolder.CreateFolder(ctx, "egress-proxies"); err != nil {
-		t.Fatal(err)
+	for _, name := range datacenters {
+		f := find.NewFinder(v.client, true)
+		dc, err := f.Datacenter(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.SetDatacenter(dc)
+		vm, err := f.VirtualMachine(ctx, name+"_C0_RP0_VM0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task, err := vm.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
+			t.Fatalf("power off the template: %v", err)
+		}
+		if task, err := vm.Rename(ctx, templateName); err != nil || task.Wait(ctx) != nil {
+			t.Fatalf("rename the template: %v", err)
+		}
+		if err := vm.MarkAsTemplate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		folders, err := dc.Folders(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := folders.VmFolder.CreateFolder(ctx, "egress-proxies"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 // config writes the credential files and the front's CA and returns the
-// provider's config.
+// provider's config: one region per datacenter.
 func (v *vcsim) config(t *testing.T) Config {
 	t.Helper()
 	dir := t.TempDir()
@@ -169,14 +236,18 @@ func (v *vcsim) config(t *testing.T) Config {
 		return p
 	}
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: v.front.Certificate().Raw})
+	regions := map[string]Region{}
+	for i, dc := range datacenters {
+		regions[fmt.Sprintf("dc%d", i)] = Region{Datacenter: dc, Folder: "/" + dc + "/vm/egress-proxies", Zones: map[string]Zone{
+			"c0": {ResourcePool: "/" + dc + "/host/" + dc + "_C0/Resources", Datastore: "LocalDS_0", Network: dc + "_DVPG0"},
+		}}
+	}
 	return Config{
 		Server:       v.front.URL + "/sdk",
 		UsernameFile: write("username", []byte(testUser+"\n")),
 		PasswordFile: write("password", []byte(testPassword+"\n")),
 		CAFile:       write("ca.pem", ca),
-		Regions: map[string]Region{"dc0": {Datacenter: "DC0", Folder: testFolder, Zones: map[string]Zone{
-			"c0": {ResourcePool: "/DC0/host/DC0_C0/Resources", Datastore: "LocalDS_0", Network: "DC0_DVPG0"},
-		}}},
+		Regions:      regions,
 		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
 		Images:       map[string]string{"debian-12": templateName},
 		CallTimeout:  contract.Duration{Duration: 1e9},
@@ -192,28 +263,91 @@ func (v *vcsim) provider(t *testing.T) *Provider {
 	return p
 }
 
+// hold records what Reset must let go, and returns it run at most once.
+func (v *vcsim) hold(release func()) func() {
+	var once sync.Once
+	f := func() { once.Do(release) }
+	v.mu.Lock()
+	v.held = append(v.held, f)
+	v.mu.Unlock()
+	return f
+}
+
+// simContext is a simulator context for changes the control makes on
+// vcsim's objects directly.
+func (v *vcsim) simContext() *simulator.Context {
+	return &simulator.Context{Context: context.Background(), Map: v.model.Map()}
+}
+
+// holdTask puts a task on the VM, running, as another client's task on
+// it would be (it shows in the VM's recentTask), and leaves it running
+// until the returned function completes it.
+func (v *vcsim) holdTask(vm types.ManagedObjectReference, name string) (*simulator.Task, func()) {
+	task := simulator.CreateTask(vm, name, nil)
+	now := time.Now()
+	task.Info.State = types.TaskInfoStateRunning
+	task.Info.StartTime = &now
+	v.model.Map().Put(task)
+	return task, func() {
+		v.model.Map().AtomicUpdate(v.simContext(), task, []types.PropertyChange{
+			{Name: "info.state", Val: types.TaskInfoStateSuccess},
+			{Name: "info.completeTime", Val: time.Now()},
+		})
+	}
+}
+
+// busy makes every method called on the VM named name fail with vSphere's
+// TaskInProgress for task, as vCenter refuses a second operation on a VM
+// while a task holds it, until the returned function is called. Reads
+// through the PropertyCollector are not calls on the VM and go on.
+func (v *vcsim) busy(name string, task types.ManagedObjectReference) (free func()) {
+	var held atomic.Bool
+	held.Store(true)
+	v.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
+		MethodName:              "*",
+		ObjectType:              "VirtualMachine",
+		ObjectName:              name,
+		InclusionPropertyFilter: func(mo.Reference) bool { return held.Load() },
+		FaultType:               simulator.FaultTypeCustom,
+		Fault:                   &types.TaskInProgress{Task: task},
+		Message:                 "Another task is already in progress.",
+		Probability:             1,
+		Enabled:                 true,
+	})
+	return func() { held.Store(false) }
+}
+
 // control is the harness's backend control over the simulator.
 type control struct{ v *vcsim }
 
 var (
 	_ contracttest.GuestReporter      = control{}
+	_ contracttest.StateInjector      = control{}
 	_ contracttest.UnstartedCreator   = control{}
+	_ contracttest.Locker             = control{}
+	_ contracttest.DeleteStarter      = control{}
 	_ contracttest.UnmarkedCreator    = control{}
 	_ contracttest.Staller            = control{}
 	_ contracttest.FaultInjector      = control{}
 	_ contracttest.CredentialRejecter = control{}
 	_ contracttest.UserDataReader     = control{}
 	_ contracttest.CallCounter        = control{}
+	_ contracttest.CallCutter         = control{}
+	_ contracttest.Resetter           = control{}
 	_ contracttest.Inventory          = control{}
 )
 
 // vm finds a VM of the operator's folder by providerID.
 func (c control) vm(ctx context.Context, providerID string) (*object.VirtualMachine, error) {
-	_, name, err := ids.Parse(providerID)
+	regionName, name, err := ids.Parse(providerID)
 	if err != nil {
 		return nil, err
 	}
-	return find.NewFinder(c.v.client, true).VirtualMachine(ctx, testFolder+"/"+name)
+	region, ok := c.v.cfg.Regions[regionName]
+	if !ok {
+		return nil, fmt.Errorf("control: no region %q", regionName)
+	}
+	return find.NewFinder(c.v.client, true).VirtualMachine(ctx, region.Folder+"/"+name)
 }
 
 func (c control) reconfigure(ctx context.Context, providerID string, kv ...string) error {
@@ -236,6 +370,25 @@ func (c control) reconfigure(ctx context.Context, providerID string, kv ...strin
 // vcsim's SET.guest.* extraConfig; only this test control writes SET.*.
 func (c control) ReportIP(ctx context.Context, providerID, ip string) error {
 	return c.reconfigure(ctx, providerID, "SET.guest.ipAddress", ip)
+}
+
+// SetUnknownState sets the VM's power state, on vcsim's object, to a
+// value vSphere 8's enum does not have, as a later vSphere could add one.
+func (c control) SetUnknownState(ctx context.Context, providerID string) error {
+	vm, err := c.vm(ctx, providerID)
+	if err != nil {
+		return err
+	}
+	obj := c.v.model.Map().Get(vm.Reference())
+	if obj == nil {
+		return fmt.Errorf("control: vcsim has no %s", vm.Reference())
+	}
+	state := types.VirtualMachinePowerState("hibernating")
+	c.v.model.Map().AtomicUpdate(c.v.simContext(), obj, []types.PropertyChange{
+		{Name: "runtime.powerState", Val: state},
+		{Name: "summary.runtime.powerState", Val: state},
+	})
+	return nil
 }
 
 // CreateUnstarted leaves the VM as an earlier clone powered off without
@@ -265,18 +418,80 @@ func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest
 	return id, c.reconfigure(ctx, id, markStarted, "")
 }
 
-// CreateUnmarked clones the template without marks, as a person would.
-func (c control) CreateUnmarked(ctx context.Context, name string, _ contract.Placement) (string, error) {
+// Lock holds the VM as another client's reconfigure task would: the task
+// runs on it, and every operation on the VM answers TaskInProgress.
+func (c control) Lock(ctx context.Context, providerID string) (func(), error) {
+	vm, err := c.vm(ctx, providerID)
+	if err != nil {
+		return nil, err
+	}
+	task, complete := c.v.holdTask(vm.Reference(), "reconfigVm")
+	free := c.v.busy(vm.Name(), task.Self)
+	return c.v.hold(func() { free(); complete() }), nil
+}
+
+// BeginDelete starts the VM's deletion as another client would: powers it
+// off, then holds a destroy task running on it (every other operation on
+// the VM answers TaskInProgress) until finish destroys it.
+func (c control) BeginDelete(ctx context.Context, providerID string) (func(), error) {
+	vm, err := c.vm(ctx, providerID)
+	if err != nil {
+		return nil, err
+	}
+	if err := powerOff(ctx, vm); err != nil {
+		return nil, err
+	}
+	task, complete := c.v.holdTask(vm.Reference(), "destroy")
+	free := c.v.busy(vm.Name(), task.Self)
+	return c.v.hold(func() {
+		free()
+		if err := destroy(context.WithoutCancel(ctx), vm); err != nil {
+			log.Printf("control: finish the delete of %s: %v", providerID, err)
+		}
+		complete()
+	}), nil
+}
+
+func powerOff(ctx context.Context, vm *object.VirtualMachine) error {
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		return err
+	}
+	if err := task.Wait(ctx); err != nil && !isAlreadyOff(err) {
+		return err
+	}
+	return nil
+}
+
+func destroy(ctx context.Context, vm *object.VirtualMachine) error {
+	task, err := vm.Destroy(ctx)
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
+}
+
+// CreateUnmarked clones the template into the placement's region without
+// marks, as a person would.
+func (c control) CreateUnmarked(ctx context.Context, name string, pl contract.Placement) (string, error) {
+	region, ok := c.v.cfg.Regions[pl.Region]
+	if !ok {
+		return "", fmt.Errorf("control: no region %q", pl.Region)
+	}
+	zone, err := contract.LookupZone(region.Zones, pl.Zone)
+	if err != nil {
+		return "", err
+	}
 	f := find.NewFinder(c.v.client, true)
-	tmpl, err := f.VirtualMachine(ctx, "/DC0/vm/"+templateName)
+	tmpl, err := f.VirtualMachine(ctx, "/"+region.Datacenter+"/vm/"+templateName)
 	if err != nil {
 		return "", err
 	}
-	folder, err := f.Folder(ctx, testFolder)
+	folder, err := f.Folder(ctx, region.Folder)
 	if err != nil {
 		return "", err
 	}
-	pool, err := f.ResourcePool(ctx, "/DC0/host/DC0_C0/Resources")
+	pool, err := f.ResourcePool(ctx, zone.ResourcePool)
 	if err != nil {
 		return "", err
 	}
@@ -285,14 +500,37 @@ func (c control) CreateUnmarked(ctx context.Context, name string, _ contract.Pla
 	if err != nil {
 		return "", err
 	}
-	return ids.Format("dc0", name), task.Wait(ctx)
+	return ids.Format(pl.Region, name), task.Wait(ctx)
+}
+
+// DeleteUnmarked destroys a VM CreateUnmarked made; one carrying the
+// operator's mark it refuses.
+func (c control) DeleteUnmarked(ctx context.Context, providerID string) error {
+	vm, err := c.vm(ctx, providerID)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var props mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"config.extraConfig"}, &props); err != nil {
+		return err
+	}
+	if _, marked := extra(props)[markManaged]; marked {
+		return fmt.Errorf("control: %s carries %s: it is not an unmarked VM", providerID, markManaged)
+	}
+	if err := powerOff(ctx, vm); err != nil {
+		return err
+	}
+	return destroy(ctx, vm)
 }
 
 // Stall holds every call at the front.
-func (c control) Stall() func() { return c.v.gate.Stall() }
+func (c control) Stall() func() { return c.v.hold(c.v.gate.Stall()) }
 
-// methods says which SOAP method serves each provider operation.
-var methods = map[contracttest.Op]string{
+// opMethods says which SOAP method serves each provider operation.
+var opMethods = map[contracttest.Op]string{
 	contracttest.OpCreate: "CloneVM_Task",
 	contracttest.OpGet:    "FindChild",
 	contracttest.OpList:   "CreateContainerView",
@@ -316,7 +554,7 @@ func faultFor(class error) types.BaseMethodFault {
 // FailNext injects vSphere's fault of the class into the method serving op.
 func (c control) FailNext(op contracttest.Op, class error) error {
 	c.v.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
-		MethodName: methods[op], ObjectType: "*", ObjectName: "*", FaultType: simulator.FaultTypeCustom,
+		MethodName: opMethods[op], ObjectType: "*", ObjectName: "*", FaultType: simulator.FaultTypeCustom,
 		Fault: faultFor(class), MaxCount: 1, Enabled: true, Probability: 1,
 	})
 	return nil
@@ -326,12 +564,62 @@ func (c control) FailNext(op contracttest.Op, class error) error {
 // vcsim has cloned and powered on: the clone stays, the caller sees a
 // network error.
 func (c control) FailAfterCreate() error {
-	c.v.cutClone.Store(true)
+	c.v.mu.Lock()
+	defer c.v.mu.Unlock()
+	c.v.cutClone = true
 	return nil
 }
 
-// RejectCredentials makes vcsim refuse logins.
-func (c control) RejectCredentials(reject bool) { c.v.rejected.Store(reject) }
+// CutCall drops the connection of the n-th front call from now: before
+// vcsim sees it, or after vcsim served it and any task it started ended.
+func (c control) CutCall(n int, after bool) error {
+	c.v.mu.Lock()
+	defer c.v.mu.Unlock()
+	c.v.cut = cut{call: c.v.calls.Load() + int64(n), after: after}
+	return nil
+}
+
+// RejectCredentials makes vcsim refuse the operator's logins and, as an
+// administrator disabling the account would, ends its open sessions.
+func (c control) RejectCredentials(reject bool) {
+	c.v.rejected.Store(reject)
+	if !reject {
+		return
+	}
+	ctx := context.Background()
+	var sm mo.SessionManager
+	ref := *c.v.client.ServiceContent.SessionManager
+	if err := object.NewCommon(c.v.client, ref).Properties(ctx, ref, []string{"sessionList"}, &sm); err != nil {
+		log.Printf("control: read the sessions: %v", err)
+		return
+	}
+	var keys []string
+	for _, s := range sm.SessionList {
+		if s.UserName == testUser {
+			keys = append(keys, s.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	if err := session.NewManager(c.v.client).TerminateSession(ctx, keys); err != nil {
+		log.Printf("control: end the operator's sessions: %v", err)
+	}
+}
+
+// Reset lets held calls, locks and deletes go, drops queued faults and
+// cuts, and accepts the operator's credential again.
+func (c control) Reset() {
+	c.v.model.Service.ClearFaultRules()
+	c.v.rejected.Store(false)
+	c.v.mu.Lock()
+	held := c.v.held
+	c.v.held, c.v.cut, c.v.cutClone = nil, cut{}, false
+	c.v.mu.Unlock()
+	for _, release := range held {
+		release()
+	}
+}
 
 // UserData decodes guestinfo.userdata as cloud-init's VMware datasource does.
 func (c control) UserData(ctx context.Context, providerID string) ([]byte, error) {
@@ -353,18 +641,17 @@ func (c control) UserData(ctx context.Context, providerID string) ([]byte, error
 // Calls counts SOAP requests through the front.
 func (c control) Calls() int { return int(c.v.calls.Load()) }
 
-// Resources lists the VMs of the operator's folder.
+// Resources lists the VMs of every region's folder.
 func (c control) Resources(ctx context.Context) ([]string, error) {
-	vms, err := find.NewFinder(c.v.client, true).VirtualMachineList(ctx, testFolder+"/*")
-	if err != nil {
-		if isNotFound(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
 	var out []string
-	for _, vm := range vms {
-		out = append(out, "vm "+vm.InventoryPath)
+	for _, rn := range slices.Sorted(maps.Keys(c.v.cfg.Regions)) {
+		vms, err := find.NewFinder(c.v.client, true).VirtualMachineList(ctx, c.v.cfg.Regions[rn].Folder+"/*")
+		if err != nil && !isNotFound(err) {
+			return nil, err
+		}
+		for _, vm := range vms {
+			out = append(out, "vm "+vm.InventoryPath)
+		}
 	}
 	return out, nil
 }
