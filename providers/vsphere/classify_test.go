@@ -120,12 +120,13 @@ func TestStateTable(t *testing.T) {
 	guest := func(ips ...string) *types.GuestInfo {
 		return &types.GuestInfo{Net: []types.GuestNicInfo{{IpAddress: ips}}}
 	}
-	vm := func(power types.VirtualMachinePowerState, cfg *types.VirtualMachineConfigInfo, g *types.GuestInfo) mo.VirtualMachine {
-		return mo.VirtualMachine{Config: cfg, Guest: g, Runtime: types.VirtualMachineRuntimeInfo{PowerState: power}}
+	vm := func(power types.VirtualMachinePowerState, cfg *types.VirtualMachineConfigInfo, g *types.GuestInfo) vmRead {
+		return vmRead{VirtualMachine: mo.VirtualMachine{Config: cfg, Guest: g, Runtime: types.VirtualMachineRuntimeInfo{PowerState: power}}}
 	}
+	destroying := func(vm vmRead) vmRead { vm.destroying = true; return vm }
 	for _, tc := range []struct {
 		name   string
-		vm     mo.VirtualMachine
+		vm     vmRead
 		want   contract.State
 		wantIP string
 	}{
@@ -137,6 +138,8 @@ func TestStateTable(t *testing.T) {
 		{"stopped after running", vm(types.VirtualMachinePowerStatePoweredOff, started, nil), contract.StateStopped, ""},
 		{"suspended", vm(types.VirtualMachinePowerStateSuspended, started, nil), contract.StateStopped, ""},
 		{"a state vSphere may add", vm("hibernated", started, nil), contract.StateStopped, ""},
+		{"off, a destroy task under way", destroying(vm(types.VirtualMachinePowerStatePoweredOff, started, nil)), contract.StateTerminated, ""},
+		{"on with an address, a destroy task under way", destroying(vm(types.VirtualMachinePowerStatePoweredOn, started, guest("10.20.0.7"))), contract.StateTerminated, ""},
 	} {
 		state, ip := stateOf(tc.vm)
 		if state != tc.want || ip != tc.wantIP {

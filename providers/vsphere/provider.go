@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
@@ -49,8 +50,15 @@ const (
 // configuration, which vSphere keeps small.
 const MaxCloudInit = 64 << 10
 
-// vmProps are the properties every read fetches: one RetrieveProperties.
-var vmProps = []string{"name", "config.extraConfig", "config.createDate", "runtime.powerState", "guest.net", "guest.ipAddress"}
+// vmProps are the properties every read fetches of a VM, and taskProps
+// those of each task in its recentTask: one RetrieveProperties (readVMs).
+var (
+	vmProps   = []string{"name", "config.extraConfig", "config.createDate", "runtime.powerState", "guest.net", "guest.ipAddress", "recentTask"}
+	taskProps = []string{"info.descriptionId", "info.state"}
+)
+
+// destroyTask is the descriptionId of a VM's Destroy_Task.
+const destroyTask = "VirtualMachine.destroy"
 
 var ids = contract.IDFormat{
 	Location: keyRE,
@@ -238,11 +246,11 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	if !owned(vm, req.UID) {
+	if !owned(vm.VirtualMachine, req.UID) {
 		return contract.Instance{}, contract.Permanentf("a VM named %q already exists in folder %q and does not belong to this Proxy (uid %s)", req.Name, plan.region.Folder, req.UID)
 	}
 	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
-		if err := p.powerOn(ctx, vm); err != nil {
+		if err := p.powerOn(ctx, vm.VirtualMachine); err != nil {
 			return contract.Instance{}, err
 		}
 		vm.Runtime.PowerState = types.VirtualMachinePowerStatePoweredOn
@@ -343,12 +351,70 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 	return cloned, err
 }
 
-// read reads a VM's properties by reference.
-func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference) (vm mo.VirtualMachine, err error) {
+// read reads a VM by reference.
+func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference) (vm vmRead, err error) {
 	err = p.do(ctx, "ReadVM", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		return object.NewCommon(c, ref).Properties(ctx, ref, vmProps, &vm)
+		vms, err := readVMs(ctx, c, ref, false)
+		if err == nil && len(vms) != 1 {
+			err = contract.NotFound(fmt.Errorf("no VM %s", ref.Value))
+		}
+		if err == nil {
+			vm = vms[0]
+		}
+		return err
 	})
 	return vm, err
+}
+
+// vmRead is one VM as a read finds it.
+type vmRead struct {
+	mo.VirtualMachine
+	// destroying says a destroy task is queued or running on the VM:
+	// another Delete's, or that of a Delete cut off while it waited.
+	destroying bool
+}
+
+// readVMs reads, in one RetrieveProperties, the VM obj names, or with
+// container the VMs of the container view obj names, each with the state
+// of the tasks in its recentTask, found by traversing it.
+func readVMs(ctx context.Context, c *vim25.Client, obj types.ManagedObjectReference, container bool) ([]vmRead, error) {
+	tasks := &types.TraversalSpec{Type: "ManagedEntity", Path: "recentTask"}
+	spec := types.ObjectSpec{Obj: obj, SelectSet: []types.BaseSelectionSpec{tasks}}
+	if container {
+		spec.Skip = types.NewBool(true)
+		spec.SelectSet = []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ContainerView", Path: "view", SelectSet: spec.SelectSet}}
+	}
+	res, err := property.DefaultCollector(c).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{{
+		ObjectSet: []types.ObjectSpec{spec},
+		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProps}, {Type: "Task", PathSet: taskProps}},
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	destroying := map[types.ManagedObjectReference]bool{}
+	var vms []mo.VirtualMachine
+	for _, oc := range res.Returnval {
+		switch oc.Obj.Type {
+		case "Task":
+			var task mo.Task
+			if err := mo.LoadObjectContent([]types.ObjectContent{oc}, &task); err != nil {
+				return nil, err
+			}
+			under := task.Info.State == types.TaskInfoStateQueued || task.Info.State == types.TaskInfoStateRunning
+			destroying[oc.Obj] = task.Info.DescriptionId == destroyTask && under
+		case "VirtualMachine":
+			var vm mo.VirtualMachine
+			if err := mo.LoadObjectContent([]types.ObjectContent{oc}, &vm); err != nil {
+				return nil, err
+			}
+			vms = append(vms, vm)
+		}
+	}
+	out := make([]vmRead, len(vms))
+	for i, vm := range vms {
+		out[i] = vmRead{VirtualMachine: vm, destroying: slices.ContainsFunc(vm.RecentTask, func(t types.ManagedObjectReference) bool { return destroying[t] })}
+	}
+	return out, nil
 }
 
 // extraConfig is what the clone writes: the marks and the cloud-init
@@ -453,6 +519,12 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	if err != nil {
 		return err
 	}
+	if vm.destroying {
+		// Already being deleted is deleted (contract §4.9); Get says
+		// Terminated until the destroy is done.
+		log.V(contract.LogOutcome).Info("a destroy of the instance is already under way")
+		return nil
+	}
 	err = p.do(ctx, "DestroyVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
 		obj := object.NewVirtualMachine(c, vm.Reference())
 		if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
@@ -493,7 +565,7 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			return nil, err
 		}
 		for _, vm := range vms {
-			if extra(vm)[mark] == value && extra(vm)[markManaged] == contract.ManagedValue {
+			if e := extra(vm.VirtualMachine); e[mark] == value && e[markManaged] == contract.ManagedValue {
 				out = append(out, instance(regionName, vm))
 			}
 		}
@@ -501,8 +573,8 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 	return out, nil
 }
 
-func (p *Provider) listFolder(ctx context.Context, regionName string) ([]mo.VirtualMachine, error) {
-	var vms []mo.VirtualMachine
+func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead, error) {
+	var vms []vmRead
 	err := p.do(ctx, "ListVMs", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
 		folder, err := p.folder(ctx, c, regionName)
 		if err != nil {
@@ -513,16 +585,17 @@ func (p *Provider) listFolder(ctx context.Context, regionName string) ([]mo.Virt
 			return err
 		}
 		defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
-		return v.Retrieve(ctx, []string{"VirtualMachine"}, vmProps, &vms)
+		vms, err = readVMs(ctx, c, v.Reference(), true)
+		return err
 	})
 	return vms, err
 }
 
 // lookup finds the VM by name in the region's folder and reads its
 // properties; ErrNotFound when there is none.
-func (p *Provider) lookup(ctx context.Context, regionName, name string) (mo.VirtualMachine, error) {
+func (p *Provider) lookup(ctx context.Context, regionName, name string) (vmRead, error) {
 	region := p.cfg.Regions[regionName]
-	var vm mo.VirtualMachine
+	var vm vmRead
 	err := p.do(ctx, "GetVM", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
 		folder, err := p.folder(ctx, c, regionName)
 		if err != nil {
@@ -535,7 +608,14 @@ func (p *Provider) lookup(ctx context.Context, regionName, name string) (mo.Virt
 		if ref == nil {
 			return contract.NotFound(fmt.Errorf("no VM %q in folder %q", name, region.Folder))
 		}
-		return object.NewCommon(c, ref.Reference()).Properties(ctx, ref.Reference(), vmProps, &vm)
+		vms, err := readVMs(ctx, c, ref.Reference(), false)
+		if err == nil && len(vms) != 1 {
+			err = contract.NotFound(fmt.Errorf("no VM %q in folder %q", name, region.Folder))
+		}
+		if err == nil {
+			vm = vms[0]
+		}
+		return err
 	})
 	return vm, err
 }
@@ -584,9 +664,9 @@ func owned(vm mo.VirtualMachine, uid string) bool {
 	return e[markManaged] == contract.ManagedValue && e[markUID] == uid
 }
 
-func instance(regionName string, vm mo.VirtualMachine) contract.Instance {
+func instance(regionName string, vm vmRead) contract.Instance {
 	state, ip := stateOf(vm)
-	inst := contract.Instance{ProviderID: ids.Format(regionName, vm.Name), Name: vm.Name, State: state, IP: ip, UID: extra(vm)[markUID]}
+	inst := contract.Instance{ProviderID: ids.Format(regionName, vm.Name), Name: vm.Name, State: state, IP: ip, UID: extra(vm.VirtualMachine)[markUID]}
 	if vm.Config != nil && vm.Config.CreateDate != nil {
 		inst.CreatedAt = *vm.Config.CreateDate
 	}

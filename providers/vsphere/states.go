@@ -1,17 +1,21 @@
 package vsphere
 
 import (
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // stateOf maps a VM to the contract's state (template entry 9,
-// provisioning-state: marker). vSphere's power state has three values; a
-// powered-off VM is Provisioning until markStarted says it has been
-// started, so a clone not yet powered on is never taken for a stopped VM.
-func stateOf(vm mo.VirtualMachine) (contract.State, string) {
+// provisioning-state: marker). A VM a destroy task is under way on is
+// Terminated, whatever its power state. vSphere's power state has three
+// values; a powered-off VM is Provisioning until markStarted says it has
+// been started, so a clone not yet powered on is never taken for a
+// stopped VM.
+func stateOf(vm vmRead) (contract.State, string) {
+	if vm.destroying {
+		return contract.StateTerminated, ""
+	}
 	switch vm.Runtime.PowerState {
 	case types.VirtualMachinePowerStatePoweredOn:
 		if ip := guestIPv4(vm.Guest); ip != "" {
@@ -19,7 +23,7 @@ func stateOf(vm mo.VirtualMachine) (contract.State, string) {
 		}
 		return contract.StateProvisioning, ""
 	case types.VirtualMachinePowerStatePoweredOff:
-		if extra(vm)[markStarted] == "true" {
+		if extra(vm.VirtualMachine)[markStarted] == "true" {
 			return contract.StateStopped, ""
 		}
 		return contract.StateProvisioning, ""
