@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -79,6 +80,17 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, req.Name)
 	ctx = logr.NewContext(ctx, log)
 
+	// Nova allows any number of servers of one name: two Creates of one
+	// request that both list before either creates would make two. This
+	// provider's Creates of one request take turns, so the later one finds
+	// the earlier one's server (Nova lists a server with its tags from the
+	// moment it accepted it, build request included).
+	done, err := p.creating.lock(ctx, plan.regionKey+"/"+req.Name+"/"+req.UID)
+	if err != nil {
+		return contract.Instance{}, fmt.Errorf("wait for another Create of %s: %w", req.Name, err)
+	}
+	defer done()
+
 	found, err := p.listTagged(ctx, plan.regionKey, tagManaged+","+tagUIDPrefix+req.UID)
 	if err != nil {
 		return contract.Instance{}, err
@@ -123,6 +135,48 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		return contract.Instance{}, err
 	}
 	return p.instanceOrFault(ctx, plan.regionKey, s, true)
+}
+
+// keyLocks is one lock per key, made on first use and dropped when no
+// caller holds or waits for it. A waiter whose ctx ends gives up at once
+// (contract §1.5).
+type keyLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyLock
+}
+
+type keyLock struct {
+	slot  chan struct{}
+	users int // holders and waiters
+}
+
+// lock takes key's lock and returns its release, or ctx's error.
+func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyLock{slot: make(chan struct{}, 1)}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	leave := func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+	}
+	select {
+	case l.slot <- struct{}{}:
+		return func() { <-l.slot; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 // earliest is the oldest server of the request's name carrying its marks

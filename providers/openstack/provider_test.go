@@ -337,3 +337,52 @@ func TestCallsDoNotQueueBehindALogin(t *testing.T) {
 		t.Errorf("the call that logged in: %v", err)
 	}
 }
+
+// A Create that waits for another Create of the same request (they take
+// turns, so Nova gets one server) gives up as soon as its ctx ends.
+func TestCreateWaitingForItsTwinReturnsOnCancel(t *testing.T) {
+	c := startCloud(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	c.fake.SetGate(func(r *http.Request) error {
+		if strings.HasSuffix(r.URL.Path, "/servers/detail") {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return nil
+	})
+	c.cfg.CallTimeout = contract.Duration{Duration: 30 * time.Second}
+	p := c.provider(t)
+	req := request("twin")
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.Create(context.Background(), req)
+		first <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Create(ctx, req); !errors.Is(err, context.Canceled) || contract.ClassOf(err) != contract.ClassTransient {
+		t.Errorf("the twin Create with a cancelled ctx = %v (class %s), want a transient error wrapping context.Canceled", err, contract.ClassOf(err))
+	}
+	var err error
+	select {
+	case err = <-first:
+		t.Errorf("the twin Create returned only after the first finished (%v): it waited for the lock despite its ctx", err)
+	default:
+		close(release)
+		err = <-first
+	}
+	if err != nil {
+		t.Errorf("the first Create: %v", err)
+	}
+	if n := len(c.fake.Servers()); n != 1 {
+		t.Errorf("Nova holds %d servers, want 1", n)
+	}
+}

@@ -38,6 +38,10 @@ type Provider struct {
 	pc      *gophercloud.ProviderClient
 	regions map[string]*clients
 
+	// creating serialises this provider's Creates of one request
+	// (contract §1.3, §4.1).
+	creating keyLocks
+
 	mu     sync.Mutex
 	method string
 	// refs caches flavor and image IDs by region and name: they rarely
