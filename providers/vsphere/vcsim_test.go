@@ -641,17 +641,69 @@ func (c control) UserData(ctx context.Context, providerID string) ([]byte, error
 // Calls counts SOAP requests through the front.
 func (c control) Calls() int { return int(c.v.calls.Load()) }
 
-// Resources lists the VMs of every region's folder.
+// Resources lists the VMs of every region's folder and the folders on
+// every zone's datastore: a VM's disks and files live in a folder of its
+// own, which its destroy removes.
 func (c control) Resources(ctx context.Context) ([]string, error) {
 	var out []string
 	for _, rn := range slices.Sorted(maps.Keys(c.v.cfg.Regions)) {
-		vms, err := find.NewFinder(c.v.client, true).VirtualMachineList(ctx, c.v.cfg.Regions[rn].Folder+"/*")
+		region := c.v.cfg.Regions[rn]
+		f := find.NewFinder(c.v.client, true)
+		vms, err := f.VirtualMachineList(ctx, region.Folder+"/*")
 		if err != nil && !isNotFound(err) {
 			return nil, err
 		}
 		for _, vm := range vms {
 			out = append(out, "vm "+vm.InventoryPath)
 		}
+		dc, err := f.Datacenter(ctx, region.Datacenter)
+		if err != nil {
+			return nil, err
+		}
+		f.SetDatacenter(dc)
+		for _, zn := range slices.Sorted(maps.Keys(region.Zones)) {
+			folders, err := datastoreFolders(ctx, f, region.Zones[zn].Datastore)
+			if err != nil {
+				return nil, err
+			}
+			for _, folder := range folders {
+				out = append(out, "files "+region.Datacenter+" "+folder)
+			}
+		}
 	}
+	return out, nil
+}
+
+// datastoreFolders lists the top-level folders of a datastore through its
+// browser, as "[datastore] folder".
+func datastoreFolders(ctx context.Context, f *find.Finder, name string) ([]string, error) {
+	ds, err := f.Datastore(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	browser, err := ds.Browser(ctx)
+	if err != nil {
+		return nil, err
+	}
+	task, err := browser.SearchDatastore(ctx, ds.Path(""), &types.HostDatastoreBrowserSearchSpec{
+		MatchPattern: []string{"*"},
+		Query:        []types.BaseFileQuery{&types.FolderFileQuery{}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	info, err := task.WaitForResult(ctx)
+	if err != nil {
+		return nil, err
+	}
+	result, ok := info.Result.(types.HostDatastoreBrowserSearchResults)
+	if !ok {
+		return nil, fmt.Errorf("control: SearchDatastore returned %T", info.Result)
+	}
+	var out []string
+	for _, file := range result.File {
+		out = append(out, ds.Path(file.GetFileInfo().Path))
+	}
+	slices.Sort(out)
 	return out, nil
 }
