@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,11 @@ type cloud struct {
 	cfg  Config
 	dir  string
 	gate contracttest.Gate
+
+	mu sync.Mutex
+	// unmarked are the servers the control made as a person would: no
+	// lifecycle's to remove, so not in the Inventory.
+	unmarked map[string]bool
 }
 
 // startCloud starts a two-region fake. opts may adjust its options.
@@ -200,7 +206,14 @@ func (k control) BeginDelete(_ context.Context, providerID string) (func(), erro
 // would.
 func (k control) CreateUnmarked(_ context.Context, name string, pl contract.Placement) (string, error) {
 	region := k.c.cfg.Regions[pl.Region]
-	return ids.Format(pl.Region, k.c.fake.CreateServer(osfake.ServerSpec{Name: name, Region: region.Name})), nil
+	id := k.c.fake.CreateServer(osfake.ServerSpec{Name: name, Region: region.Name})
+	k.c.mu.Lock()
+	defer k.c.mu.Unlock()
+	if k.c.unmarked == nil {
+		k.c.unmarked = map[string]bool{}
+	}
+	k.c.unmarked[id] = true
+	return ids.Format(pl.Region, id), nil
 }
 
 // DeleteUnmarked removes a server CreateUnmarked made; a server carrying
@@ -217,6 +230,9 @@ func (k control) DeleteUnmarked(_ context.Context, providerID string) error {
 	case len(s.Tags) > 0 || len(s.Metadata) > 0:
 		return fmt.Errorf("server %s carries tags %v: not an unmarked server", id, s.Tags)
 	}
+	k.c.mu.Lock()
+	delete(k.c.unmarked, id)
+	k.c.mu.Unlock()
 	return k.c.fake.RemoveServer(id)
 }
 
@@ -298,10 +314,18 @@ func (k control) UserData(_ context.Context, providerID string) ([]byte, error) 
 // Calls counts requests at the fake.
 func (k control) Calls() int { return k.c.fake.Calls() }
 
-// Resources lists servers and the addresses (ports) they hold.
+// Resources lists servers and the addresses (ports) they hold, but the
+// servers CreateUnmarked made while they still carry no marks: a
+// person's servers are no lifecycle's to remove (a provider that marked
+// one would bring it back into the list).
 func (k control) Resources(context.Context) ([]string, error) {
+	k.c.mu.Lock()
+	defer k.c.mu.Unlock()
 	var out []string
 	for _, s := range k.c.fake.Servers() {
+		if k.c.unmarked[s.ID] && len(s.Tags) == 0 && len(s.Metadata) == 0 {
+			continue
+		}
 		out = append(out, "server "+s.ID+" "+s.Name)
 		for _, a := range s.Addresses {
 			out = append(out, "port of "+s.ID+" "+a)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -384,5 +385,45 @@ func TestCreateWaitingForItsTwinReturnsOnCancel(t *testing.T) {
 	}
 	if n := len(c.fake.Servers()); n != 1 {
 		t.Errorf("Nova holds %d servers, want 1", n)
+	}
+}
+
+// The harness cuts the calls of a Create on a provider that has logged in
+// and looked its flavor and image up. A fresh provider's first Create also
+// logs in, reads Glance's version document and looks both up: each of its
+// calls cut, before it arrived and after it took effect, is resumed by the
+// next Create, from another fresh provider, into one server carrying the
+// request's cloud-init.
+func TestCreateResumesFromAColdStart(t *testing.T) {
+	c := startCloud(t)
+	ctx := context.Background()
+	before := c.fake.Calls()
+	if _, err := c.provider(t).Create(ctx, request("proxy-cold")); err != nil {
+		t.Fatal(err)
+	}
+	steps := c.fake.Calls() - before
+	t.Logf("a cold Create makes %d calls", steps)
+	if steps < 7 {
+		t.Fatalf("a cold Create made %d calls, want login, Glance's version document, list, flavors, images, create and read", steps)
+	}
+	for n := 1; n <= steps; n++ {
+		for i, after := range []bool{false, true} {
+			req := request(fmt.Sprintf("proxy-cold-%d-%d", n, i))
+			req.UID = fmt.Sprintf("5f1d7c2e-8a4b-4c3d-9e2f-%012d", 2*n+i)
+			c.fake.CutCall(n, after)
+			if _, err := c.provider(t).Create(ctx, req); err != nil && contract.ClassOf(err) != contract.ClassTransient {
+				t.Errorf("call %d of %d cut (after %v): Create = %v (class %s), want success or transient", n, steps, after, err, contract.ClassOf(err))
+			}
+			c.fake.Reset()
+			inst, err := c.provider(t).Create(ctx, req)
+			if err != nil {
+				t.Errorf("call %d of %d cut (after %v): the next Create = %v", n, steps, after, err)
+				continue
+			}
+			got := named(c, req.Name)
+			if len(got) != 1 || inst.ProviderID != "one/"+got[0].ID || !bytes.Equal(got[0].UserData, req.CloudInit) {
+				t.Errorf("call %d of %d cut (after %v): Nova holds %d servers named %s, Create returned %s", n, steps, after, len(got), req.Name, inst.ProviderID)
+			}
+		}
 	}
 }
