@@ -68,6 +68,7 @@ func createResumesAfterFailure(e *env) {
 	counter := need[CallCounter](e.t, e.cfg.Backend)
 	resetter := need[Resetter](e.t, e.cfg.Backend)
 	steps := e.callsOf(counter, func() { e.mustCreate(e.request()) })
+	failed := map[bool]int{} // cuts that made the Create fail, by after
 	for n := 1; n <= steps; n++ {
 		for _, after := range []bool{false, true} {
 			cut := fmt.Sprintf("call %d of %d cut %s", n, steps, cutWhen(after))
@@ -75,12 +76,47 @@ func createResumesAfterFailure(e *env) {
 			if err := cutter.CutCall(n, after); err != nil {
 				e.t.Fatalf("backend control CutCall(%d, %v): %v", n, after, err)
 			}
-			if _, err := e.create(e.ctx(), e.p, req); err != nil && contract.ClassOf(err) != contract.ClassTransient {
-				e.t.Errorf("Create with %s failed with class %s, want Transient (a lost connection is retried): %v", cut, contract.ClassOf(err), err)
-			}
+			inst, err := e.create(e.ctx(), e.p, req)
 			resetter.Reset()
+			switch {
+			case err != nil && contract.ClassOf(err) != contract.ClassTransient:
+				e.t.Errorf("Create with %s failed with class %s, want Transient (a lost connection is retried): %v", cut, contract.ClassOf(err), err)
+			case err != nil:
+				failed[after]++
+			default:
+				// It says it succeeded: the instance is whole now, before any
+				// retry could mend it.
+				e.checkUserData(inst.ProviderID, req, "after Create succeeded with "+cut)
+			}
 			e.resumeCreate(req, "with "+cut)
 		}
+	}
+	e.cutsTookEffect("Create", failed)
+}
+
+// cutsTookEffect fails the rule when no cut of one kind made a call fail:
+// the control's CutCall then reaches none of the provider's calls, and the
+// rule proved nothing.
+func (e *env) cutsTookEffect(call string, failed map[bool]int) {
+	e.t.Helper()
+	for _, after := range []bool{false, true} {
+		if failed[after] == 0 {
+			e.t.Errorf("no %s failed with a call cut %s: the backend control's CutCall cuts none of the provider's calls", call, cutWhen(after))
+		}
+	}
+}
+
+// checkUserData checks the guest of id reads req.CloudInit, where the
+// control can read it.
+func (e *env) checkUserData(id string, req contract.CreateRequest, what string) {
+	e.t.Helper()
+	reader, ok := e.cfg.Backend.(UserDataReader)
+	if !ok {
+		return
+	}
+	got, err := reader.UserData(e.ctx(), id)
+	if err != nil || !bytes.Equal(got, req.CloudInit) {
+		e.t.Errorf("%s: the guest reads %q (%v), want the request's CloudInit %q", what, got, err, req.CloudInit)
 	}
 }
 
@@ -97,12 +133,7 @@ func (e *env) resumeCreate(req contract.CreateRequest, what string) {
 	if one := e.expectOne(req); one.ProviderID != "" && one.ProviderID != inst.ProviderID {
 		e.t.Errorf("Create resumed %s returned %s, but the instance marked with its UID is %s", what, inst.ProviderID, one.ProviderID)
 	}
-	if reader, ok := e.cfg.Backend.(UserDataReader); ok {
-		got, err := reader.UserData(e.ctx(), inst.ProviderID)
-		if err != nil || !bytes.Equal(got, req.CloudInit) {
-			e.t.Errorf("Create resumed %s: the guest reads %q (%v), want the request's CloudInit %q", what, got, err, req.CloudInit)
-		}
-	}
+	e.checkUserData(inst.ProviderID, req, "Create resumed "+what)
 }
 
 // callsOf counts the backend calls fn makes.

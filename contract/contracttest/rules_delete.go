@@ -75,6 +75,7 @@ func deleteResumesAfterFailure(e *env) {
 		}
 	})
 	e.waitGone(e.p, first.ProviderID)
+	failed := map[bool]int{} // cuts that made the Delete fail, by after
 	for n := 1; n <= steps; n++ {
 		for _, after := range []bool{false, true} {
 			cut := fmt.Sprintf("call %d of %d cut %s", n, steps, cutWhen(after))
@@ -86,10 +87,22 @@ func deleteResumesAfterFailure(e *env) {
 			if err := cutter.CutCall(n, after); err != nil {
 				e.t.Fatalf("backend control CutCall(%d, %v): %v", n, after, err)
 			}
-			if err := e.delete(e.ctx(), e.p, inst.ProviderID); err != nil && contract.ClassOf(err) != contract.ClassTransient {
-				e.t.Errorf("Delete with %s failed with class %s, want Transient (a lost connection is retried): %v", cut, contract.ClassOf(err), err)
-			}
+			err := e.delete(e.ctx(), e.p, inst.ProviderID)
 			resetter.Reset()
+			switch {
+			case err != nil && contract.ClassOf(err) != contract.ClassTransient:
+				e.t.Errorf("Delete with %s failed with class %s, want Transient (a lost connection is retried): %v", cut, contract.ClassOf(err), err)
+				continue
+			case err == nil:
+				// It says it is done, and the operator releases the Proxy on
+				// that: everything must go without another Delete.
+				e.waitGone(e.p, inst.ProviderID)
+				if hasInventory {
+					e.expectNoMoreThan(inv, before, "a Delete that returned nil with "+cut)
+				}
+				continue
+			}
+			failed[after]++
 			// The operator comes back later: whatever the cut-off Delete set
 			// going on the backend has finished by then.
 			e.waitSettled(inst.ProviderID)
@@ -104,6 +117,7 @@ func deleteResumesAfterFailure(e *env) {
 			}
 		}
 	}
+	e.cutsTookEffect("Delete", failed)
 }
 
 // deleteRetrying deletes id with p, retrying transient errors (a lock,

@@ -345,6 +345,24 @@ var variants = []variant{
 			return b.Provider.Delete(ctx, id)
 		}
 	}, nil},
+	{"delete-ignores-seed-failure", "DeleteResumesAfterFailure", func(b *brokenProvider) {
+		// Deletes the seed best-effort and reports success whatever
+		// happened: the operator releases the Proxy on a nil Delete.
+		b.delete = func(ctx context.Context, id string) error {
+			region, name, err := ids.Parse(id)
+			if err != nil {
+				return err
+			}
+			err = b.do(ctx, "DeleteVM", func(ctx context.Context) error { return b.cloud.DeleteVM(ctx, b.cfg.Token, region, name) })
+			if err != nil && !errors.Is(err, contract.ErrNotFound) {
+				return err
+			}
+			_ = b.do(ctx, "DeleteVolume", func(ctx context.Context) error {
+				return b.cloud.DeleteVolume(ctx, b.cfg.Token, region, seedVolume(name))
+			})
+			return nil
+		}
+	}, nil},
 	{"unauthorized-is-not-found", "RejectedCredentialIsNotGone", func(b *brokenProvider) {
 		// Reads every 4xx of a lookup as "no such VM".
 		notFound := func(err error) bool { var api *APIError; return errors.As(err, &api) && api.Status/100 == 4 }
