@@ -11,11 +11,14 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE_VERSION := v5.8.0
 KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
+# Mutation testing (make mutation); built on first use, not by make tools.
+GREMLINS_VERSION := v0.6.0
+GREMLINS := $(TOOLS_DIR)/gremlins-$(GREMLINS_VERSION)
 # Provider types compiled into the operator binary (build tags).
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path
 all: test
 
 help: ## List the targets.
@@ -49,6 +52,12 @@ build/%:
 	cd $* && $(GO) build ./...
 deps/%:
 	hack/check-module-deps.sh $*
+
+mutation: $(GREMLINS) ## Mutation score of one package (slow, not in make test): make mutation MODULE=operator PKG=internal/controller [RUN=<go test -run regexp>].
+	GREMLINS=$(GREMLINS) hack/mutation.sh '$(MODULE)' '$(PKG)' $(if $(value RUN),'$(value RUN)')
+# The pinned gremlins, built if missing; hack/mutation.sh run by hand asks here.
+gremlins-path: $(GREMLINS)
+	@echo $(GREMLINS)
 
 generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code.
 	cd operator && $(CONTROLLER_GEN) object paths=./api/...
@@ -120,3 +129,7 @@ $(KUSTOMIZE):
 	mkdir -p $(TOOLS_DIR)
 	GOBIN=$(TOOLS_DIR) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	mv $(TOOLS_DIR)/kustomize $@
+$(GREMLINS):
+	mkdir -p $(TOOLS_DIR)
+	GOBIN=$(TOOLS_DIR) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	mv $(TOOLS_DIR)/gremlins $@
