@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
@@ -76,8 +77,9 @@ type Provider struct {
 	client *vim25.Client
 	// refs caches, for the session, the inventory objects the config names
 	// (folders, templates, pools, datastores, networks): each finder lookup
-	// costs several round trips, and they do not move. A NotFound drops
-	// the cache, so a moved object is looked up afresh.
+	// costs several round trips, and they seldom change. An object a
+	// ManagedObjectNotFound names is dropped (forgetMissing), so one
+	// deleted and made again is looked up afresh.
 	refs map[string]object.Reference
 }
 
@@ -150,10 +152,7 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 			break
 		}
 		err = classify(fn(ctx, c))
-		if isNotFound(err) {
-			// A cached object may be what is gone; look it up afresh next time.
-			p.forgetRefs(c)
-		}
+		p.forgetMissing(c, err)
 		if !isNotAuthenticated(err) {
 			break
 		}
@@ -167,11 +166,28 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 	return nil
 }
 
-func (p *Provider) forgetRefs(c *vim25.Client) {
+// forgetMissing drops from the cache the object a ManagedObjectNotFound
+// names, so it is looked up afresh next time; the rest stays. Most such
+// faults name an instance VM (destroyed by a racing Delete), which is never
+// cached; one that names no object empties the cache. A path the finder
+// did not find names nothing cached: a failed lookup is not stored.
+func (p *Provider) forgetMissing(c *vim25.Client, err error) {
+	var missing *types.ManagedObjectNotFound
+	if err == nil {
+		return
+	}
+	if _, ok := fault.As(err, &missing); !ok {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.client == c {
-		p.refs = map[string]object.Reference{}
+	if p.client != c {
+		return
+	}
+	for key, obj := range p.refs {
+		if missing.Obj.Value == "" || obj.Reference() == missing.Obj {
+			delete(p.refs, key)
+		}
 	}
 }
 
