@@ -79,6 +79,8 @@ func TestClassify(t *testing.T) {
 		{Name: "already running", Err: alreadyRunning, Want: nil, Source: src + ": virDomainCreate of a running domain, ERR_INTERNAL_ERROR"},
 		{Name: "ERR_SYSTEM_ERROR no socket", Err: noSocket, Want: nil, Source: "virConnectOpen of qemu:///system?socket=/nonexistent/libvirt-sock (remote driver)"},
 		{Name: "ENOSPC", Err: quotaError, Want: contract.ErrQuota, Source: "the text TestClassifyQuotaOnRealDaemon captures from a real libvirtd 9.0 (a full dir pool)"},
+		{Name: "connection dropped mid-call", Err: lostConnection, Want: nil, Source: "libvirt 9.0 rpc/virnetsocket.c virNetSocketReadWire: EOF on the daemon's socket (the control's CutCall)"},
+		{Name: "ERR_ACCESS_DENIED", Err: accessDenied, Want: contract.ErrPermanent, Source: "libvirt 9.0 access/viraccessmanager.c: the ACL driver refuses the identity (the control's RejectCredentials)"},
 		{Name: "cancelled ctx", Err: cancelledErr, Want: nil, Source: "context package through run"},
 	})
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"libvirt.org/go/libvirt"
 
@@ -61,5 +63,60 @@ func TestStartLosingARaceIsDone(t *testing.T) {
 	}
 	if err := p.start(context.Background(), testRegion, d); err != nil {
 		t.Errorf("start of a domain another Create started meanwhile = %v, want nil", err)
+	}
+}
+
+// Creates of one instance on one provider value take turns: the volume
+// steps delete and recreate the instance's volumes by name, so a second
+// Create running beside the first would delete the first's volumes just
+// before it defines the domain (ConcurrentCallsAreSafe saw the upload into
+// a seed a racing Create had deleted fail as ErrNotFound). The first is
+// held while it fetches the image, after its lookup and before its
+// volumes; the second must make no backend call meanwhile, and end
+// transient once it has waited a call budget.
+func TestCreatesOfOneInstanceTakeTurns(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	type second struct{}
+	called := make(chan struct{})
+	var once sync.Once
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		if ctx.Value(second{}) != nil {
+			once.Do(func() { close(called) })
+		}
+		return b.call(ctx, c, run)
+	}
+	req := contract.CreateRequest{Name: "egress-take-turns", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000dd", Port: 3128,
+		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
+	release := b.images.Stall()
+	first := make(chan error, 1)
+	go func() { _, err := p.Create(context.Background(), req); first <- err }()
+	for b.imageRequests.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := p.Create(context.WithValue(context.Background(), second{}, true), req)
+		secondDone <- err
+	}()
+	select {
+	case <-called:
+		t.Error("a second Create of the instance made backend calls while the first was still working on it")
+	case err := <-secondDone:
+		if contract.ClassOf(err) != contract.ClassTransient {
+			t.Errorf("a second Create while the first still runs = %v (class %s), want a transient error", err, contract.ClassOf(err))
+		}
+	}
+	release()
+	if err := <-first; err != nil {
+		t.Fatalf("the first Create: %v", err)
+	}
+	inst, err := p.Create(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Create after the first finished: %v", err)
+	}
+	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -45,6 +45,10 @@ type Provider struct {
 	// prints holds, per region, the credential files' fingerprint the
 	// connection was opened with.
 	prints map[string]string
+	// creating holds, per "region/name", a channel closed when the Create
+	// working on that instance returns: Creates of one instance take
+	// turns (see turn).
+	creating map[string]chan struct{}
 
 	// hooks are nil in production. The fast tests on test:///default set
 	// them; see hooks.
@@ -92,7 +96,8 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("libvirt provider config: %w", err)
 	}
-	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{}}, nil
+	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{},
+		creating: map[string]chan struct{}{}}, nil
 }
 
 // conn returns the region's connection, opening it when there is none,
@@ -251,6 +256,11 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, req.Name)
 	ctx = logr.NewContext(ctx, log)
+	done, err := p.turn(ctx, pl.regionName, req.Name)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	defer done()
 
 	d, err := p.lookup(ctx, pl.regionName, req.Name)
 	if isNotFound(err) {
@@ -272,6 +282,44 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		}
 	}
 	return d.instance(pl.regionName), nil
+}
+
+// turn waits until no other Create of the instance runs on this provider,
+// at most one call budget, and returns the function that ends this one's
+// turn. The volume steps delete and recreate the instance's volumes by name
+// (a cut-off attempt's are replaced), so a second Create of the same name
+// would delete the volumes of the first just before it defines the domain,
+// or have the upload into its own seed fail because the first deleted it.
+// Waiting longer than the budget is a transient error: the operator
+// retries, and finds the instance the first Create made.
+func (p *Provider) turn(ctx context.Context, region, name string) (done func(), err error) {
+	key := region + "/" + name
+	wait, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout.Duration)
+	defer cancel()
+	for {
+		p.mu.Lock()
+		busy, ok := p.creating[key]
+		if !ok {
+			mine := make(chan struct{})
+			p.creating[key] = mine
+			p.mu.Unlock()
+			return func() {
+				p.mu.Lock()
+				delete(p.creating, key)
+				p.mu.Unlock()
+				close(mine)
+			}, nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-busy:
+		case <-wait.Done():
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("waiting for another Create of %s in region %s: %w", name, region, err)
+			}
+			return nil, fmt.Errorf("another Create of %s in region %s has been running for over %s; retry", name, region, p.cfg.CallTimeout.Duration)
+		}
+	}
 }
 
 // build runs steps 2–4 of Create and returns the defined domain.

@@ -92,6 +92,11 @@ type testBackend struct {
 	cfg   Config
 	calls atomic.Int64
 	gate  contracttest.Gate
+	// images holds the image server's answers while stalled: a Create
+	// fetching the image into a pool waits there, between its lookup and
+	// its volumes, without a call budget running out.
+	images        contracttest.Gate
+	imageRequests atomic.Int64
 	// credential is the content of the key file both regions' URIs name
 	// (keyfile=), where a real SSH key would be: the provider holds only
 	// its path.
@@ -132,8 +137,12 @@ func newTestBackend(t *testing.T) *testBackend {
 	img := make([]byte, 1<<20)
 	_, _ = rand.Read(img)
 	sum := sha256.Sum256(img)
+	b := &testBackend{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "proxy.qcow2", fixedTime, bytes.NewReader(img))
+		b.imageRequests.Add(1)
+		if b.images.Pass(r.Context()) == nil {
+			http.ServeContent(w, r, "proxy.qcow2", fixedTime, bytes.NewReader(img))
+		}
 	}))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
@@ -145,14 +154,12 @@ func newTestBackend(t *testing.T) *testBackend {
 	if err := os.WriteFile(key, []byte(credential), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b := &testBackend{
-		t: t, credential: credential, otherURI: "test://" + node,
-		pools:    map[string]string{testRegion: testPool, otherRegion: otherPool},
-		networks: map[string]string{testRegion: "default", otherRegion: otherNetwork},
-		conns:    map[string]*libvirt.Connect{},
-		faults:   map[string][]error{}, locks: map[string]*hold{}, states: map[string]libvirt.DomainState{},
-		volumes: map[string][]byte{}, reported: map[string]string{},
-	}
+	b.t, b.credential, b.otherURI = t, credential, "test://"+node
+	b.pools = map[string]string{testRegion: testPool, otherRegion: otherPool}
+	b.networks = map[string]string{testRegion: "default", otherRegion: otherNetwork}
+	b.conns = map[string]*libvirt.Connect{}
+	b.faults, b.locks, b.states = map[string][]error{}, map[string]*hold{}, map[string]libvirt.DomainState{}
+	b.volumes, b.reported = map[string][]byte{}, map[string]string{}
 	for region, uri := range map[string]string{testRegion: testURI, otherRegion: b.otherURI} {
 		conn, err := libvirt.NewConnect(uri)
 		if err != nil {
