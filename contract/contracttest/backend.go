@@ -113,6 +113,11 @@ type CallCounter interface {
 // and the answer was lost). Rules: CreateResumesAfterFailure,
 // DeleteResumesAfterFailure, which cut every call a Create or a Delete
 // makes in turn.
+//
+// Answer the cut with an error status (a load balancer's 502), not by
+// resetting the connection: Go's HTTP client silently retries an
+// idempotent request (GET, HEAD) whose reused connection was reset, so
+// the cut would never reach the provider.
 type CallCutter interface {
 	CutCall(n int, after bool) error
 }
@@ -127,9 +132,12 @@ type Resetter interface {
 	Reset()
 }
 
-// Inventory lists every resource in the provider's scope on the backend
-// (instances, volumes, seed images, tags), one string each, so a rule can
-// tell what a lifecycle left behind. Rule: DeleteLeavesNothing.
+// Inventory lists the resources a lifecycle makes and must remove again
+// (instances, volumes, seed images, ports, tags), one string each, so a
+// rule can tell what it left behind. It leaves out what is made once and
+// shared by every instance (a base image cached in a pool) and the
+// unmarked instances the control itself made. Rules: DeleteLeavesNothing,
+// DeleteResumesAfterFailure, and the check every rule ends with.
 type Inventory interface {
 	Resources(ctx context.Context) ([]string, error)
 }

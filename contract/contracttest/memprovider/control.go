@@ -136,8 +136,8 @@ func (c Control) CutCall(n int, after bool) error {
 	return nil
 }
 
-// Reset drops queued faults and cuts, lets stalled calls go and accepts
-// the token again.
+// Reset drops queued faults and cuts, lets stalled calls go, accepts the
+// token again, releases every lock and finishes every delete in progress.
 func (c Control) Reset() {
 	c.Cloud.gate.Stall()()
 	c.Cloud.mu.Lock()
@@ -146,6 +146,14 @@ func (c Control) Reset() {
 	clear(c.Cloud.afterOp)
 	c.Cloud.cut = cut{}
 	c.Cloud.rejecting = false
+	for _, r := range c.Cloud.regions {
+		for name, vm := range r.vms {
+			vm.Lock = ""
+			if vm.Deleting {
+				delete(r.vms, name)
+			}
+		}
+	}
 }
 
 // Stall makes every Cloud call hang until release.
