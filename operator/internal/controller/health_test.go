@@ -2,59 +2,182 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
+func readHealth(t *testing.T, name string) *v1alpha1.ProviderHealth {
+	t.Helper()
+	var ph v1alpha1.ProviderHealth
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, &ph); err != nil {
+		t.Fatal(err)
+	}
+	return &ph
+}
+
+// checkSeries returns the reason label of every check_ok series of one
+// provider's target.
+func checkSeries(t *testing.T, provider, target string) []string {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1000)
+	metrics.CheckOK.Collect(ch)
+	close(ch)
+	var reasons []string
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{}
+		for _, l := range pb.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["provider"] == provider && labels["target"] == target {
+			reasons = append(reasons, labels["reason"])
+		}
+	}
+	return reasons
+}
+
+// longAgo is a transition time no check round writes: a test backdates the
+// ProviderHealth to it, so a round that keeps a time and one that writes
+// its own are told apart at the API's one-second resolution.
+var longAgo = metav1.NewTime(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC))
+
+func backdate(t *testing.T, ph *v1alpha1.ProviderHealth) {
+	t.Helper()
+	for i := range ph.Status.Checks {
+		ph.Status.Checks[i].LastCheckTime = longAgo
+		ph.Status.Checks[i].LastTransitionTime = longAgo
+	}
+	for i := range ph.Status.Conditions {
+		ph.Status.Conditions[i].LastTransitionTime = longAgo
+	}
+	if err := k8s.Status().Update(context.Background(), ph); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A round stamps every check with its time; lastTransitionTime, on each
+// check and on the Ready condition, moves only when the outcome changes.
 func TestProviderHealthIsWrittenAndUpdated(t *testing.T) {
 	ctx := context.Background()
 	entry, _ := set.Get(testProvider)
 	h := &HealthChecker{Client: k8s, Providers: set}
-	read := func() *v1alpha1.ProviderHealth {
-		t.Helper()
-		var ph v1alpha1.ProviderHealth
-		if err := k8s.Get(ctx, client.ObjectKey{Name: testProvider}, &ph); err != nil {
-			t.Fatal(err)
-		}
-		return &ph
-	}
 
 	if err := h.Check(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
-	ph := read()
-	if !meta.IsStatusConditionTrue(ph.Status.Conditions, v1alpha1.ConditionReady) || ph.Status.Type != "memory" {
+	ph := readHealth(t, testProvider)
+	ready := meta.FindStatusCondition(ph.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != v1alpha1.ReasonChecksPassed || ready.Message != "3 checks passed" || ph.Status.Type != "memory" {
 		t.Fatalf("healthy provider: %+v", ph.Status)
 	}
 	var targets []string
 	for _, c := range ph.Status.Checks {
 		targets = append(targets, c.Target)
+		if !c.OK || c.Reason != contract.ReasonOK {
+			t.Errorf("check %+v of a healthy provider", c)
+		}
 	}
-	if len(targets) != 3 || targets[0] != "credentials" {
+	if strings.Join(targets, " ") != "credentials region/r1 image/debian-12" {
 		t.Errorf("check targets %v, want credentials, region/r1, image/debian-12", targets)
 	}
-	firstTransition := ph.Status.Checks[0].LastTransitionTime
+	if got := testutil.ToFloat64(metrics.CheckOK.WithLabelValues(testProvider, "credentials", contract.ReasonOK)); got != 1 {
+		t.Errorf("check_ok{credentials} = %v, want 1", got)
+	}
 
-	control.RejectCredentials(true)
-	defer control.RejectCredentials(false)
+	// The same outcome: every check's time moves, no transition time does.
+	backdate(t, ph)
+	round := time.Now().Truncate(time.Second)
 	if err := h.Check(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
-	ph = read()
-	ready := meta.FindStatusCondition(ph.Status.Conditions, v1alpha1.ConditionReady)
-	if ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonChecksFailed {
-		t.Errorf("Ready with the credential rejected: %+v", ready)
+	ph = readHealth(t, testProvider)
+	for _, c := range ph.Status.Checks {
+		if c.LastCheckTime.Time.Before(round) || !c.LastTransitionTime.Equal(&longAgo) {
+			t.Errorf("check %s after a round with the same outcome: checked %v, transition %v; want the round's and %v", c.Target, c.LastCheckTime, c.LastTransitionTime, longAgo)
+		}
 	}
-	if c := ph.Status.Checks[0]; c.OK || c.Reason != contract.ReasonUnauthenticated || c.LastTransitionTime.Before(&firstTransition) {
-		t.Errorf("credentials check with the credential rejected: %+v", c)
+	if ready := meta.FindStatusCondition(ph.Status.Conditions, v1alpha1.ConditionReady); !ready.LastTransitionTime.Equal(&longAgo) {
+		t.Errorf("Ready moved its transition time without a transition: %+v", ready)
 	}
 
+	// The credential is rejected: every check fails, and so its transition
+	// time is this round's, as is the Ready condition's.
+	backdate(t, ph)
+	control.RejectCredentials(true)
+	defer control.RejectCredentials(false)
+	round = time.Now().Truncate(time.Second)
+	if err := h.Check(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	ph = readHealth(t, testProvider)
+	ready = meta.FindStatusCondition(ph.Status.Conditions, v1alpha1.ConditionReady)
+	if ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonChecksFailed || !strings.Contains(ready.Message, "credentials (Unauthenticated)") {
+		t.Errorf("Ready with the credential rejected: %+v", ready)
+	}
+	if ready.LastTransitionTime.Time.Before(round) {
+		t.Errorf("Ready turned False but kept the transition time %v", ready.LastTransitionTime)
+	}
+	for _, c := range ph.Status.Checks {
+		if c.OK || c.Reason != contract.ReasonUnauthenticated {
+			t.Errorf("check %+v with the credential rejected", c)
+		}
+		if c.LastTransitionTime.Time.Before(round) {
+			t.Errorf("check %s failed but kept the transition time %v", c.Target, c.LastTransitionTime)
+		}
+	}
+	// One series per target: the one of the old reason is gone.
+	if got := testutil.ToFloat64(metrics.CheckOK.WithLabelValues(testProvider, "credentials", contract.ReasonUnauthenticated)); got != 0 {
+		t.Errorf("check_ok{credentials, Unauthenticated} = %v, want 0", got)
+	}
+	if reasons := checkSeries(t, testProvider, "credentials"); len(reasons) != 1 || reasons[0] != contract.ReasonUnauthenticated {
+		t.Errorf("check_ok series for the credentials have reasons %v, want only Unauthenticated", reasons)
+	}
+}
+
+// A provider without a Checker is reported as not checked, not as healthy.
+func TestProviderHealthOfAProviderWithoutChecks(t *testing.T) {
+	ctx := context.Background()
+	mem, _ := set.Get(testProvider)
+	entry := &providers.Entry{Name: "unchecked", Type: "memory", Provider: struct{ contract.Provider }{mem.Provider}}
+	h := &HealthChecker{Client: k8s, Providers: providers.NewSet(entry)}
+	if err := h.Check(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	ph := readHealth(t, entry.Name)
+	t.Cleanup(func() { _ = k8s.Delete(ctx, ph) })
+	if len(ph.Status.Checks) != 1 || ph.Status.Checks[0].Reason != contract.ReasonNotChecked || ph.Status.Checks[0].OK {
+		t.Errorf("checks %+v, want one NotChecked", ph.Status.Checks)
+	}
+	if ready := meta.FindStatusCondition(ph.Status.Conditions, v1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse || ready.Message != "failing: provider (NotChecked)" {
+		t.Errorf("Ready %+v, want False naming the unchecked provider", ready)
+	}
+}
+
+// Prune deletes the ProviderHealth of a provider no longer configured and
+// keeps the others.
+func TestProviderHealthOfARemovedProviderIsPruned(t *testing.T) {
+	ctx := context.Background()
+	entry, _ := set.Get(testProvider)
+	h := &HealthChecker{Client: k8s, Providers: set}
+	if err := h.Check(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
 	stale := &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: "removed-from-config"}}
 	if err := k8s.Create(ctx, stale); err != nil {
 		t.Fatal(err)
@@ -65,5 +188,5 @@ func TestProviderHealthIsWrittenAndUpdated(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(stale), stale); client.IgnoreNotFound(err) != nil || err == nil {
 		t.Errorf("the ProviderHealth of a removed provider survived Prune: %v", err)
 	}
-	read() // the configured one stays
+	readHealth(t, testProvider) // the configured one stays
 }

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 )
@@ -95,15 +98,26 @@ func TestDeleteRemovesEveryInstance(t *testing.T) {
 // crash between the Create and the status write: the next reconcile must
 // find the VM, not make a second.
 func TestCreateCutOffMakesNoDuplicate(t *testing.T) {
+	cutOff := providerErrors(t, "Create", contract.ClassTransient)
 	if err := control.FailAfterCreate(); err != nil {
 		t.Fatal(err)
 	}
 	p := newProxy(t, "cutoff", nil)
 	bootGuest(t, p, current)
 	waitReady(t, p)
+	if n := providerErrors(t, "Create", contract.ClassTransient) - cutOff; n != 1 {
+		t.Errorf("%v Creates failed, want the one cut off", n)
+	}
 	if n := len(instancesOf(t, p)); n != 1 {
 		t.Errorf("%d instances after an interrupted Create, want 1", n)
 	}
+}
+
+// providerErrors is the count of the test provider's failed op calls of
+// class so far.
+func providerErrors(t *testing.T, op string, class contract.Class) float64 {
+	t.Helper()
+	return testutil.ToFloat64(metrics.ProviderCallErrors.WithLabelValues(testProvider, memprovider.Type, op, string(class)))
 }
 
 func TestInstanceDeletedBehindTheOperatorsBackIsRecreated(t *testing.T) {
@@ -159,7 +173,10 @@ func TestPermanentErrorFailsWithTheProvidersMessage(t *testing.T) {
 	})
 }
 
+// Transient errors are retried by the operator on its own: three failed
+// Creates, then a VM.
 func TestTransientErrorIsRetried(t *testing.T) {
+	failed := providerErrors(t, "Create", contract.ClassTransient)
 	for range 3 {
 		if err := control.FailNext(contracttest.OpCreate, nil); err != nil {
 			t.Fatal(err)
@@ -168,6 +185,32 @@ func TestTransientErrorIsRetried(t *testing.T) {
 	p := newProxy(t, "transient", nil)
 	bootGuest(t, p, current)
 	waitReady(t, p)
+	if n := providerErrors(t, "Create", contract.ClassTransient) - failed; n != 3 {
+		t.Errorf("%v Creates failed, want the 3 injected", n)
+	}
+	if n := len(instancesOf(t, p)); n != 1 {
+		t.Errorf("%d instances, want 1", n)
+	}
+}
+
+// While the backend does not answer (every call times out), the Proxy says
+// so — BackendUnavailable, class Transient, the operation named — and
+// becomes Ready, the error cleared, once it answers again.
+func TestTransientErrorIsReported(t *testing.T) {
+	release := control.Stall()
+	defer release()
+	p := newProxy(t, "unavailable", nil)
+	eventually(t, "BackendUnavailable is reported", func() bool {
+		got := get(t, p)
+		e := got.Status.LastError
+		return readyCondition(got).Reason == v1alpha1.ReasonBackendUnavailable && got.Status.Phase == v1alpha1.PhasePending &&
+			e != nil && e.Class == string(contract.ClassTransient) && strings.HasPrefix(e.Message, "Create: ")
+	})
+	release()
+	bootGuest(t, p, current)
+	if got := waitReady(t, p); got.Status.LastError != nil {
+		t.Errorf("lastError kept after Ready: %+v", got.Status.LastError)
+	}
 }
 
 func TestInvalidPlacementIsPermanent(t *testing.T) {
@@ -220,27 +263,36 @@ func TestSpecChangeReplacesAfterTheNewInstanceIsReady(t *testing.T) {
 }
 
 func TestProxiesByPhaseMetric(t *testing.T) {
+	byPhase := func() map[string]float64 {
+		t.Helper()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(metrics.NewProxyPhases(k8s))
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, m := range families[0].GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+		return out
+	}
+	before := byPhase()
 	p := newProxy(t, "counted", nil)
 	bootGuest(t, p, current)
 	waitReady(t, p)
-	got := testutil.CollectAndCount(metrics.NewProxyPhases(k8s), "egressproxies_proxies")
-	if got != 6 {
-		t.Errorf("%d series, want one per phase (6)", got)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(metrics.NewProxyPhases(k8s))
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := -1.0
-	for _, m := range families[0].GetMetric() {
-		if m.GetLabel()[0].GetValue() == string(v1alpha1.PhaseReady) {
-			ready = m.GetGauge().GetValue()
+	after := byPhase()
+	for _, phase := range []v1alpha1.ProxyPhase{v1alpha1.PhasePending, v1alpha1.PhaseProvisioning, v1alpha1.PhaseReady, v1alpha1.PhaseReplacing, v1alpha1.PhaseFailed, v1alpha1.PhaseDeleting} {
+		want := before[string(phase)]
+		if phase == v1alpha1.PhaseReady {
+			want++
+		}
+		if got, ok := after[string(phase)]; !ok || got != want {
+			t.Errorf("proxies{phase=%s} = %v (present %v), want %v", phase, got, ok, want)
 		}
 	}
-	if ready < 1 {
-		t.Errorf("Ready proxies = %v, want at least 1", ready)
+	if len(after) != 6 {
+		t.Errorf("series %v, want one per phase", after)
 	}
 }
 
@@ -319,5 +371,50 @@ func TestResyncOfAReadyProxyWritesNothing(t *testing.T) {
 	eventually(t, "three more resyncs", func() bool { return gets() >= before+3 })
 	if n := puts() - putsBefore; n != 0 {
 		t.Errorf("%v PUTs during resyncs that changed nothing", n)
+	}
+}
+
+// The instance's name is in the status before Create is called. A crash
+// between Create and the status write then leaves a VM the operator knows
+// by name: the garbage collector, however old the VM, spares it as the
+// Proxy's pending instance, and the next reconcile resumes it instead of
+// making another.
+func TestInstanceInFlightIsRecordedAndSpared(t *testing.T) {
+	ctx := context.Background()
+	held, release := holdCreates(t, "inflight-")
+	defer release(nil) // before the Proxy's deletion, which the held Create would stall
+	p := newProxy(t, "inflight", nil)
+	var inst contract.Instance
+	select {
+	case inst = <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out waiting for the Create of inflight")
+	}
+
+	// The VM exists and Create has not returned: the window of a crash.
+	if ref := get(t, p).Status.Instance; ref == nil || ref.Name != inst.Name || ref.ProviderID != "" {
+		t.Fatalf("status.instance while its Create is in flight: %+v, want name %s and no providerID yet", ref, inst.Name)
+	}
+	entry, _ := set.Get(testProvider)
+	gc := &GarbageCollector{Reader: k8s, Providers: set, Now: func() time.Time { return time.Now().Add(entry.GC.MinAge + time.Minute) }}
+	swept, err := gc.Sweep(ctx, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range swept {
+		if d.ProviderID == inst.ProviderID {
+			t.Fatalf("the garbage collector deleted %s, whose Create is in flight", inst.ProviderID)
+		}
+	}
+
+	// The answer is lost; the operator resumes the same VM.
+	release(errors.New("connection reset by peer"))
+	bootGuest(t, p, current)
+	got := waitReady(t, p)
+	if got.Status.Instance.ProviderID != inst.ProviderID {
+		t.Errorf("serving %s, want the VM made before the crash, %s", got.Status.Instance.ProviderID, inst.ProviderID)
+	}
+	if n := len(instancesOf(t, p)); n != 1 {
+		t.Errorf("%d instances, want 1", n)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
@@ -56,6 +57,10 @@ var (
 	spans    = tracetest.NewSpanRecorder()
 	proxyUp  atomic.Bool // whether the stand-in proxy answers
 	guestIPs atomic.Int32
+	holder   = &createHolder{}
+	// eventRecorder is the manager's event recorder, for the runnables a test
+	// drives by hand.
+	eventRecorder recorder.EventRecorder
 )
 
 // logBuffer keeps every log line the operator writes, for the sentinel test.
@@ -123,7 +128,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	set = providers.NewSet(&providers.Entry{
 		Name: testProvider, Type: memprovider.Type,
-		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(prov, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
+		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&holdingProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
 	})
@@ -141,8 +146,9 @@ func run(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	eventRecorder = mgr.GetEventRecorder("egress-proxies-operator")
 	if err := (&ProxyReconciler{
-		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("egress-proxies-operator"),
+		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: eventRecorder,
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		// Every VM's address leads to the local stand-in: the probe runs
 		// for real, over loopback only.
@@ -187,6 +193,79 @@ func standInProxy() (net.Listener, error) {
 		}
 	}()
 	return l, nil
+}
+
+// holdingProvider is the test provider with a seam: a test can hold a
+// Create after the backend made the VM and before the operator hears of it,
+// which is the window a crash between Create and the status write leaves.
+type holdingProvider struct {
+	*memprovider.Provider
+	holder *createHolder
+}
+
+func (p *holdingProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	inst, err := p.Provider.Create(ctx, req)
+	if err != nil {
+		return inst, err
+	}
+	return inst, p.holder.wait(ctx, req.Name, inst)
+}
+
+// createHolder holds the Creates of instances whose names start with a
+// prefix, one hold at a time.
+type createHolder struct {
+	mu   sync.Mutex
+	hold *heldCreates
+}
+
+type heldCreates struct {
+	prefix   string
+	held     chan contract.Instance
+	released chan struct{}
+	err      error // what a held Create returns; set before released closes
+}
+
+// holdCreates makes every Create of an instance named prefix* wait, once
+// the VM exists, until release is called with what Create should return
+// (nil: the instance; an error: the answer was lost on the way). held
+// receives each instance as its Create is held.
+func holdCreates(t *testing.T, prefix string) (held <-chan contract.Instance, release func(error)) {
+	t.Helper()
+	holder.mu.Lock()
+	defer holder.mu.Unlock()
+	if holder.hold != nil {
+		t.Fatalf("Creates of %s* are held already", holder.hold.prefix)
+	}
+	h := &heldCreates{prefix: prefix, held: make(chan contract.Instance, 16), released: make(chan struct{})}
+	holder.hold = h
+	var once sync.Once
+	release = func(err error) {
+		once.Do(func() {
+			holder.mu.Lock()
+			holder.hold = nil
+			holder.mu.Unlock()
+			h.err = err
+			close(h.released)
+		})
+	}
+	t.Cleanup(func() { release(nil) })
+	return h.held, release
+}
+
+func (c *createHolder) wait(ctx context.Context, name string, inst contract.Instance) error {
+	c.mu.Lock()
+	h := c.hold
+	c.mu.Unlock()
+	if h == nil || !strings.HasPrefix(name, h.prefix) {
+		return nil
+	}
+	h.held <- inst
+	select {
+	case <-h.released:
+		return h.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // newProxy creates a Proxy on the test provider; mutate adjusts its spec.
