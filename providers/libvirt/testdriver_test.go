@@ -112,6 +112,8 @@ type testBackend struct {
 	rejecting bool
 	stalls    []func()                       // every Stall's release
 	locks     map[string]*hold               // "region/domain" → a job another client holds
+	deleting  []func()                       // the finish of every BeginDelete
+	foreign   map[string]bool                // "region/domain" made by CreateUnmarked
 	states    map[string]libvirt.DomainState // domain UUID → the state GetState shows
 	volumes   map[string][]byte              // volume path → uploaded bytes
 	reported  map[string]string              // domain UUID → the address its guest reports
@@ -159,6 +161,7 @@ func newTestBackend(t *testing.T) *testBackend {
 	b.networks = map[string]string{testRegion: "default", otherRegion: otherNetwork}
 	b.conns = map[string]*libvirt.Connect{}
 	b.faults, b.locks, b.states = map[string][]error{}, map[string]*hold{}, map[string]libvirt.DomainState{}
+	b.foreign = map[string]bool{}
 	b.volumes, b.reported = map[string][]byte{}, map[string]string{}
 	for region, uri := range map[string]string{testRegion: testURI, otherRegion: b.otherURI} {
 		conn, err := libvirt.NewConnect(uri)
@@ -476,17 +479,24 @@ func (c control) BeginDelete(_ context.Context, providerID string) (func(), erro
 		}
 		return dom.UndefineFlags(undefineFlags)
 	})
-	return func() {
-		_ = withPool(c.b.conns[region], c.b.pools[region], func(pool *libvirt.StoragePool) error {
-			for _, v := range []string{overlayName(name), seedName(name)} {
-				if vol, err := pool.LookupStorageVolByName(v); err == nil {
-					_ = vol.Delete(0)
-					_ = vol.Free()
+	var once sync.Once
+	finish := func() {
+		once.Do(func() {
+			_ = withPool(c.b.conns[region], c.b.pools[region], func(pool *libvirt.StoragePool) error {
+				for _, v := range []string{overlayName(name), seedName(name)} {
+					if vol, err := pool.LookupStorageVolByName(v); err == nil {
+						_ = vol.Delete(0)
+						_ = vol.Free()
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		})
-	}, err
+	}
+	c.b.mu.Lock()
+	c.b.deleting = append(c.b.deleting, finish)
+	c.b.mu.Unlock()
+	return finish, err
 }
 
 // CreateUnmarked defines and starts a domain without marks in the
@@ -502,7 +512,11 @@ func (c control) CreateUnmarked(_ context.Context, name string, pl contract.Plac
 		return "", err
 	}
 	defer func() { _ = dom.Free() }()
-	return ids.Format(pl.Region, name), dom.Create()
+	id := ids.Format(pl.Region, name)
+	c.b.mu.Lock()
+	c.b.foreign[id] = true
+	c.b.mu.Unlock()
+	return id, dom.Create()
 }
 
 // DeleteUnmarked removes a domain CreateUnmarked made, and leaves alone
@@ -523,7 +537,10 @@ func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
 		}
 		return dom.Undefine()
 	})
-	if isNotFound(classify(err)) {
+	if err == nil || isNotFound(classify(err)) {
+		c.b.mu.Lock()
+		delete(c.b.foreign, providerID)
+		c.b.mu.Unlock()
 		return nil
 	}
 	return err
@@ -579,9 +596,17 @@ func (c control) RejectCredentials(reject bool) {
 	c.b.rejecting = reject
 }
 
-// Reset lets stalled calls and held jobs go, drops queued faults and the
-// cut, accepts the credential again and forgets injected states.
+// Reset lets stalled calls and held jobs go, finishes deletions
+// BeginDelete left in progress, drops queued faults and the cut, accepts
+// the credential again and forgets injected states.
 func (c control) Reset() {
+	c.b.mu.Lock()
+	finishes := c.b.deleting
+	c.b.deleting = nil
+	c.b.mu.Unlock()
+	for _, finish := range finishes {
+		finish()
+	}
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
 	for _, release := range c.b.stalls {
@@ -708,8 +733,10 @@ func readISOFile(iso []byte, want string) ([]byte, error) {
 func (c control) Calls() int { return int(c.b.calls.Load()) }
 
 // Resources lists every domain and every volume of each region's pool,
-// except the base images: a cache made once per pool and shared by every
-// instance, which no instance's Delete removes (entry 4).
+// except the base images (a cache made once per pool and shared by every
+// instance, which no instance's Delete removes: entry 4) and the domains
+// CreateUnmarked made while they carry no marks (a person's, no
+// lifecycle's to remove).
 func (c control) Resources(context.Context) ([]string, error) {
 	shared := map[string]bool{}
 	for key, e := range c.b.cfg.Images {
@@ -724,7 +751,14 @@ func (c control) Resources(context.Context) ([]string, error) {
 		}
 		for i := range doms {
 			name, _ := doms[i].GetName()
+			doc, _ := doms[i].GetXMLDesc(0)
 			_ = doms[i].Free()
+			c.b.mu.Lock()
+			foreign := c.b.foreign[ids.Format(region, name)]
+			c.b.mu.Unlock()
+			if foreign && !strings.Contains(doc, xmlNamespace) {
+				continue
+			}
 			out = append(out, "domain "+region+"/"+name)
 		}
 		err = withPool(conn, c.b.pools[region], func(pool *libvirt.StoragePool) error {
