@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,6 +90,7 @@ func TestGarbageCollectorDeletesOnlyOldUnwantedInstances(t *testing.T) {
 // instance without a creation time, a partial list) and a decision table
 // that needs exact ages.
 type stubProvider struct {
+	mu        sync.Mutex
 	list      []contract.Instance
 	listErr   error
 	deleteErr map[string]error
@@ -104,11 +106,19 @@ func (s *stubProvider) Get(context.Context, string) (contract.Instance, error) {
 }
 
 func (s *stubProvider) Delete(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.deleteErr[id]; err != nil {
 		return err
 	}
 	s.deleted = append(s.deleted, id)
 	return nil
+}
+
+func (s *stubProvider) deletedIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.deleted)
 }
 
 func (s *stubProvider) ListByTag(_ context.Context, key, value string) ([]contract.Instance, error) {
@@ -205,8 +215,8 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 		ids = append(ids, d.ProviderID)
 	}
 	want := []string{"r/orphan-old", "r/orphan-at-min-age", "r2/serving-a", "r/pending-c", "r/elsewhere"}
-	if !slices.Equal(ids, want) || !slices.Equal(stub.deleted, want) {
-		t.Errorf("swept %v, deleted %v; want %v", ids, stub.deleted, want)
+	if !slices.Equal(ids, want) || !slices.Equal(stub.deletedIDs(), want) {
+		t.Errorf("swept %v, deleted %v; want %v", ids, stub.deletedIDs(), want)
 	}
 	for reason, n := range map[string]float64{"orphan": 2, "superseded": 2, "wrong-provider": 1} {
 		if got := metric(reason) - before[reason]; got != n {
@@ -233,7 +243,7 @@ func TestGarbageCollectorListFailures(t *testing.T) {
 		entry := &providers.Entry{Name: "stub", Type: "stub", Provider: stub, GC: providers.GC{MinAge: time.Hour}}
 		gc := &GarbageCollector{Reader: proxyLister{err: proxiesErr}, Providers: providers.NewSet(entry)}
 		swept, err := gc.Sweep(ctx, entry)
-		return stub.deleted, swept, err
+		return stub.deletedIDs(), swept, err
 	}
 
 	unreachable := fmt.Errorf("region r2 unreachable: %w", contract.ErrPartialList)
@@ -249,5 +259,41 @@ func TestGarbageCollectorListFailures(t *testing.T) {
 		if err == nil || len(swept) != 0 || len(deleted) != 0 {
 			t.Errorf("listing %s failed: swept %v, deleted %v, error %v; want nothing deleted and the error", what, swept, deleted, err)
 		}
+	}
+}
+
+// Start sweeps every provider at once and on its interval, logs a failed
+// sweep naming its provider (and only a failed one), and returns when ctx
+// ends.
+func TestGarbageCollectorStart(t *testing.T) {
+	old := contract.Instance{ProviderID: "r/orphan", Name: "orphan", UID: "uid-gone", CreatedAt: time.Now().Add(-2 * time.Hour), State: contract.StateRunning}
+	fine := &stubProvider{list: []contract.Instance{old}}
+	broken := &stubProvider{listErr: errors.New("stub: 503 unavailable")}
+	set := providers.NewSet(
+		&providers.Entry{Name: "gc-fine", Type: "stub", Provider: fine, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
+		&providers.Entry{Name: "gc-broken", Type: "stub", Provider: broken, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
+	)
+	gc := &GarbageCollector{Reader: proxyLister{}, Providers: set}
+	if !gc.NeedLeaderElection() {
+		t.Error("the garbage collector runs on every replica; want the leader only")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- gc.Start(ctx) }()
+	eventually(t, "the orphan is swept, twice (the backend keeps listing it)", func() bool { return len(fine.deletedIDs()) >= 2 })
+	failed := `"msg"="garbage collection sweep failed"`
+	eventually(t, "the failed sweep is logged", func() bool { return logLines(failed, `"provider"="gc-broken"`) > 0 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+	if n := logLines(failed, `"provider"="gc-fine"`); n > 0 {
+		t.Errorf("%d sweep failures logged for the provider whose sweeps succeed", n)
 	}
 }

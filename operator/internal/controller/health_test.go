@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -178,15 +179,71 @@ func TestProviderHealthOfARemovedProviderIsPruned(t *testing.T) {
 	if err := h.Check(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
-	stale := &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: "removed-from-config"}}
-	if err := k8s.Create(ctx, stale); err != nil {
-		t.Fatal(err)
+	var stale []*v1alpha1.ProviderHealth
+	for _, name := range []string{"removed-from-config", "removed-too"} {
+		ph := &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := k8s.Create(ctx, ph); err != nil {
+			t.Fatal(err)
+		}
+		stale = append(stale, ph)
 	}
 	if err := h.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(stale), stale); client.IgnoreNotFound(err) != nil || err == nil {
-		t.Errorf("the ProviderHealth of a removed provider survived Prune: %v", err)
+	for _, ph := range stale {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(ph), ph); client.IgnoreNotFound(err) != nil || err == nil {
+			t.Errorf("the ProviderHealth of the removed provider %s survived Prune: %v", ph.Name, err)
+		}
 	}
 	readHealth(t, testProvider) // the configured one stays
+}
+
+// listFails is the API client with every List failing.
+type listFails struct{ client.Client }
+
+func (listFails) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("the API server is away")
+}
+
+// Start prunes, then checks every provider at once and on its interval; it
+// logs what failed (a prune, a ProviderHealth it could not write) and only
+// that, and returns when ctx ends.
+func TestHealthCheckerStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mem, _ := set.Get(testProvider)
+	good := &providers.Entry{Name: testProvider, Type: mem.Type, Provider: mem.Provider, CheckInterval: 20 * time.Millisecond}
+	bad := &providers.Entry{Name: "Not_A_Valid_Name", Type: mem.Type, Provider: mem.Provider, CheckInterval: 20 * time.Millisecond}
+	h := &HealthChecker{Client: listFails{k8s}, Providers: providers.NewSet(good, bad)}
+	if !h.NeedLeaderElection() {
+		t.Error("the health checker runs on every replica; want the leader only")
+	}
+	if err := h.Check(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, readHealth(t, testProvider))
+
+	done := make(chan error, 1)
+	go func() { done <- h.Start(ctx) }()
+	eventually(t, "a check round of "+testProvider, func() bool {
+		return !readHealth(t, testProvider).Status.Checks[0].LastCheckTime.Equal(&longAgo)
+	})
+	eventually(t, "the failed prune is logged", func() bool {
+		return logLines(`"msg"="pruning ProviderHealths of removed providers"`, "the API server is away") > 0
+	})
+	eventually(t, "the ProviderHealth it cannot write is logged", func() bool {
+		return logLines(`"msg"="writing ProviderHealth"`, `"provider"="Not_A_Valid_Name"`) > 0
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+	if n := logLines(`"msg"="writing ProviderHealth"`, `"provider"="`+testProvider+`"`); n > 0 {
+		t.Errorf("%d write failures logged for the provider whose ProviderHealth is written", n)
+	}
 }

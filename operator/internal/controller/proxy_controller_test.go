@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -416,5 +418,215 @@ func TestInstanceInFlightIsRecordedAndSpared(t *testing.T) {
 	}
 	if n := len(instancesOf(t, p)); n != 1 {
 		t.Errorf("%d instances, want 1", n)
+	}
+}
+
+// Zero waits take the defaults; the probe never waits longer than a poll;
+// a wait that is set is kept.
+func TestTimingDefaults(t *testing.T) {
+	want := Timing{Poll: 5 * time.Second, Probe: time.Second, Resync: time.Minute, QuotaBackoff: 5 * time.Minute, PermanentRetry: 30 * time.Minute}
+	if got := (Timing{}).withDefaults(); got != want {
+		t.Errorf("defaults %+v, want %+v", got, want)
+	}
+	if got := (Timing{Poll: 200 * time.Millisecond}).withDefaults(); got.Probe != 200*time.Millisecond {
+		t.Errorf("probe %s with a 200ms poll, want 200ms", got.Probe)
+	}
+	set := Timing{Poll: 1, Probe: 2, Resync: 3, QuotaBackoff: 4, PermanentRetry: 5}
+	if got := set.withDefaults(); got != set {
+		t.Errorf("%+v became %+v", set, got)
+	}
+}
+
+// A VM found stopped is deleted and made again, with an event saying so.
+func TestStoppedInstanceIsCreatedAgain(t *testing.T) {
+	p := newProxy(t, "stopped", nil)
+	bootGuest(t, p, current)
+	first := waitReady(t, p).Status.Instance.ProviderID
+	stopVM(t, first)
+	eventually(t, "the operator notices the instance stopped", func() bool {
+		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceStopped+": instance ") })
+	})
+	// The backend deletes it; the operator waits for it to go, then makes
+	// it again under the same name.
+	eventually(t, "the instance is created again", func() bool {
+		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceGone+":") })
+	})
+	bootGuest(t, p, func(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef {
+		if s.Instance != nil && s.Instance.State == string(contract.StateProvisioning) {
+			return s.Instance
+		}
+		return nil
+	})
+	waitReady(t, p)
+	if n := len(instancesOf(t, p)); n != 1 {
+		t.Errorf("%d instances after recreation, want 1", n)
+	}
+}
+
+// While a replacement fails, the old instance keeps serving: Ready stays
+// True, the phase says Replacing, Provisioned says what the replacement
+// met. A replaced instance that cannot be deleted is left to the garbage
+// collector, with a warning.
+func TestFailingReplacementKeepsTheOldOneServing(t *testing.T) {
+	p := newProxy(t, "replfail", nil)
+	oldIP := bootGuest(t, p, current)
+	old := waitReady(t, p).Status.Instance
+	if err := control.FailNext(contracttest.OpCreate, contract.ErrPermanent); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, p)
+	got.Spec.Port = 8080
+	if err := k8s.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the replacement's failure is reported beside the serving instance", func() bool {
+		got := get(t, p)
+		prov := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProvisioned)
+		return got.Status.Phase == v1alpha1.PhaseReplacing && readyCondition(got).Status == metav1.ConditionTrue &&
+			got.Status.Address == oldIP && got.Status.Instance.ProviderID == old.ProviderID &&
+			prov != nil && prov.Status == metav1.ConditionFalse && prov.Reason == v1alpha1.ReasonProviderError &&
+			strings.HasPrefix(prov.Message, "replacement: Create: ")
+	})
+	// The permanent error is retried after PermanentRetry, and succeeds.
+	eventually(t, "the replacement is created", func() bool {
+		s := get(t, p).Status
+		return s.Replacement != nil && s.Replacement.ProviderID != ""
+	})
+	got = get(t, p)
+	if prov := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProvisioned); prov == nil || !strings.HasPrefix(prov.Message, "replacement: ") ||
+		strings.HasPrefix(prov.Message, "replacement: replacement: ") {
+		t.Errorf("Provisioned while the replacement boots: %+v, want it to speak of the replacement, once", prov)
+	}
+	if err := control.FailNext(contracttest.OpDelete, nil); err != nil {
+		t.Fatal(err)
+	}
+	bootGuest(t, p, replacement)
+	waitReady(t, p)
+	eventually(t, "a warning that the replaced instance is left to the garbage collector", func() bool {
+		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool {
+			return strings.HasPrefix(e, "DeleteFailed: deleting instance "+old.Name+" (replaced)") && strings.HasSuffix(e, "the garbage collector will retry")
+		})
+	})
+	if n := len(instancesOf(t, p)); n != 2 {
+		t.Errorf("%d instances, want the new one and the one whose delete failed", n)
+	}
+}
+
+// A spec changed back before the replacement serves deletes the
+// replacement and keeps the instance; a spec changed again replaces the
+// replacement.
+func TestSpecChangedBackOrAgainRetiresTheReplacement(t *testing.T) {
+	p := newProxy(t, "changeback", nil)
+	bootGuest(t, p, current)
+	serving := waitReady(t, p).Status.Instance
+	setPort := func(port int32) {
+		t.Helper()
+		got := get(t, p)
+		got.Spec.Port = port
+		if err := k8s.Update(context.Background(), got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := func(port int32) *v1alpha1.InstanceRef {
+		t.Helper()
+		var r *v1alpha1.InstanceRef
+		eventually(t, fmt.Sprintf("a replacement on port %d is created", port), func() bool {
+			got := get(t, p)
+			r = got.Status.Replacement
+			return got.Status.ObservedGeneration == got.Generation && got.Spec.Port == port && r != nil && r.ProviderID != ""
+		})
+		return r
+	}
+	retired := func(name, why string) {
+		t.Helper()
+		eventually(t, "the replacement "+name+" is deleted ("+why+")", func() bool {
+			return slices.Contains(eventsFor(t, p), "Deleted: deleted instance "+name+" ("+why+")")
+		})
+	}
+
+	setPort(8001)
+	first := created(8001)
+	setPort(8002)
+	second := created(8002)
+	if second.Name == first.Name {
+		t.Fatalf("the spec changed again and the replacement %s stayed", first.Name)
+	}
+	retired(first.Name, "the spec changed again")
+
+	setPort(3128)
+	retired(second.Name, "the spec changed back")
+	got := get(t, p)
+	if got.Status.Replacement != nil || got.Status.Instance.ProviderID != serving.ProviderID || got.Status.Phase != v1alpha1.PhaseReady {
+		t.Errorf("after the spec changed back: %+v", got.Status)
+	}
+	eventually(t, "only the serving instance is left", func() bool {
+		left := instancesOf(t, p)
+		return len(left) == 1 && left[0].ProviderID == serving.ProviderID
+	})
+}
+
+// A Proxy's own cloud-init comes from its Secret, byte for byte; a missing
+// Secret or key is named on the Proxy until it appears.
+func TestCloudInitFromASecret(t *testing.T) {
+	ctx := context.Background()
+	p := newProxy(t, "userdata", func(p *v1alpha1.Proxy) {
+		p.Spec.CloudInit = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "userdata"}, Key: "user-data"}
+	})
+	unavailable := func(want string) {
+		t.Helper()
+		eventually(t, "CloudInitUnavailable naming "+want, func() bool {
+			c := readyCondition(get(t, p))
+			return c.Reason == v1alpha1.ReasonCloudInitUnavailable && strings.Contains(c.Message, want)
+		})
+	}
+	unavailable(`Secret "userdata" not found`)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "userdata", Namespace: testNamespace}, Data: map[string][]byte{"other": []byte("x")}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, secret) })
+	unavailable(`Secret "userdata" has no key "user-data"`)
+	userData := []byte("#cloud-config\nhostname: userdata\n")
+	secret.Data["user-data"] = userData
+	if err := k8s.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	bootGuest(t, p, current)
+	got := waitReady(t, p)
+	if data, err := control.UserData(ctx, got.Status.Instance.ProviderID); err != nil || string(data) != string(userData) {
+		t.Errorf("the VM's user-data %q (%v), want the Secret's %q", data, err, userData)
+	}
+}
+
+// A Proxy being deleted says so at once, before the backend has answered;
+// it goes once the backend deletes its instances.
+func TestDeletingIsShownAtOnce(t *testing.T) {
+	p := newProxy(t, "deleting", nil)
+	bootGuest(t, p, current)
+	uid := waitReady(t, p).UID
+	release := control.Stall()
+	defer release()
+	if err := k8s.Delete(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var got *v1alpha1.Proxy
+	eventually(t, "phase Deleting", func() bool {
+		got = get(t, p)
+		return got.Status.Phase == v1alpha1.PhaseDeleting
+	})
+	if got.Status.LastError != nil {
+		t.Errorf("Deleting shown only after the backend failed: %+v", got.Status.LastError)
+	}
+	release()
+	deleteProxy(t, p)
+	entry, _ := set.Get(testProvider)
+	left, err := entry.Provider.ListByTag(context.Background(), contract.LabelUID, string(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range left {
+		if inst.State != contract.StateTerminated {
+			t.Errorf("instance %s outlived its Proxy (%s)", inst.ProviderID, inst.State)
+		}
 	}
 }

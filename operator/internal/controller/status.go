@@ -65,19 +65,26 @@ func (r *ProxyReconciler) setNotReady(proxy *v1alpha1.Proxy, reason, msg string)
 	r.setCondition(proxy, v1alpha1.ConditionProvisioned, false, reason, msg)
 }
 
+// servingWhileReplacing reports whether a Ready instance serves while a
+// replacement is on its way.
+func servingWhileReplacing(proxy *v1alpha1.Proxy) bool {
+	return proxy.Status.Replacement != nil && meta.IsStatusConditionTrue(proxy.Status.Conditions, v1alpha1.ConditionReady)
+}
+
 // setNotReadyUnlessServing records a failure of the instance being worked
 // on; while a replacement fails, the serving instance stays Ready.
 func (r *ProxyReconciler) setNotReadyUnlessServing(proxy *v1alpha1.Proxy, reason, msg string) {
-	if proxy.Status.Replacement != nil && meta.IsStatusConditionTrue(proxy.Status.Conditions, v1alpha1.ConditionReady) {
+	if servingWhileReplacing(proxy) {
 		r.setCondition(proxy, v1alpha1.ConditionProvisioned, false, reason, "replacement: "+msg)
 		return
 	}
 	r.setNotReady(proxy, reason, msg)
 }
 
-// setProgress records that the instance in role ro is on its way.
+// setProgress records that the instance in role ro is on its way. While the
+// old instance serves, setNotReadyUnlessServing names the replacement.
 func (r *ProxyReconciler) setProgress(proxy *v1alpha1.Proxy, ro role, reason, msg string) {
-	if ro == roleReplacement {
+	if ro == roleReplacement && !servingWhileReplacing(proxy) {
 		msg = "replacement: " + msg
 	}
 	r.setNotReadyUnlessServing(proxy, reason, msg)

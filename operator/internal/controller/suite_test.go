@@ -58,6 +58,7 @@ var (
 	proxyUp  atomic.Bool // whether the stand-in proxy answers
 	guestIPs atomic.Int32
 	holder   = &createHolder{}
+	stopped  sync.Map // providerIDs the test provider reports Stopped
 	// eventRecorder is the manager's event recorder, for the runnables a test
 	// drives by hand.
 	eventRecorder recorder.EventRecorder
@@ -128,7 +129,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	set = providers.NewSet(&providers.Entry{
 		Name: testProvider, Type: memprovider.Type,
-		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&holdingProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
+		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&seamProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
 	})
@@ -195,20 +196,45 @@ func standInProxy() (net.Listener, error) {
 	return l, nil
 }
 
-// holdingProvider is the test provider with a seam: a test can hold a
-// Create after the backend made the VM and before the operator hears of it,
-// which is the window a crash between Create and the status write leaves.
-type holdingProvider struct {
+// seamProvider is the reference provider with two seams the memory Cloud's
+// control lacks: a test can hold a Create after the backend made the VM and
+// before the operator hears of it (holdCreates: the window a crash between
+// Create and the status write leaves), and have a running VM reported
+// Stopped until it is deleted (stopVM: a VM someone powered off).
+type seamProvider struct {
 	*memprovider.Provider
 	holder *createHolder
 }
 
-func (p *holdingProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+func (p *seamProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	inst, err := p.Provider.Create(ctx, req)
 	if err != nil {
 		return inst, err
 	}
 	return inst, p.holder.wait(ctx, req.Name, inst)
+}
+
+func (p *seamProvider) Get(ctx context.Context, providerID string) (contract.Instance, error) {
+	inst, err := p.Provider.Get(ctx, providerID)
+	if _, ok := stopped.Load(providerID); ok && err == nil && inst.State == contract.StateRunning {
+		inst.State = contract.StateStopped
+	}
+	return inst, err
+}
+
+func (p *seamProvider) Delete(ctx context.Context, providerID string) error {
+	err := p.Provider.Delete(ctx, providerID)
+	if err == nil {
+		stopped.Delete(providerID)
+	}
+	return err
+}
+
+// stopVM has the test provider report the VM Stopped until it is deleted.
+func stopVM(t *testing.T, providerID string) {
+	t.Helper()
+	stopped.Store(providerID, true)
+	t.Cleanup(func() { stopped.Delete(providerID) })
 }
 
 // createHolder holds the Creates of instances whose names start with a
@@ -307,6 +333,21 @@ func get(t *testing.T, p *v1alpha1.Proxy) *v1alpha1.Proxy {
 		t.Fatalf("get Proxy %s: %v", p.Name, err)
 	}
 	return &out
+}
+
+// logLines counts the operator's log lines holding every one of parts.
+func logLines(parts ...string) int {
+	n := 0
+	for _, line := range strings.Split(logs.all(), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }
 
 // eventually polls cond for up to 20 s.

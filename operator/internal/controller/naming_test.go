@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// An instance name is a DNS-1123 label starting with as much of the
+// Proxy's name as fits, the same for the same Proxy and spec, and different
+// for another Proxy or spec.
+func TestInstanceName(t *testing.T) {
+	proxy := func(name, uid string) *v1alpha1.Proxy {
+		return &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
+	}
+	const hash = "0123456789abcdef"
+	// 63 = the prefix, "-" and a 10-character suffix: 52 characters of the
+	// name fit.
+	fits := strings.Repeat("a", 52)
+	for _, tc := range []struct{ name, wantPrefix string }{
+		{"web", "web-"},
+		{fits, fits + "-"},
+		{fits + "b", fits + "-"},
+		{strings.Repeat("x", 51) + ".yz", strings.Repeat("x", 51) + "-"}, // cut after the dot, the dot dropped
+		{strings.Repeat("x", 50) + "-.yz", strings.Repeat("x", 50) + "-"},
+		{"egress.team-a", "egress-team-a-"}, // a dot is not allowed in a label
+		{strings.Repeat("n", 253), strings.Repeat("n", 52) + "-"},
+	} {
+		got := instanceName(proxy(tc.name, "uid-1"), hash)
+		if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
+			t.Errorf("instanceName(%q) = %q: %v", tc.name, got, errs)
+		}
+		if !strings.HasPrefix(got, tc.wantPrefix) || len(got) != len(tc.wantPrefix)+10 {
+			t.Errorf("instanceName(%q) = %q, want %q and a 10-character suffix", tc.name, got, tc.wantPrefix)
+		}
+	}
+	a := instanceName(proxy("web", "uid-1"), hash)
+	if again := instanceName(proxy("web", "uid-1"), hash); again != a {
+		t.Errorf("instanceName is not deterministic: %s then %s", a, again)
+	}
+	if other := instanceName(proxy("web", "uid-2"), hash); other == a {
+		t.Errorf("two Proxies named web share the instance name %s", a)
+	}
+	if other := instanceName(proxy("web", "uid-1"), "fedcba9876543210"); other == a {
+		t.Errorf("a changed spec keeps the instance name %s", a)
+	}
+}
+
+// The spec hash changes with every field that reaches the provider and
+// with the cloud-init bytes, and with nothing else.
+func TestSpecHash(t *testing.T) {
+	base := v1alpha1.ProxySpec{Provider: "mem", Placement: v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"}, Port: 3128}
+	cloudInit := []byte("#cloud-config\n")
+	h := specHash(&base, cloudInit)
+	if len(h) != 16 {
+		t.Errorf("specHash %q: want 16 hex characters", h)
+	}
+	changed := map[string]func(*v1alpha1.ProxySpec){
+		"provider":     func(s *v1alpha1.ProxySpec) { s.Provider = "other" },
+		"region":       func(s *v1alpha1.ProxySpec) { s.Placement.Region = "r2" },
+		"machine type": func(s *v1alpha1.ProxySpec) { s.Placement.MachineType = "large" },
+		"image":        func(s *v1alpha1.ProxySpec) { s.Placement.Image = "debian-13" },
+		"port":         func(s *v1alpha1.ProxySpec) { s.Port = 8888 },
+	}
+	for what, change := range changed {
+		s := base
+		change(&s)
+		if specHash(&s, cloudInit) == h {
+			t.Errorf("a changed %s keeps the spec hash", what)
+		}
+	}
+	if specHash(&base, []byte("#cloud-config\n\n")) == h {
+		t.Error("changed cloud-init keeps the spec hash")
+	}
+	same := base
+	same.AllowedClients = []v1alpha1.CIDR{"10.1.0.0/16"} // reaches the VM only through the cloud-init
+	if specHash(&same, cloudInit) != h {
+		t.Error("a field that does not reach the provider changed the spec hash")
+	}
+}
