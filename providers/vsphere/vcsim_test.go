@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -36,8 +38,12 @@ import (
 )
 
 // The test backend is govmomi's own simulator, vcsim, in process, reached
-// through a TLS front the test controls: it counts calls, can hold them (a
-// hanging vCenter) and can drop one (a lost connection). Everything the
+// through a TLS front the test controls, as a load balancer in front of a
+// vCenter: it counts calls, can hold them (a hanging vCenter) and can lose
+// one (answering 502 Bad Gateway, before vcsim sees the call or after
+// vcsim did the work). A 502 rather than a reset connection, as the
+// CallCutter doc asks: SOAP calls are POSTs, which net/http does not retry,
+// but an error status is a cut whatever the client. Everything the
 // harness needs from the backend that the provider must not do — the
 // guest reporting an address, faults, locks, unmarked VMs — the control
 // below does through vcsim's own API, as an administrator of its own, or
@@ -68,6 +74,10 @@ type vcsim struct {
 	rejected atomic.Bool
 	client   *vim25.Client // the control's own session, straight to vcsim
 	cfg      Config
+
+	// inventory is where Resources looks, resolved once: the config's
+	// folders and datastores do not move.
+	inventory []scope
 
 	mu       sync.Mutex
 	cut      cut      // the front call to cut, by number
@@ -120,15 +130,18 @@ func startVcsim(t *testing.T) *vcsim {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		cutHere, after := v.takeCut(n, body)
 		if cutHere && !after {
-			// The connection drops before vcsim sees the call.
-			panic(http.ErrAbortHandler)
+			// Lost on the way: the load balancer in front of vCenter
+			// answers for the call vcsim never sees.
+			http.Error(w, "upstream connection reset", http.StatusBadGateway)
+			return
 		}
 		rec := httptest.NewRecorder()
 		proxy.ServeHTTP(rec, r)
 		v.awaitTask(r.Context(), rec.Body.Bytes())
 		if cutHere {
-			// vcsim did the work; the answer is lost with the connection.
-			panic(http.ErrAbortHandler)
+			// vcsim did the work; its answer is lost on the way back.
+			http.Error(w, "upstream connection reset", http.StatusBadGateway)
+			return
 		}
 		maps.Copy(w.Header(), rec.Header())
 		w.WriteHeader(rec.Code)
@@ -147,6 +160,7 @@ func startVcsim(t *testing.T) *vcsim {
 	v.client = c
 	v.prepare(t)
 	v.cfg = v.config(t)
+	v.inventory = v.inventoryScope(t)
 	return v
 }
 
@@ -560,9 +574,8 @@ func (c control) FailNext(op contracttest.Op, class error) error {
 	return nil
 }
 
-// FailAfterCreate cuts the connection on the next clone's answer, once
-// vcsim has cloned and powered on: the clone stays, the caller sees a
-// network error.
+// FailAfterCreate loses the next clone's answer, once vcsim has cloned and
+// powered on: the clone stays, the caller sees 502 Bad Gateway.
 func (c control) FailAfterCreate() error {
 	c.v.mu.Lock()
 	defer c.v.mu.Unlock()
@@ -570,7 +583,7 @@ func (c control) FailAfterCreate() error {
 	return nil
 }
 
-// CutCall drops the connection of the n-th front call from now: before
+// CutCall loses the n-th front call from now (502 Bad Gateway): before
 // vcsim sees it, or after vcsim served it and any task it started ended.
 func (c control) CutCall(n int, after bool) error {
 	c.v.mu.Lock()
@@ -641,69 +654,97 @@ func (c control) UserData(ctx context.Context, providerID string) ([]byte, error
 // Calls counts SOAP requests through the front.
 func (c control) Calls() int { return int(c.v.calls.Load()) }
 
-// Resources lists the VMs of every region's folder and the folders on
-// every zone's datastore: a VM's disks and files live in a folder of its
-// own, which its destroy removes.
-func (c control) Resources(ctx context.Context) ([]string, error) {
-	var out []string
-	for _, rn := range slices.Sorted(maps.Keys(c.v.cfg.Regions)) {
-		region := c.v.cfg.Regions[rn]
-		f := find.NewFinder(c.v.client, true)
-		vms, err := f.VirtualMachineList(ctx, region.Folder+"/*")
-		if err != nil && !isNotFound(err) {
-			return nil, err
-		}
-		for _, vm := range vms {
-			out = append(out, "vm "+vm.InventoryPath)
+// scope is one region's part of the inventory: its VM folder, and the
+// directory on disk behind each zone's datastore.
+type scope struct {
+	folder     *object.Folder
+	datastores map[string]string // "[name] " prefix -> vcsim's local directory
+	datacenter string
+}
+
+// inventoryScope resolves, through vcsim's API, every region's folder and
+// the local directory vcsim keeps each zone's datastore in.
+func (v *vcsim) inventoryScope(t *testing.T) []scope {
+	t.Helper()
+	ctx := context.Background()
+	var out []scope
+	for _, rn := range slices.Sorted(maps.Keys(v.cfg.Regions)) {
+		region := v.cfg.Regions[rn]
+		f := find.NewFinder(v.client, true)
+		folder, err := f.Folder(ctx, region.Folder)
+		if err != nil {
+			t.Fatal(err)
 		}
 		dc, err := f.Datacenter(ctx, region.Datacenter)
 		if err != nil {
-			return nil, err
+			t.Fatal(err)
 		}
 		f.SetDatacenter(dc)
-		for _, zn := range slices.Sorted(maps.Keys(region.Zones)) {
-			folders, err := datastoreFolders(ctx, f, region.Zones[zn].Datastore)
+		sc := scope{folder: folder, datacenter: region.Datacenter, datastores: map[string]string{}}
+		for _, zone := range region.Zones {
+			ds, err := f.Datastore(ctx, zone.Datastore)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var props mo.Datastore
+			if err := ds.Properties(ctx, ds.Reference(), []string{"info"}, &props); err != nil {
+				t.Fatal(err)
+			}
+			sc.datastores[ds.Path("")+" "] = props.Info.GetDatastoreInfo().Url
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+// Resources lists what a lifecycle makes and must remove: the marked VMs
+// of every region's folder, and the folders on every zone's datastore (a
+// VM's disks and files live in a folder of its own, which its destroy
+// removes), read from the directory vcsim keeps the datastore in. The
+// unmarked VMs the control made itself, and their folders, are left out:
+// they are not the provider's to remove.
+func (c control) Resources(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, sc := range c.v.inventory {
+		vms, err := folderVMs(ctx, c.v.client, sc.folder)
+		if err != nil {
+			return nil, err
+		}
+		unmarked := map[string]bool{}
+		for _, vm := range vms {
+			if _, marked := extra(vm)[markManaged]; !marked {
+				if vm.Config != nil {
+					unmarked[strings.TrimSuffix(vm.Config.Files.LogDirectory, "/")] = true
+				}
+				continue
+			}
+			out = append(out, "vm "+sc.folder.InventoryPath+"/"+vm.Name)
+		}
+		for _, prefix := range slices.Sorted(maps.Keys(sc.datastores)) {
+			entries, err := os.ReadDir(sc.datastores[prefix])
 			if err != nil {
 				return nil, err
 			}
-			for _, folder := range folders {
-				out = append(out, "files "+region.Datacenter+" "+folder)
+			for _, entry := range entries {
+				if dir := prefix + entry.Name(); entry.IsDir() && !unmarked[dir] {
+					out = append(out, "files "+sc.datacenter+" "+dir)
+				}
 			}
 		}
 	}
+	slices.Sort(out)
 	return out, nil
 }
 
-// datastoreFolders lists the top-level folders of a datastore through its
-// browser, as "[datastore] folder".
-func datastoreFolders(ctx context.Context, f *find.Finder, name string) ([]string, error) {
-	ds, err := f.Datastore(ctx, name)
+// folderVMs reads the VMs of a folder through a container view, which
+// skips a VM destroyed while it is read rather than failing.
+func folderVMs(ctx context.Context, client *vim25.Client, folder *object.Folder) ([]mo.VirtualMachine, error) {
+	v, err := view.NewManager(client).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, true)
 	if err != nil {
 		return nil, err
 	}
-	browser, err := ds.Browser(ctx)
-	if err != nil {
-		return nil, err
-	}
-	task, err := browser.SearchDatastore(ctx, ds.Path(""), &types.HostDatastoreBrowserSearchSpec{
-		MatchPattern: []string{"*"},
-		Query:        []types.BaseFileQuery{&types.FolderFileQuery{}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	info, err := task.WaitForResult(ctx)
-	if err != nil {
-		return nil, err
-	}
-	result, ok := info.Result.(types.HostDatastoreBrowserSearchResults)
-	if !ok {
-		return nil, fmt.Errorf("control: SearchDatastore returned %T", info.Result)
-	}
-	var out []string
-	for _, file := range result.File {
-		out = append(out, ds.Path(file.GetFileInfo().Path))
-	}
-	slices.Sort(out)
-	return out, nil
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	var vms []mo.VirtualMachine
+	err = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "config.extraConfig", "config.files.logDirectory"}, &vms)
+	return vms, err
 }
