@@ -200,7 +200,9 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 	entry := &providers.Entry{Name: "stub", Type: "stub", Provider: stub, GC: providers.GC{MinAge: minAge}}
 	gc := &GarbageCollector{Reader: proxyLister{items: proxies}, Providers: providers.NewSet(entry), Recorder: eventRecorder,
 		Now: func() time.Time { return now }}
-	metric := func(reason string) float64 { return testutil.ToFloat64(metrics.GCDeletions.WithLabelValues("stub", reason)) }
+	metric := func(reason string) float64 {
+		return testutil.ToFloat64(metrics.GCDeletions.WithLabelValues("stub", reason))
+	}
 	before := map[string]float64{}
 	for _, reason := range []string{"orphan", "superseded", "wrong-provider"} {
 		before[reason] = metric(reason)

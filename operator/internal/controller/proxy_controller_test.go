@@ -100,14 +100,14 @@ func TestDeleteRemovesEveryInstance(t *testing.T) {
 // crash between the Create and the status write: the next reconcile must
 // find the VM, not make a second.
 func TestCreateCutOffMakesNoDuplicate(t *testing.T) {
-	cutOff := providerErrors(t, "Create", contract.ClassTransient)
+	cutOff := transientCreates(t)
 	if err := control.FailAfterCreate(); err != nil {
 		t.Fatal(err)
 	}
 	p := newProxy(t, "cutoff", nil)
 	bootGuest(t, p, current)
 	waitReady(t, p)
-	if n := providerErrors(t, "Create", contract.ClassTransient) - cutOff; n != 1 {
+	if n := transientCreates(t) - cutOff; n != 1 {
 		t.Errorf("%v Creates failed, want the one cut off", n)
 	}
 	if n := len(instancesOf(t, p)); n != 1 {
@@ -115,11 +115,11 @@ func TestCreateCutOffMakesNoDuplicate(t *testing.T) {
 	}
 }
 
-// providerErrors is the count of the test provider's failed op calls of
-// class so far.
-func providerErrors(t *testing.T, op string, class contract.Class) float64 {
+// transientCreates counts the test provider's Creates failed with a
+// transient error so far.
+func transientCreates(t *testing.T) float64 {
 	t.Helper()
-	return testutil.ToFloat64(metrics.ProviderCallErrors.WithLabelValues(testProvider, memprovider.Type, op, string(class)))
+	return testutil.ToFloat64(metrics.ProviderCallErrors.WithLabelValues(testProvider, memprovider.Type, "Create", string(contract.ClassTransient)))
 }
 
 func TestInstanceDeletedBehindTheOperatorsBackIsRecreated(t *testing.T) {
@@ -178,7 +178,7 @@ func TestPermanentErrorFailsWithTheProvidersMessage(t *testing.T) {
 // Transient errors are retried by the operator on its own: three failed
 // Creates, then a VM.
 func TestTransientErrorIsRetried(t *testing.T) {
-	failed := providerErrors(t, "Create", contract.ClassTransient)
+	failed := transientCreates(t)
 	for range 3 {
 		if err := control.FailNext(contracttest.OpCreate, nil); err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func TestTransientErrorIsRetried(t *testing.T) {
 	p := newProxy(t, "transient", nil)
 	bootGuest(t, p, current)
 	waitReady(t, p)
-	if n := providerErrors(t, "Create", contract.ClassTransient) - failed; n != 3 {
+	if n := transientCreates(t) - failed; n != 3 {
 		t.Errorf("%v Creates failed, want the 3 injected", n)
 	}
 	if n := len(instancesOf(t, p)); n != 1 {
