@@ -48,8 +48,10 @@ type DeleteStarter interface {
 // UnmarkedCreator makes an instance named name in the placement's location
 // that carries none of the operator's marks, as a person or another tool
 // would, and removes it again: the harness never asks the provider to
-// delete what is not the operator's. Rules: ListByTagExcludesUnmarked,
-// CreateNeverAdoptsUnmarked.
+// delete what is not the operator's. DeleteUnmarked returns an error
+// wrapping contract.ErrNotFound when the instance is already gone, which
+// the harness reports as the provider having removed it. Rules:
+// ListByTagExcludesUnmarked, CreateNeverAdoptsUnmarked.
 type UnmarkedCreator interface {
 	CreateUnmarked(ctx context.Context, name string, placement contract.Placement) (providerID string, err error)
 	DeleteUnmarked(ctx context.Context, providerID string) error
@@ -87,7 +89,11 @@ const (
 )
 
 // CredentialRejecter makes the backend reject the provider's credential
-// (reject true) or accept it again (false). Rule: SentinelCredential.
+// (reject true) or accept it again (false), as disabling the account or
+// revoking the key does: new logins fail and sessions or tokens already
+// issued end too (or, where the backend checks only at connect, its access
+// control refuses each call). Rules: SentinelCredential,
+// RejectedCredentialIsNotGone.
 type CredentialRejecter interface {
 	RejectCredentials(reject bool)
 }
@@ -113,6 +119,11 @@ type CallCounter interface {
 // and the answer was lost). Rules: CreateResumesAfterFailure,
 // DeleteResumesAfterFailure, which cut every call a Create or a Delete
 // makes in turn.
+//
+// The rules count a Create's or Delete's calls once and then cut each
+// number in turn, so the same operation must make the same calls every
+// time: a control answers a task call only once the task has ended, for
+// one, rather than letting the number of polls vary with timing.
 //
 // Answer the cut with an error status (a load balancer's 502), not by
 // resetting the connection: Go's HTTP client silently retries an

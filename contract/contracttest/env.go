@@ -273,7 +273,10 @@ func (e *env) track(id string) {
 func (e *env) cleanup() {
 	if foreign, ok := e.cfg.Backend.(UnmarkedCreator); ok {
 		for _, id := range e.foreign {
-			if err := foreign.DeleteUnmarked(context.Background(), id); err != nil {
+			switch err := foreign.DeleteUnmarked(context.Background(), id); {
+			case errors.Is(err, contract.ErrNotFound):
+				e.t.Errorf("the unmarked instance %s is gone: the provider removed an instance that is not the operator's (%v)", id, err)
+			case err != nil:
 				e.t.Errorf("cleanup: backend control DeleteUnmarked(%s): %v", id, err)
 			}
 		}

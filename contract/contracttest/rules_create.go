@@ -187,6 +187,22 @@ func createNeverAdoptsUnmarked(e *env) {
 		}
 		e.track(inst.ProviderID)
 	}
+
+	// Nor another Proxy's: an instance of the same name marked managed
+	// with another UID (a Proxy recreated under the same name, another
+	// install's) is a collision too.
+	other := e.request()
+	theirs := e.mustCreate(other)
+	mine := other
+	mine.UID = newUID()
+	inst, err := e.create(e.ctx(), e.p, mine)
+	switch {
+	case err != nil && !errors.Is(err, contract.ErrPermanent):
+		e.t.Errorf("Create over another Proxy's instance of the same name failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
+	case err == nil && inst.ProviderID == theirs.ProviderID:
+		e.t.Errorf("Create for UID %s returned %s, the instance of UID %s", mine.UID, theirs.ProviderID, other.UID)
+	}
+	e.expectOne(other)
 }
 
 // invalidCase is one request field set to a value the contract forbids

@@ -541,9 +541,11 @@ func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
 		c.b.mu.Lock()
 		delete(c.b.foreign, providerID)
 		c.b.mu.Unlock()
-		return nil
 	}
-	return err
+	if err != nil {
+		return classify(err)
+	}
+	return nil
 }
 
 // Stall holds every call at the hook.

@@ -226,7 +226,7 @@ func (k control) DeleteUnmarked(_ context.Context, providerID string) error {
 	s, ok := k.c.fake.Lookup(id)
 	switch {
 	case !ok:
-		return nil
+		return contract.NotFound(fmt.Errorf("control: no server %s", id))
 	case len(s.Tags) > 0 || len(s.Metadata) > 0:
 		return fmt.Errorf("server %s carries tags %v: not an unmarked server", id, s.Tags)
 	}

@@ -222,7 +222,7 @@ func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
 	}
 	conf, ok := c.f.s.Config(vmid)
 	if !ok {
-		return nil
+		return contract.NotFound(fmt.Errorf("control: no VM %d", vmid))
 	}
 	if m := readMarks(conf["tags"], conf["description"]); m.managed {
 		return fmt.Errorf("VM %d carries the operator's marks; not removing it", vmid)

@@ -522,7 +522,7 @@ func (c control) CreateUnmarked(ctx context.Context, name string, pl contract.Pl
 func (c control) DeleteUnmarked(ctx context.Context, providerID string) error {
 	vm, err := c.vm(ctx, providerID)
 	if isNotFound(err) {
-		return nil
+		return contract.NotFound(err)
 	}
 	if err != nil {
 		return err

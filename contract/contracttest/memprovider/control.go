@@ -121,9 +121,14 @@ func (c Control) DeleteUnmarked(_ context.Context, providerID string) error {
 	}
 	c.Cloud.mu.Lock()
 	defer c.Cloud.mu.Unlock()
-	if vm := c.Cloud.regions[regionName].vms[name]; vm != nil && vm.Labels[contract.LabelManaged] == "" {
-		delete(c.Cloud.regions[regionName].vms, name)
+	vm := c.Cloud.regions[regionName].vms[name]
+	switch {
+	case vm == nil:
+		return contract.NotFound(fmt.Errorf("control: no VM %s", providerID))
+	case vm.Labels[contract.LabelManaged] != "":
+		return fmt.Errorf("control: %s carries the operator's marks; not removing it", providerID)
 	}
+	delete(c.Cloud.regions[regionName].vms, name)
 	return nil
 }
 

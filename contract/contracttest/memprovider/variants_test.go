@@ -363,6 +363,26 @@ var variants = []variant{
 			return nil
 		}
 	}, nil},
+	{"adopts-another-proxys", "CreateNeverAdoptsUnmarked", func(b *brokenProvider) {
+		// Checks only that a same-name VM is managed, not whose it is.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil && vm.Labels[contract.LabelManaged] == contract.ManagedValue {
+				return instance(vm), nil
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"deletes-unmarked-namesake", "CreateNeverAdoptsUnmarked", func(b *brokenProvider) {
+		// Clears the name for its own VM by deleting whatever holds it.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil && vm.Labels[contract.LabelManaged] == "" {
+				b.cloud.mu.Lock()
+				delete(b.cloud.regions[req.Placement.Region].vms, req.Name)
+				b.cloud.mu.Unlock()
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
 	{"unauthorized-is-not-found", "RejectedCredentialIsNotGone", func(b *brokenProvider) {
 		// Reads every 4xx of a lookup as "no such VM".
 		notFound := func(err error) bool { var api *APIError; return errors.As(err, &api) && api.Status/100 == 4 }
