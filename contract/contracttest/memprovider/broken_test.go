@@ -172,7 +172,7 @@ func TestEveryMustHasABrokenVariant(t *testing.T) {
 	if start < 0 || end < start {
 		t.Fatal("provider-contract.md §11 has no table of MUSTs")
 	}
-	rowRE := regexp.MustCompile("(?m)^\\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\|$")
+	rowRE := regexp.MustCompile(`(?m)^\| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|$`)
 	named := map[string]bool{}
 	sectionRows := 0
 	for _, row := range rowRE.FindAllStringSubmatch(rules, -1) {
