@@ -94,14 +94,24 @@ func concurrentCallsAreSafe(e *env) {
 }
 
 // createRetrying creates req with p, retrying transient errors (a clone
-// still running, a lock) until WaitTimeout, as the operator's back-off
-// would.
+// still running, a lock) as the operator's back-off would.
 func (e *env) createRetrying(p contract.Provider, req contract.CreateRequest) (contract.Instance, error) {
+	var inst contract.Instance
+	err := e.retryTransient(func() (err error) {
+		inst, err = e.create(e.ctx(), p, req)
+		return err
+	})
+	return inst, err
+}
+
+// retryTransient calls call until it returns nil or an error of a named
+// class, or WaitTimeout has passed.
+func (e *env) retryTransient(call func() error) error {
 	deadline := time.Now().Add(e.cfg.WaitTimeout)
 	for {
-		inst, err := e.create(e.ctx(), p, req)
+		err := call()
 		if err == nil || contract.ClassOf(err) != contract.ClassTransient || time.Now().After(deadline) {
-			return inst, err
+			return err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -107,7 +107,7 @@ func deleteResumesAfterFailure(e *env) {
 			// going on the backend has finished by then.
 			e.waitSettled(inst.ProviderID)
 			restarted := e.cfg.NewProvider(e.t)
-			if err := e.deleteRetrying(restarted, inst.ProviderID); err != nil {
+			if err := e.retryTransient(func() error { return e.delete(e.ctx(), restarted, inst.ProviderID) }); err != nil {
 				e.t.Errorf("Delete resumed after %s: %v", cut, err)
 				continue
 			}
@@ -118,19 +118,6 @@ func deleteResumesAfterFailure(e *env) {
 		}
 	}
 	e.cutsTookEffect("Delete", failed)
-}
-
-// deleteRetrying deletes id with p, retrying transient errors (a lock,
-// a task still running) until WaitTimeout, as the operator would.
-func (e *env) deleteRetrying(p contract.Provider, id string) error {
-	deadline := time.Now().Add(e.cfg.WaitTimeout)
-	for {
-		err := e.delete(e.ctx(), p, id)
-		if err == nil || contract.ClassOf(err) != contract.ClassTransient || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // waitSettled polls Get until the instance is gone or in a state other
