@@ -133,6 +133,12 @@ func TestInstanceDeletedBehindTheOperatorsBackIsRecreated(t *testing.T) {
 	eventually(t, "the operator notices the instance is gone", func() bool {
 		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceGone+":") })
 	})
+	// Until the new VM answers, the Proxy is not Ready, and says why.
+	eventually(t, "the Proxy is no longer Ready", func() bool {
+		got := get(t, p)
+		c := readyCondition(got)
+		return got.Status.Phase != v1alpha1.PhaseReady && c.Status == metav1.ConditionFalse && strings.HasPrefix(c.Message, "instance ")
+	})
 	bootGuest(t, p, func(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef {
 		if s.Instance != nil && s.Instance.State == string(contract.StateProvisioning) {
 			return s.Instance
@@ -555,10 +561,10 @@ func TestSpecChangedBackOrAgainRetiresTheReplacement(t *testing.T) {
 
 	setPort(3128)
 	retired(second.Name, "the spec changed back")
-	got := get(t, p)
-	if got.Status.Replacement != nil || got.Status.Instance.ProviderID != serving.ProviderID || got.Status.Phase != v1alpha1.PhaseReady {
-		t.Errorf("after the spec changed back: %+v", got.Status)
-	}
+	eventually(t, "the serving instance alone, Ready", func() bool {
+		got := get(t, p)
+		return got.Status.Replacement == nil && got.Status.Instance.ProviderID == serving.ProviderID && got.Status.Phase == v1alpha1.PhaseReady
+	})
 	eventually(t, "only the serving instance is left", func() bool {
 		left := instancesOf(t, p)
 		return len(left) == 1 && left[0].ProviderID == serving.ProviderID
@@ -627,6 +633,82 @@ func TestDeletingIsShownAtOnce(t *testing.T) {
 	for _, inst := range left {
 		if inst.State != contract.StateTerminated {
 			t.Errorf("instance %s outlived its Proxy (%s)", inst.ProviderID, inst.State)
+		}
+	}
+}
+
+// A replacement that takes over the address of the instance it replaces
+// (a fixed IP) changes neither the Service nor the EndpointSlice, so no
+// event of theirs reconciles the Proxy again: the reconcile that makes the
+// replacement serve must delete the old instance itself.
+func TestReplacementAtTheSameAddressDeletesTheOldOne(t *testing.T) {
+	ctx := context.Background()
+	p := newProxy(t, "sameip", func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = []v1alpha1.CIDR{"10.1.0.0/16"} })
+	ip := bootGuest(t, p, current)
+	old := waitReady(t, p).Status.Instance
+	got := get(t, p)
+	got.Spec.AllowedClients = []v1alpha1.CIDR{"10.2.0.0/16"} // a new cloud-init, the same port
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	var next string
+	eventually(t, "a replacement is created", func() bool {
+		r := get(t, p).Status.Replacement
+		if r != nil && r.ProviderID != "" {
+			next = r.ProviderID
+		}
+		return next != ""
+	})
+	if err := control.ReportIP(ctx, next, ip); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the replacement serves", func() bool {
+		got := get(t, p)
+		return got.Status.Phase == v1alpha1.PhaseReady && got.Status.Instance.ProviderID == next
+	})
+	eventually(t, "the old instance is deleted", func() bool {
+		left := instancesOf(t, p)
+		return len(left) == 1 && left[0].ProviderID == next
+	})
+	if !slices.Contains(eventsFor(t, p), "Deleted: deleted instance "+old.Name+" (replaced)") {
+		t.Errorf("events %v: want the old instance's deletion", eventsFor(t, p))
+	}
+}
+
+// A provider error whose status write fails still fails the reconcile, so
+// the controller retries soon rather than after the class's wait; the error
+// it fails with is the provider's when there is one.
+func TestProviderErrorWhenTheStatusCannotBeWritten(t *testing.T) {
+	ctx := context.Background()
+	writeErr := errors.New("the API server is away")
+	unavailable := errors.New("503 service unavailable")
+	timing := Timing{}.withDefaults()
+	for _, tc := range []struct {
+		name     string
+		err      error
+		writeErr error
+		want     error         // errors.Is the returned error; nil: no error
+		after    time.Duration // RequeueAfter when no error
+	}{
+		{"quota", contract.Quota(errors.New("cores exhausted")), nil, nil, timing.QuotaBackoff},
+		{"quota, status not written", contract.Quota(errors.New("cores exhausted")), writeErr, writeErr, 0},
+		{"permanent", contract.Permanentf("forbidden"), nil, nil, timing.PermanentRetry},
+		{"permanent, status not written", contract.Permanentf("forbidden"), writeErr, writeErr, 0},
+		{"transient", unavailable, nil, unavailable, 0},
+		{"transient, status not written", unavailable, writeErr, unavailable, 0},
+	} {
+		c := &statusClient{updateErr: tc.writeErr}
+		r := &ProxyReconciler{Client: c, Timing: timing}
+		p := &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: testNamespace}}
+		result, err := r.providerError(ctx, p, "Create", tc.err)
+		switch {
+		case tc.want == nil && err != nil, tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.want)
+		case tc.want == nil && result.RequeueAfter != tc.after:
+			t.Errorf("%s: retry after %s, want %s", tc.name, result.RequeueAfter, tc.after)
+		}
+		if c.writes != 1 || p.Status.LastError == nil || p.Status.LastError.Message != "Create: "+tc.err.Error() {
+			t.Errorf("%s: %d status writes, lastError %+v", tc.name, c.writes, p.Status.LastError)
 		}
 	}
 }

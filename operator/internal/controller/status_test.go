@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -49,6 +53,68 @@ func TestPhaseOf(t *testing.T) {
 		}
 		if got := phaseOf(p); got != tc.want {
 			t.Errorf("%s: phase %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// statusClient is a client whose Get answers from a fixed copy (the cache)
+// and whose status writes are counted and fail as a test says. Any other
+// call panics.
+type statusClient struct {
+	client.Client
+	cached    *v1alpha1.Proxy // nil: not in the cache
+	writes    int
+	updateErr error
+}
+
+func (c *statusClient) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if c.cached == nil {
+		return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("proxies").GroupResource(), key.Name)
+	}
+	c.cached.DeepCopyInto(obj.(*v1alpha1.Proxy))
+	return nil
+}
+
+func (c *statusClient) Status() client.SubResourceWriter { return statusWriter{c: c} }
+
+type statusWriter struct {
+	client.SubResourceWriter
+	c *statusClient
+}
+
+func (w statusWriter) Update(context.Context, client.Object, ...client.SubResourceUpdateOption) error {
+	w.c.writes++
+	return w.c.updateErr
+}
+
+// writeStatus skips only a write the cache shows is done already: the same
+// Proxy (by UID, not only by name) with the same status.
+func TestWriteStatusSkipsOnlyWhatTheCacheHolds(t *testing.T) {
+	proxy := func(uid string, phase v1alpha1.ProxyPhase) *v1alpha1.Proxy {
+		return &v1alpha1.Proxy{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: testNamespace, UID: types.UID(uid), Generation: 2},
+			Status:     v1alpha1.ProxyStatus{Phase: phase, ObservedGeneration: 2},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		cached *v1alpha1.Proxy
+		writes int
+	}{
+		{"the cache holds that status", proxy("uid-1", v1alpha1.PhasePending), 0},
+		{"the cache holds another status", proxy("uid-1", v1alpha1.PhaseReady), 1},
+		{"the cache holds a former Proxy of that name, with that status", proxy("uid-0", v1alpha1.PhasePending), 1},
+		{"not in the cache", nil, 1},
+	} {
+		c := &statusClient{cached: tc.cached}
+		r := &ProxyReconciler{Client: c}
+		p := proxy("uid-1", "")
+		p.Status.ObservedGeneration = 0
+		if err := r.writeStatus(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		if c.writes != tc.writes || p.Status.Phase != v1alpha1.PhasePending || p.Status.ObservedGeneration != 2 {
+			t.Errorf("%s: %d writes of phase %q generation %d, want %d of Pending, 2", tc.name, c.writes, p.Status.Phase, p.Status.ObservedGeneration, tc.writes)
 		}
 	}
 }
