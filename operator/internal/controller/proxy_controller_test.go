@@ -712,3 +712,40 @@ func TestProviderErrorWhenTheStatusCannotBeWritten(t *testing.T) {
 		}
 	}
 }
+
+// A deleted Proxy's instances are deleted at once, even while another of
+// its instances lingers in a delete the backend has not finished (listed
+// first); the Proxy goes when the last one is gone.
+func TestDeleteDoesNotWaitForALingeringInstance(t *testing.T) {
+	ctx := context.Background()
+	p := newProxy(t, "linger", nil)
+	bootGuest(t, p, current)
+	got := waitReady(t, p)
+	live := got.Status.Instance.ProviderID
+	entry, _ := set.Get(testProvider)
+	earlier, err := entry.Provider.Create(ctx, contract.CreateRequest{
+		Name: "a-linger-earlier", UID: string(got.UID), Port: 3128, CloudInit: []byte("#cloud-config\n"),
+		Placement: contract.Placement{Region: "r1", MachineType: "small", Image: "debian-12"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finish, err := control.BeginDelete(ctx, earlier.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer finish()
+
+	if err := k8s.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the live instance is deleted while the earlier one lingers", func() bool {
+		inst, err := entry.Provider.Get(ctx, live)
+		return errors.Is(err, contract.ErrNotFound) || err == nil && inst.State == contract.StateTerminated
+	})
+	if got := get(t, p); got.Status.Phase != v1alpha1.PhaseDeleting {
+		t.Errorf("phase %s while an instance lingers, want Deleting", got.Status.Phase)
+	}
+	finish()
+	deleteProxy(t, p)
+}
