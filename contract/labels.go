@@ -9,12 +9,17 @@ import "time"
 // values below are what ListByTag's key and value arguments carry.
 const (
 	// LabelManaged marks an instance as created by this operator; its value
-	// is always ManagedValue.
+	// is CreateRequest.Owner, which names the install and the provider entry
+	// that made it, so installs and entries sharing one backend each see
+	// only their own instances.
 	LabelManaged = "egressproxies.io/managed"
 	// LabelUID carries the owning Proxy's metadata.uid.
 	LabelUID = "egressproxies.io/proxy-uid"
-	// ManagedValue is the value of LabelManaged.
-	ManagedValue = "true"
+	// LegacyManagedValue is the value of LabelManaged on instances made
+	// under contract v0.2 and earlier, before marks named their owner. It
+	// says nothing about which install made the instance: the operator acts
+	// on such an instance only when its LabelUID names one of its Proxies.
+	LegacyManagedValue = "true"
 )
 
 // DefaultMinAge is the age below which the garbage collector never deletes

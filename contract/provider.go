@@ -25,12 +25,13 @@ type Provider interface {
 	// Name and UID, from this or from a freshly started process, returns the
 	// same instance and never makes a second one, even when the previous
 	// call was cut off between any two of its steps. An existing instance
-	// with the same name that does not carry LabelManaged and this UID is
-	// never adopted: Create returns ErrPermanent naming the collision
-	// (name-is-key) or ignores it (allocated-id).
+	// with the same name that does not carry LabelManaged (any value) and
+	// this UID is never adopted: Create returns ErrPermanent naming the
+	// collision (name-is-key) or ignores it (allocated-id).
 	//
-	// Create MUST mark the instance with LabelManaged and LabelUID (§8) and
-	// deliver req.CloudInit to the guest byte for byte (§2).
+	// Create MUST mark the instance with LabelManaged (valued req.Owner) and
+	// LabelUID (§8) and deliver req.CloudInit to the guest byte for byte
+	// (§2).
 	//
 	// The returned Instance is in StateProvisioning or StateRunning. Quota
 	// or capacity exhaustion returns ErrQuota; a request the backend will
@@ -45,8 +46,8 @@ type Provider interface {
 	// while the backend holds a lock or runs a task on an instance that has
 	// not yet run, Get returns StateProvisioning (§3, §4.6, §4.8).
 	//
-	// Get MUST read UID and CreatedAt back from the backend, not from memory
-	// of an earlier Create (§8).
+	// Get MUST read UID, Owner and CreatedAt back from the backend, not from
+	// memory of an earlier Create (§8).
 	Get(ctx context.Context, providerID string) (Instance, error)
 
 	// Delete removes the instance and every secondary resource created for
@@ -62,9 +63,10 @@ type Provider interface {
 	Delete(ctx context.Context, providerID string) error
 
 	// ListByTag returns every instance in the provider's whole scope (all
-	// configured locations) whose mark key has the given value; key is
-	// LabelManaged or LabelUID. Instances without the mark MUST NOT be
-	// returned. Instances in StateTerminated may be. Filtering happens on the
+	// configured locations) whose mark key has exactly the given value; key
+	// is LabelManaged (value: an Owner, or LegacyManagedValue) or LabelUID.
+	// Instances without the mark, or with another value, MUST NOT be
+	// returned; a LabelUID list returns the instance whatever its owner. Instances in StateTerminated may be. Filtering happens on the
 	// backend where it can (§4.11).
 	//
 	// When part of the scope cannot be read, ListByTag either fails whole
@@ -81,6 +83,12 @@ type CreateRequest struct {
 	Name string
 	// UID is the owning Proxy's metadata.uid; it is written as LabelUID.
 	UID string
+	// Owner names the operator install and the provider entry making the
+	// instance; it is written as the value of LabelManaged (§8). A DNS-1123
+	// label, so it fits the same tag charsets as UID; the operator makes it
+	// "<install>-<entry>". Two installs, or two entries, sharing one backend
+	// have different Owners and never list each other's instances.
+	Owner string
 	// Placement says where and on what the instance runs.
 	Placement Placement
 	// CloudInit is the user-data, delivered to the guest byte for byte. It
@@ -114,6 +122,9 @@ type Instance struct {
 	IP string
 	// UID is the owning Proxy's UID read back from the instance's mark.
 	UID string
+	// Owner is the value of the instance's LabelManaged mark, read back:
+	// the CreateRequest.Owner that made it, or LegacyManagedValue.
+	Owner string
 	// CreatedAt is when the instance was created, from the backend or from
 	// a value written at create (created-at axis, §4.5).
 	CreatedAt time.Time

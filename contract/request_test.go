@@ -9,7 +9,7 @@ import (
 )
 
 func TestCreateRequestValidate(t *testing.T) {
-	good := contract.CreateRequest{Name: "proxy-a-1f2e", UID: "0b7f8e7e-5a0c-4c43-9d2e-6f0e2b1a7c55", Port: 3128}
+	good := contract.CreateRequest{Name: "proxy-a-1f2e", UID: "0b7f8e7e-5a0c-4c43-9d2e-6f0e2b1a7c55", Owner: "c0ffee12-lab", Port: 3128}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid request rejected: %v", err)
 	}
@@ -20,6 +20,9 @@ func TestCreateRequestValidate(t *testing.T) {
 		{func(r *contract.CreateRequest) { r.Name = "Proxy_A" }, "name", "Proxy_A"},
 		{func(r *contract.CreateRequest) { r.Name = strings.Repeat("a", 64) }, "name", strings.Repeat("a", 64)},
 		{func(r *contract.CreateRequest) { r.UID = "" }, "uid", `""`},
+		{func(r *contract.CreateRequest) { r.Owner = "" }, "owner", `""`},
+		{func(r *contract.CreateRequest) { r.Owner = "prod.lab" }, "owner", `"prod.lab"`},
+		{func(r *contract.CreateRequest) { r.Owner = contract.LegacyManagedValue }, "owner", `"true"`},
 		{func(r *contract.CreateRequest) { r.Port = 0 }, "port", `"0"`},
 		{func(r *contract.CreateRequest) { r.Port = 70000 }, "port", `"70000"`},
 	} {
