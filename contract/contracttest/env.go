@@ -287,9 +287,9 @@ func (e *env) cleanup() {
 	p := e.cfg.NewProvider(e.t)
 	// A Create that failed may still have made its instance: find every
 	// instance made for one of the rule's requests by its UID.
-	found, err := p.ListByTag(e.ctx(), contract.LabelManaged, contract.ManagedValue)
+	found, err := p.ListByTag(e.ctx(), contract.LabelManaged, contract.LegacyManagedValue)
 	if err != nil {
-		e.t.Errorf("cleanup: ListByTag(%s, %s): %v", contract.LabelManaged, contract.ManagedValue, err)
+		e.t.Errorf("cleanup: ListByTag(%s, %s): %v", contract.LabelManaged, contract.LegacyManagedValue, err)
 	}
 	for _, inst := range found {
 		if slices.Contains(e.uids, inst.UID) {

@@ -15,7 +15,7 @@ func listByTagExcludesUnmarked(e *env) {
 	}
 	e.trackForeign(foreignID)
 	e.mustCreate(req)
-	for _, filter := range [][2]string{{contract.LabelManaged, contract.ManagedValue}, {contract.LabelUID, req.UID}} {
+	for _, filter := range [][2]string{{contract.LabelManaged, contract.LegacyManagedValue}, {contract.LabelUID, req.UID}} {
 		found, err := e.list(e.ctx(), e.p, filter[0], filter[1])
 		if err != nil {
 			e.t.Fatalf("ListByTag(%s, %s): %v", filter[0], filter[1], err)
@@ -36,7 +36,7 @@ func listByTagFindsMarked(e *env) {
 	for _, req := range reqs {
 		ids[e.mustCreate(req).ProviderID] = req.UID
 	}
-	managed, err := e.list(e.ctx(), e.p, contract.LabelManaged, contract.ManagedValue)
+	managed, err := e.list(e.ctx(), e.p, contract.LabelManaged, contract.LegacyManagedValue)
 	if err != nil {
 		e.t.Fatalf("ListByTag(%s): %v", contract.LabelManaged, err)
 	}
@@ -46,7 +46,7 @@ func listByTagFindsMarked(e *env) {
 	}
 	for id := range ids {
 		if !seen[id] {
-			e.t.Errorf("ListByTag(%s, %s) misses %s", contract.LabelManaged, contract.ManagedValue, id)
+			e.t.Errorf("ListByTag(%s, %s) misses %s", contract.LabelManaged, contract.LegacyManagedValue, id)
 		}
 	}
 	for _, req := range reqs {
@@ -71,7 +71,7 @@ func listByTagCoversEveryLocation(e *env) {
 		want[e.mustCreate(req).ProviderID] = req
 	}
 	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
-		managed, err := e.list(e.ctx(), p, contract.LabelManaged, contract.ManagedValue)
+		managed, err := e.list(e.ctx(), p, contract.LabelManaged, contract.LegacyManagedValue)
 		if err != nil {
 			e.t.Fatalf("ListByTag(%s): %v", contract.LabelManaged, err)
 		}
@@ -81,7 +81,7 @@ func listByTagCoversEveryLocation(e *env) {
 		}
 		for id, req := range want {
 			if !seen[id] {
-				e.t.Errorf("ListByTag(%s, %s) misses %s in %+v", contract.LabelManaged, contract.ManagedValue, id, req.Placement)
+				e.t.Errorf("ListByTag(%s, %s) misses %s in %+v", contract.LabelManaged, contract.LegacyManagedValue, id, req.Placement)
 			}
 			byUID, err := e.list(e.ctx(), p, contract.LabelUID, req.UID)
 			if err != nil || len(byUID) != 1 || byUID[0].ProviderID != id {

@@ -82,7 +82,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		log.V(contract.LogOutcome).Info("created instance", "region", region)
 	case err != nil:
 		return contract.Instance{}, err
-	case vm.Labels[contract.LabelUID] != req.UID || vm.Labels[contract.LabelManaged] != contract.ManagedValue:
+	case vm.Labels[contract.LabelUID] != req.UID || vm.Labels[contract.LabelManaged] == "":
 		return contract.Instance{}, contract.Permanentf("instance %q already exists in region %q and does not belong to this Proxy (uid %s)", req.Name, region, req.UID)
 	case vm.Deleting:
 		return contract.Instance{}, fmt.Errorf("instance %q in region %q is being deleted; retry when it is gone", req.Name, region)
@@ -166,7 +166,7 @@ func (p *Provider) vmSpec(req contract.CreateRequest) (VMSpec, error) {
 	}
 	return VMSpec{
 		Name:        req.Name,
-		Labels:      map[string]string{contract.LabelManaged: contract.ManagedValue, contract.LabelUID: req.UID},
+		Labels:      map[string]string{contract.LabelManaged: req.Owner, contract.LabelUID: req.UID},
 		SeedVolume:  seedVolume(req.Name),
 		MachineType: pl.MachineType, Image: image, CPUs: mt.CPUs, MemoryMiB: mt.MemoryMiB,
 	}, nil

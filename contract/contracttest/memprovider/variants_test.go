@@ -366,7 +366,7 @@ var variants = []variant{
 	{"adopts-another-proxys", "CreateNeverAdoptsUnmarked", func(b *brokenProvider) {
 		// Checks only that a same-name VM is managed, not whose it is.
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
-			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil && vm.Labels[contract.LabelManaged] == contract.ManagedValue {
+			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil && vm.Labels[contract.LabelManaged] == contract.LegacyManagedValue {
 				return instance(vm), nil
 			}
 			return b.Provider.Create(ctx, req)

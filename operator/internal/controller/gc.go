@@ -52,7 +52,7 @@ func (g *GarbageCollector) NeedLeaderElection() bool { return true }
 func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]contract.Instance, error) {
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)
 	ctx = logf.IntoContext(ctx, log)
-	found, listErr := e.Provider.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue)
+	found, listErr := e.Provider.ListByTag(ctx, contract.LabelManaged, e.Owner)
 	if listErr != nil && !errors.Is(listErr, contract.ErrPartialList) {
 		return nil, fmt.Errorf("list managed instances: %w", listErr)
 	}

@@ -122,7 +122,7 @@ func (s *stubProvider) deletedIDs() []string {
 }
 
 func (s *stubProvider) ListByTag(_ context.Context, key, value string) ([]contract.Instance, error) {
-	if key != contract.LabelManaged || value != contract.ManagedValue {
+	if key != contract.LabelManaged || value != stubOwner {
 		return nil, fmt.Errorf("stub: the garbage collector lists %s=%s, want the managed mark", key, value)
 	}
 	return slices.Clone(s.list), s.listErr
@@ -197,7 +197,7 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 		},
 		deleteErr: map[string]error{"r/orphan-undeletable": errors.New("stub: the backend refused")},
 	}
-	entry := &providers.Entry{Name: "stub", Type: "stub", Provider: stub, GC: providers.GC{MinAge: minAge}}
+	entry := &providers.Entry{Name: "stub", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: minAge}}
 	gc := &GarbageCollector{Reader: proxyLister{items: proxies}, Providers: providers.NewSet(entry), Recorder: eventRecorder,
 		Now: func() time.Time { return now }}
 	metric := func(reason string) float64 {
@@ -242,7 +242,7 @@ func TestGarbageCollectorListFailures(t *testing.T) {
 	orphan := contract.Instance{ProviderID: "r/orphan", Name: "orphan", UID: "uid-gone", CreatedAt: now.Add(-2 * time.Hour), State: contract.StateRunning}
 	sweep := func(listErr, proxiesErr error) ([]string, []contract.Instance, error) {
 		stub := &stubProvider{list: []contract.Instance{orphan}, listErr: listErr}
-		entry := &providers.Entry{Name: "stub", Type: "stub", Provider: stub, GC: providers.GC{MinAge: time.Hour}}
+		entry := &providers.Entry{Name: "stub", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
 		gc := &GarbageCollector{Reader: proxyLister{err: proxiesErr}, Providers: providers.NewSet(entry)}
 		swept, err := gc.Sweep(ctx, entry)
 		return stub.deletedIDs(), swept, err
@@ -272,8 +272,8 @@ func TestGarbageCollectorStart(t *testing.T) {
 	fine := &stubProvider{list: []contract.Instance{old}}
 	broken := &stubProvider{listErr: errors.New("stub: 503 unavailable")}
 	set := providers.NewSet(
-		&providers.Entry{Name: "gc-fine", Type: "stub", Provider: fine, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
-		&providers.Entry{Name: "gc-broken", Type: "stub", Provider: broken, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
+		&providers.Entry{Name: "gc-fine", Type: "stub", Owner: stubOwner, Provider: fine, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
+		&providers.Entry{Name: "gc-broken", Type: "stub", Owner: stubOwner, Provider: broken, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
 	)
 	gc := &GarbageCollector{Reader: proxyLister{}, Providers: set}
 	if !gc.NeedLeaderElection() {
@@ -299,3 +299,6 @@ func TestGarbageCollectorStart(t *testing.T) {
 		t.Errorf("%d sweep failures logged for the provider whose sweeps succeed", n)
 	}
 }
+
+// stubOwner is the managed mark's value on the stub provider's instances.
+const stubOwner = "test-stub"

@@ -222,6 +222,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		inst, err = prov.Create(ctx, contract.CreateRequest{
 			Name:      target.Name,
 			UID:       string(proxy.UID),
+			Owner:     entry.Owner,
 			Placement: contract.Placement(proxy.Spec.Placement),
 			CloudInit: cloudInit,
 			Port:      proxy.Spec.Port,

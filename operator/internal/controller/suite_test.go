@@ -128,7 +128,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	set = providers.NewSet(&providers.Entry{
-		Name: testProvider, Type: memprovider.Type,
+		Name: testProvider, Type: memprovider.Type, Owner: "test-" + testProvider,
 		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&seamProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,

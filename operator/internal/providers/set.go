@@ -13,6 +13,9 @@ type Entry struct {
 	Name string
 	// Type is the provider's type.
 	Type string
+	// Owner is the value of the managed mark on the instances this entry
+	// creates: "<install>-<entry>" (contract §8).
+	Owner string
 	// Provider is the decorated provider: limits, spans, metrics, log keys.
 	Provider contract.Provider
 	// GC says how the garbage collector treats this provider's instances.
