@@ -31,7 +31,7 @@ func TestGarbageCollectorDeletesOnlyOldUnwantedInstances(t *testing.T) {
 	create := func(name, uid string) string {
 		t.Helper()
 		inst, err := entry.Provider.Create(ctx, contract.CreateRequest{
-			Name: name, UID: uid, Port: 3128, CloudInit: []byte("#cloud-config\n"),
+			Name: name, UID: uid, Owner: entry.Owner, Port: 3128, CloudInit: []byte("#cloud-config\n"),
 			Placement: contract.Placement{Region: "r1", MachineType: "small", Image: "debian-12"},
 		})
 		if err != nil {

@@ -724,7 +724,7 @@ func TestDeleteDoesNotWaitForALingeringInstance(t *testing.T) {
 	live := got.Status.Instance.ProviderID
 	entry, _ := set.Get(testProvider)
 	earlier, err := entry.Provider.Create(ctx, contract.CreateRequest{
-		Name: "a-linger-earlier", UID: string(got.UID), Port: 3128, CloudInit: []byte("#cloud-config\n"),
+		Name: "a-linger-earlier", UID: string(got.UID), Owner: entry.Owner, Port: 3128, CloudInit: []byte("#cloud-config\n"),
 		Placement: contract.Placement{Region: "r1", MachineType: "small", Image: "debian-12"},
 	})
 	if err != nil {
