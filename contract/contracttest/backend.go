@@ -57,6 +57,17 @@ type UnmarkedCreator interface {
 	DeleteUnmarked(ctx context.Context, providerID string) error
 }
 
+// LegacyCreator makes the instance req describes as a provider of contract
+// v0.2 and earlier did, before marks named their owner: every mark, with
+// LabelManaged valued contract.LegacyManagedValue whatever req.Owner says,
+// in the state the provider's Create leaves an instance. It plays an
+// instance an older release of the operator made; the returned Instance
+// needs only its ProviderID. Rules: ListByTagSeparatesOwners,
+// CreateAdoptsAnyOwner (each checks the legacy case only with it).
+type LegacyCreator interface {
+	CreateLegacy(ctx context.Context, req contract.CreateRequest) (contract.Instance, error)
+}
+
 // Staller makes every backend call hang, until release is called or the
 // call's own context ends. Rules: CancelledContextReturnsPromptly,
 // CallsAreBounded.

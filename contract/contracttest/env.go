@@ -32,6 +32,8 @@ type env struct {
 	messages []string // every Instance.Message the provider returned
 	created  []string
 	uids     []string // every UID a Create was asked for, found again at cleanup
+	owners   []string // every Owner a Create was asked for, listed at cleanup
+	owner    string   // the Owner of this rule's requests
 	foreign  []string // unmarked instances the control made
 	seq      int
 	globals  *globalOutput // set while a rule captures process-wide output
@@ -41,7 +43,7 @@ type env struct {
 // a provider, and at the end the rule's instances deleted and the backend
 // checked to hold no more than it held when the rule began.
 func newEnv(t *testing.T, cfg Config) *env {
-	e := &env{t: t, cfg: cfg, logs: &logSink{}, spans: newSpanRecorder()}
+	e := &env{t: t, cfg: cfg, logs: &logSink{}, spans: newSpanRecorder(), owner: newOwner(cfg)}
 	if r, ok := cfg.Backend.(Resetter); ok {
 		r.Reset()
 	}
@@ -71,7 +73,7 @@ func (e *env) ctx() context.Context {
 }
 
 // request returns a valid CreateRequest with a name and UID unique to this
-// rule and call.
+// rule and call, and the rule's Owner.
 func (e *env) request() contract.CreateRequest {
 	return e.requestIn(e.cfg.Placement)
 }
@@ -85,6 +87,7 @@ func (e *env) requestIn(pl contract.Placement) contract.CreateRequest {
 	return contract.CreateRequest{
 		Name:      fmt.Sprintf("%s-%s-%d", e.cfg.NamePrefix, randomHex(3), n),
 		UID:       newUID(),
+		Owner:     e.owner,
 		Placement: pl,
 		CloudInit: []byte("#cloud-config\npackages: [tinyproxy]\n"),
 		Port:      3128,
@@ -110,12 +113,21 @@ func (e *env) op(ctx context.Context, name string, call func(context.Context) er
 	return span.SpanContext(), err
 }
 
-func (e *env) create(ctx context.Context, p contract.Provider, req contract.CreateRequest) (contract.Instance, error) {
+// remember records req's UID and Owner, so that cleanup finds whatever
+// was made for it even when the call that made it failed.
+func (e *env) remember(req contract.CreateRequest) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if !slices.Contains(e.uids, req.UID) {
 		e.uids = append(e.uids, req.UID)
 	}
-	e.mu.Unlock()
+	if validOwner(req.Owner) && !slices.Contains(e.owners, req.Owner) {
+		e.owners = append(e.owners, req.Owner)
+	}
+}
+
+func (e *env) create(ctx context.Context, p contract.Provider, req contract.CreateRequest) (contract.Instance, error) {
+	e.remember(req)
 	var inst contract.Instance
 	_, err := e.op(ctx, "Create", func(ctx context.Context) (err error) {
 		inst, err = p.Create(ctx, req)
@@ -164,6 +176,9 @@ func (e *env) list(ctx context.Context, p contract.Provider, key, value string) 
 		e.checkInstance("ListByTag", inst)
 		if key == contract.LabelUID && inst.UID != value && inst.State != contract.StateTerminated {
 			e.t.Errorf("ListByTag(%s, %s) returned %s, whose UID is %q", key, value, inst.ProviderID, inst.UID)
+		}
+		if key == contract.LabelManaged && inst.Owner != value && inst.State != contract.StateTerminated {
+			e.t.Errorf("ListByTag(%s, %s) returned %s, whose managed mark is %q: only an exact match is listed", key, value, inst.ProviderID, inst.Owner)
 		}
 	}
 	return out, err
@@ -239,9 +254,9 @@ func (e *env) checkInstance(call string, inst contract.Instance) {
 		e.messages = append(e.messages, inst.Message)
 		e.mu.Unlock()
 	}
-	if inst.State != contract.StateTerminated && (inst.Name == "" || inst.UID == "" || inst.CreatedAt.IsZero()) {
-		e.t.Errorf("%s returned %s (%s) with name %q, UID %q, CreatedAt %v: a live instance carries all three, read from the backend (§8)",
-			call, inst.ProviderID, inst.State, inst.Name, inst.UID, inst.CreatedAt)
+	if inst.State != contract.StateTerminated && (inst.Name == "" || inst.UID == "" || inst.Owner == "" || inst.CreatedAt.IsZero()) {
+		e.t.Errorf("%s returned %s (%s) with name %q, UID %q, Owner %q, CreatedAt %v: a live instance carries all four, read from the backend (§8)",
+			call, inst.ProviderID, inst.State, inst.Name, inst.UID, inst.Owner, inst.CreatedAt)
 	}
 	if !inst.State.Valid() {
 		e.t.Errorf("%s returned state %q, not one of %v", call, inst.State, contract.States)
@@ -286,14 +301,18 @@ func (e *env) cleanup() {
 	}
 	p := e.cfg.NewProvider(e.t)
 	// A Create that failed may still have made its instance: find every
-	// instance made for one of the rule's requests by its UID.
-	found, err := p.ListByTag(e.ctx(), contract.LabelManaged, contract.LegacyManagedValue)
-	if err != nil {
-		e.t.Errorf("cleanup: ListByTag(%s, %s): %v", contract.LabelManaged, contract.LegacyManagedValue, err)
-	}
-	for _, inst := range found {
-		if slices.Contains(e.uids, inst.UID) {
-			e.track(inst.ProviderID)
+	// instance made for one of the rule's requests by its UID, under every
+	// Owner the rule used, and under the legacy mark a provider that does
+	// not write the Owner yet (or the control's LegacyCreator) leaves.
+	for _, owner := range append(slices.Clone(e.owners), contract.LegacyManagedValue) {
+		found, err := p.ListByTag(e.ctx(), contract.LabelManaged, owner)
+		if err != nil {
+			e.t.Errorf("cleanup: ListByTag(%s, %s): %v", contract.LabelManaged, owner, err)
+		}
+		for _, inst := range found {
+			if slices.Contains(e.uids, inst.UID) {
+				e.track(inst.ProviderID)
+			}
 		}
 	}
 	for _, id := range e.created {
@@ -400,6 +419,31 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%x", b)
+}
+
+// newOwner returns an Owner unique to one rule's run, as the operator makes
+// "<install>-<entry>": the name prefix, so a shared backend shows whose the
+// instances are, and random hex. Another rule's instances, and another
+// run's on a shared backend, are then another owner's.
+func newOwner(cfg Config) string {
+	return cfg.NamePrefix + "-" + randomHex(4)
+}
+
+// otherOwner returns an Owner for the rule that is not the rule's own: a
+// second install or provider entry sharing the backend.
+func (e *env) otherOwner() string {
+	for {
+		if o := newOwner(e.cfg); o != e.owner {
+			return o
+		}
+	}
+}
+
+// validOwner says whether owner passes CreateRequest.Validate; only such
+// an Owner is listed at cleanup (a provider may refuse to list by a
+// malformed one).
+func validOwner(owner string) bool {
+	return contract.CreateRequest{Name: "x", UID: "x", Owner: owner, Port: 1}.Validate() == nil
 }
 
 // newUID returns a random RFC 4122 version 4 UID, as Kubernetes makes.

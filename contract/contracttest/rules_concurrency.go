@@ -55,7 +55,7 @@ func concurrentCallsAreSafe(e *env) {
 	insts := make([]contract.Instance, callers)
 	for i := range callers {
 		wg.Go(func() { insts[i], errs[i] = e.createRetrying(e.p, reqs[i]) })
-		wg.Go(func() { _, _ = e.list(e.ctx(), e.p, contract.LabelManaged, contract.LegacyManagedValue) })
+		wg.Go(func() { _, _ = e.list(e.ctx(), e.p, contract.LabelManaged, e.owner) })
 	}
 	wg.Wait()
 	seen := map[string]bool{}

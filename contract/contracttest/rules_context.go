@@ -23,7 +23,7 @@ func stalledCalls(e *env, inst contract.Instance) []struct {
 		{"Get", func(ctx context.Context) error { _, err := e.get(ctx, e.p, inst.ProviderID); return err }},
 		{"Delete", func(ctx context.Context) error { return e.delete(ctx, e.p, inst.ProviderID) }},
 		{"ListByTag", func(ctx context.Context) error {
-			_, err := e.list(ctx, e.p, contract.LabelManaged, contract.LegacyManagedValue)
+			_, err := e.list(ctx, e.p, contract.LabelManaged, e.owner)
 			return err
 		}},
 	}

@@ -190,17 +190,19 @@ func createNeverAdoptsUnmarked(e *env) {
 
 	// Nor another Proxy's: an instance of the same name marked managed
 	// with another UID (a Proxy recreated under the same name, another
-	// install's) is a collision too.
+	// install's) is a collision too, under this Owner or another.
 	other := e.request()
 	theirs := e.mustCreate(other)
-	mine := other
-	mine.UID = newUID()
-	inst, err := e.create(e.ctx(), e.p, mine)
-	switch {
-	case err != nil && !errors.Is(err, contract.ErrPermanent):
-		e.t.Errorf("Create over another Proxy's instance of the same name failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
-	case err == nil && inst.ProviderID == theirs.ProviderID:
-		e.t.Errorf("Create for UID %s returned %s, the instance of UID %s", mine.UID, theirs.ProviderID, other.UID)
+	for _, owner := range []string{other.Owner, e.otherOwner()} {
+		mine := other
+		mine.UID, mine.Owner = newUID(), owner
+		inst, err := e.create(e.ctx(), e.p, mine)
+		switch {
+		case err != nil && !errors.Is(err, contract.ErrPermanent):
+			e.t.Errorf("Create over another Proxy's instance of the same name failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
+		case err == nil && inst.ProviderID == theirs.ProviderID:
+			e.t.Errorf("Create for UID %s (Owner %s) returned %s, the instance of UID %s", mine.UID, owner, theirs.ProviderID, other.UID)
+		}
 	}
 	e.expectOne(other)
 }
@@ -224,6 +226,9 @@ func (e *env) requestBoundaries() []invalidCase {
 	setName := func(v string) func(*contract.CreateRequest) { return func(r *contract.CreateRequest) { r.Name = v } }
 	setUID := func(v string) func(*contract.CreateRequest) { return func(r *contract.CreateRequest) { r.UID = v } }
 	setPort := func(v int32) func(*contract.CreateRequest) { return func(r *contract.CreateRequest) { r.Port = v } }
+	setOwner := func(v string) func(*contract.CreateRequest) { return func(r *contract.CreateRequest) { r.Owner = v } }
+	owner63 := e.owner + "-" + strings.Repeat("o", 62-len(e.owner))
+	owner64 := owner63 + "o"
 	cases := []invalidCase{
 		{"Region", "no-such-region-x9", false, func(r *contract.CreateRequest) { r.Placement.Region = "no-such-region-x9" }},
 		{"Zone", "no-such-zone-x9", false, func(r *contract.CreateRequest) { r.Placement.Zone = "no-such-zone-x9" }},
@@ -239,6 +244,12 @@ func (e *env) requestBoundaries() []invalidCase {
 		{"UID", "", false, setUID("")},
 		{"UID", "UID WITH SPACES", false, setUID("UID WITH SPACES")},
 		{"UID", "uid/with/slashes", false, setUID("uid/with/slashes")},
+		{"Owner", "", false, setOwner("")},
+		{"Owner", "Prod.Lab", false, setOwner("Prod.Lab")},
+		{"Owner", "prod.lab", false, setOwner("prod.lab")},
+		{"Owner", contract.LegacyManagedValue, false, setOwner(contract.LegacyManagedValue)},
+		{"Owner", owner63, true, setOwner(owner63)},
+		{"Owner", owner64, false, setOwner(owner64)},
 		{"Port", "0", false, setPort(0)},
 		{"Port", "-1", false, setPort(-1)},
 		{"Port", "65536", false, setPort(65536)},

@@ -17,7 +17,7 @@ func errorsCarryTheirClass(e *env) {
 	create := func() error { _, err := e.create(e.ctx(), e.p, e.request()); return err }
 	get := func() error { _, err := e.get(e.ctx(), e.p, inst.ProviderID); return err }
 	list := func() error {
-		_, err := e.list(e.ctx(), e.p, contract.LabelManaged, contract.LegacyManagedValue)
+		_, err := e.list(e.ctx(), e.p, contract.LabelManaged, e.owner)
 		return err
 	}
 	del := func() error { return e.delete(e.ctx(), e.p, inst.ProviderID) }
@@ -129,7 +129,7 @@ func rejectedCredentialIsNotGone(e *env) {
 		if err := e.delete(e.ctx(), prov, inst.ProviderID); err == nil || errors.Is(err, contract.ErrNotFound) {
 			e.t.Errorf("Delete with the credential refused = %v (class %s); want an error that is not ErrNotFound", err, contract.ClassOf(err))
 		}
-		if found, err := e.list(e.ctx(), prov, contract.LabelManaged, contract.LegacyManagedValue); err == nil {
+		if found, err := e.list(e.ctx(), prov, contract.LabelManaged, e.owner); err == nil {
 			e.t.Errorf("ListByTag with the credential refused returned %d instances and no error; want an error", len(found))
 		}
 		if _, err := e.create(e.ctx(), prov, e.request()); err == nil || errors.Is(err, contract.ErrNotFound) {

@@ -97,10 +97,11 @@ func onlyRoutableIPv4(e *env) {
 	}
 }
 
-// uidAndCreatedAtReadBack: UID and CreatedAt come back from the backend,
-// through Get, through ListByTag, and through a restarted provider, and
-// CreatedAt is the instance's own time: the same on every read, however
-// much later (§4.5, §8).
+// uidAndCreatedAtReadBack: UID, Owner and CreatedAt come back from the
+// backend, through Create, Get, ListByTag, and a restarted provider: Owner
+// is the request's Owner, read from the managed mark; CreatedAt is the
+// instance's own time, the same on every read, however much later (§4.5,
+// §8).
 func uidAndCreatedAtReadBack(e *env) {
 	req := e.request()
 	// Backends keep time at second or coarser resolution, and a remote
@@ -109,6 +110,9 @@ func uidAndCreatedAtReadBack(e *env) {
 	before := time.Now().Add(-skew)
 	inst := e.mustCreate(req)
 	after := time.Now().Add(skew)
+	if inst.Owner != req.Owner {
+		e.t.Errorf("Create: Owner %q, want the request's %q", inst.Owner, req.Owner)
+	}
 	first, err := e.get(e.ctx(), e.p, inst.ProviderID)
 	if err != nil {
 		e.t.Fatalf("Get: %v", err)
@@ -131,6 +135,9 @@ func uidAndCreatedAtReadBack(e *env) {
 	}{{"Get", first}, {"Get from a restarted provider", restarted}, {"ListByTag from a restarted provider", listed[0]}} {
 		if got.inst.UID != req.UID {
 			e.t.Errorf("%s: UID %q, want %q", got.source, got.inst.UID, req.UID)
+		}
+		if got.inst.Owner != req.Owner {
+			e.t.Errorf("%s: Owner %q, want the request's %q, read from the %s mark", got.source, got.inst.Owner, req.Owner, contract.LabelManaged)
 		}
 		if got.inst.Name != req.Name {
 			e.t.Errorf("%s: Name %q, want %q", got.source, got.inst.Name, req.Name)

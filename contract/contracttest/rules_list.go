@@ -5,7 +5,8 @@ import (
 )
 
 // listByTagExcludesUnmarked: ListByTag never returns an instance that does
-// not carry the mark, even one whose name looks like the operator's (§8).
+// not carry the mark, even one whose name looks like the operator's, by
+// the rule's Owner, the legacy value or its UID (§8).
 func listByTagExcludesUnmarked(e *env) {
 	foreign := need[UnmarkedCreator](e.t, e.cfg.Backend)
 	req := e.request()
@@ -15,7 +16,9 @@ func listByTagExcludesUnmarked(e *env) {
 	}
 	e.trackForeign(foreignID)
 	e.mustCreate(req)
-	for _, filter := range [][2]string{{contract.LabelManaged, contract.LegacyManagedValue}, {contract.LabelUID, req.UID}} {
+	for _, filter := range [][2]string{
+		{contract.LabelManaged, e.owner}, {contract.LabelManaged, contract.LegacyManagedValue}, {contract.LabelUID, req.UID},
+	} {
 		found, err := e.list(e.ctx(), e.p, filter[0], filter[1])
 		if err != nil {
 			e.t.Fatalf("ListByTag(%s, %s): %v", filter[0], filter[1], err)
@@ -36,7 +39,7 @@ func listByTagFindsMarked(e *env) {
 	for _, req := range reqs {
 		ids[e.mustCreate(req).ProviderID] = req.UID
 	}
-	managed, err := e.list(e.ctx(), e.p, contract.LabelManaged, contract.LegacyManagedValue)
+	managed, err := e.list(e.ctx(), e.p, contract.LabelManaged, e.owner)
 	if err != nil {
 		e.t.Fatalf("ListByTag(%s): %v", contract.LabelManaged, err)
 	}
@@ -46,7 +49,7 @@ func listByTagFindsMarked(e *env) {
 	}
 	for id := range ids {
 		if !seen[id] {
-			e.t.Errorf("ListByTag(%s, %s) misses %s", contract.LabelManaged, contract.LegacyManagedValue, id)
+			e.t.Errorf("ListByTag(%s, %s) misses %s", contract.LabelManaged, e.owner, id)
 		}
 	}
 	for _, req := range reqs {
@@ -71,7 +74,7 @@ func listByTagCoversEveryLocation(e *env) {
 		want[e.mustCreate(req).ProviderID] = req
 	}
 	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
-		managed, err := e.list(e.ctx(), p, contract.LabelManaged, contract.LegacyManagedValue)
+		managed, err := e.list(e.ctx(), p, contract.LabelManaged, e.owner)
 		if err != nil {
 			e.t.Fatalf("ListByTag(%s): %v", contract.LabelManaged, err)
 		}
@@ -81,7 +84,7 @@ func listByTagCoversEveryLocation(e *env) {
 		}
 		for id, req := range want {
 			if !seen[id] {
-				e.t.Errorf("ListByTag(%s, %s) misses %s in %+v", contract.LabelManaged, contract.LegacyManagedValue, id, req.Placement)
+				e.t.Errorf("ListByTag(%s, %s) misses %s in %+v", contract.LabelManaged, e.owner, id, req.Placement)
 			}
 			byUID, err := e.list(e.ctx(), p, contract.LabelUID, req.UID)
 			if err != nil || len(byUID) != 1 || byUID[0].ProviderID != id {

@@ -33,7 +33,7 @@ func exercise(e *env, req contract.CreateRequest) {
 				case OpGet:
 					_, _ = e.get(e.ctx(), e.p, inst.ProviderID)
 				case OpList:
-					_, _ = e.list(e.ctx(), e.p, contract.LabelManaged, contract.LegacyManagedValue)
+					_, _ = e.list(e.ctx(), e.p, contract.LabelManaged, e.owner)
 				case OpDelete:
 					_ = e.delete(e.ctx(), e.p, inst.ProviderID)
 				}
@@ -87,7 +87,7 @@ func sentinelCredential(e *env) {
 		}
 		_, _ = e.get(e.ctx(), p, inst.ProviderID)
 		_ = e.delete(e.ctx(), p, inst.ProviderID)
-		_, _ = e.list(e.ctx(), p, contract.LabelManaged, contract.LegacyManagedValue)
+		_, _ = e.list(e.ctx(), p, contract.LabelManaged, e.owner)
 		if checker, ok := p.(contract.Checker); ok {
 			for _, r := range checker.Check(e.ctx()) {
 				e.logs.logger().Info("check result", "target", r.Target, "message", r.Message, "details", fmt.Sprint(r.Details))

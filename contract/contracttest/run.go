@@ -34,6 +34,8 @@ var rules = []rule{
 	{"CreateResumesAfterFailure", createResumesAfterFailure},
 	{"CreateNeverAdoptsUnmarked", createNeverAdoptsUnmarked},
 	{"ListByTagFindsMarked", listByTagFindsMarked},
+	{"ListByTagSeparatesOwners", listByTagSeparatesOwners},
+	{"CreateAdoptsAnyOwner", createAdoptsAnyOwner},
 	{"OnlyRoutableIPv4", onlyRoutableIPv4},
 	{"ErrorsCarryTheirClass", errorsCarryTheirClass},
 	{"CallsAreBounded", callsAreBounded},

@@ -22,6 +22,7 @@ var (
 	_ contracttest.GuestReporter      = Control{}
 	_ contracttest.StateInjector      = Control{}
 	_ contracttest.UnstartedCreator   = Control{}
+	_ contracttest.LegacyCreator      = Control{}
 	_ contracttest.Locker             = Control{}
 	_ contracttest.DeleteStarter      = Control{}
 	_ contracttest.UnmarkedCreator    = Control{}
@@ -67,24 +68,60 @@ func (c Control) SetUnknownState(_ context.Context, providerID string) error {
 
 // CreateUnstarted defines the VM as the provider would, without starting it.
 func (c Control) CreateUnstarted(ctx context.Context, req contract.CreateRequest) (string, error) {
-	p, err := New(Config{Token: c.Cloud.token, Regions: []string{req.Placement.Region},
-		MachineTypes: map[string]MachineType{req.Placement.MachineType: {CPUs: 1, MemoryMiB: 512}},
-		Images:       map[string]string{req.Placement.Image: c.Cloud.images[0]}}, c.Cloud)
+	spec, err := c.spec(req)
 	if err != nil {
 		return "", err
 	}
-	spec, err := p.vmSpec(req)
-	if err != nil {
-		return "", err
-	}
-	if err := c.Cloud.CreateVolume(ctx, c.Cloud.token, req.Placement.Region, spec.SeedVolume, req.CloudInit); err != nil {
-		return "", err
-	}
-	vm, err := c.Cloud.CreateVM(ctx, c.Cloud.token, req.Placement.Region, spec)
+	vm, err := c.define(ctx, req, spec)
 	if err != nil {
 		return "", err
 	}
 	return ids.Format(vm.Region, vm.Name), nil
+}
+
+// CreateLegacy makes and starts the VM as a provider of contract v0.2 did:
+// LabelManaged is contract.LegacyManagedValue, whatever req.Owner says (it
+// may be empty). Tests use it to play an instance an older release of the
+// operator made; the harness's LegacyCreator rules use it too.
+func (c Control) CreateLegacy(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	if req.Owner == "" || req.Owner == contract.LegacyManagedValue {
+		req.Owner = "legacy" // only to pass validation; the label is overwritten below
+	}
+	spec, err := c.spec(req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	spec.Labels[contract.LabelManaged] = contract.LegacyManagedValue
+	vm, err := c.define(ctx, req, spec)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	if err := c.Cloud.StartVM(ctx, c.Cloud.token, vm.Region, vm.Name); err != nil {
+		return contract.Instance{}, err
+	}
+	vm.Started, vm.Power = true, "running"
+	return instance(vm), nil
+}
+
+// spec validates req and builds the VM the provider would, through a
+// provider configured for req's placement alone.
+func (c Control) spec(req contract.CreateRequest) (VMSpec, error) {
+	p, err := New(Config{Token: c.Cloud.token, Regions: []string{req.Placement.Region},
+		MachineTypes: map[string]MachineType{req.Placement.MachineType: {CPUs: 1, MemoryMiB: 512}},
+		Images:       map[string]string{req.Placement.Image: c.Cloud.images[0]}}, c.Cloud)
+	if err != nil {
+		return VMSpec{}, err
+	}
+	return p.vmSpec(req)
+}
+
+// define uploads the seed volume and defines the VM, as Create's steps 2
+// and 3 do.
+func (c Control) define(ctx context.Context, req contract.CreateRequest, spec VMSpec) (VM, error) {
+	if err := c.Cloud.CreateVolume(ctx, c.Cloud.token, req.Placement.Region, spec.SeedVolume, req.CloudInit); err != nil {
+		return VM{}, err
+	}
+	return c.Cloud.CreateVM(ctx, c.Cloud.token, req.Placement.Region, spec)
 }
 
 // Lock holds the VM as a clone task would.

@@ -83,6 +83,9 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	case err != nil:
 		return contract.Instance{}, err
 	case vm.Labels[contract.LabelUID] != req.UID || vm.Labels[contract.LabelManaged] == "":
+		// Any managed value will do: the same UID under another Owner is
+		// this Proxy's instance from a renamed install or entry, or from a
+		// release before marks named their owner.
 		return contract.Instance{}, contract.Permanentf("instance %q already exists in region %q and does not belong to this Proxy (uid %s)", req.Name, region, req.UID)
 	case vm.Deleting:
 		return contract.Instance{}, fmt.Errorf("instance %q in region %q is being deleted; retry when it is gone", req.Name, region)
@@ -271,6 +274,7 @@ func instance(vm VM) contract.Instance {
 		State:      state,
 		IP:         ip,
 		UID:        vm.Labels[contract.LabelUID],
+		Owner:      vm.Labels[contract.LabelManaged],
 		CreatedAt:  vm.Created,
 	}
 }
