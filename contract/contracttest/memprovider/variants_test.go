@@ -366,7 +366,7 @@ var variants = []variant{
 	{"adopts-another-proxys", "CreateNeverAdoptsUnmarked", func(b *brokenProvider) {
 		// Checks only that a same-name VM is managed, not whose it is.
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
-			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil && vm.Labels[contract.LabelManaged] == contract.LegacyManagedValue {
+			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil && vm.Labels[contract.LabelManaged] != "" {
 				return instance(vm), nil
 			}
 			return b.Provider.Create(ctx, req)
@@ -624,6 +624,129 @@ var variants = []variant{
 		// Carries user-data as a JSON string, which replaces invalid UTF-8.
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 			req.CloudInit = []byte(strings.ToValidUTF8(string(req.CloudInit), "\uFFFD"))
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+
+	// Variants added with contract v0.3.0 (issue 13): the managed mark
+	// names its owner, so installs and entries sharing a backend each see
+	// only their own instances.
+	{"owner-written-as-true", "ListByTagSeparatesOwners", func(b *brokenProvider) {
+		// Still writes the v0.2 constant instead of req.Owner.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err == nil {
+				b.cloud.mu.Lock()
+				b.cloud.regions[req.Placement.Region].vms[req.Name].Labels[contract.LabelManaged] = contract.LegacyManagedValue
+				b.cloud.mu.Unlock()
+				inst.Owner = contract.LegacyManagedValue
+			}
+			return inst, err
+		}
+	}, nil},
+	{"list-ignores-owner", "ListByTagSeparatesOwners", func(b *brokenProvider) {
+		// Lists every managed instance, whatever the mark's value.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			if key != contract.LabelManaged {
+				return b.Provider.ListByTag(ctx, key, value)
+			}
+			all, err := b.Provider.ListByTag(ctx, "", "")
+			return slices.DeleteFunc(all, func(i contract.Instance) bool { return i.Owner == "" }), err
+		}
+	}, nil},
+	{"legacy-lists-every-owner", "ListByTagSeparatesOwners", func(b *brokenProvider) {
+		// Takes the legacy value for "any owner", so an upgraded operator's
+		// sweep of its legacy instances sees every install's.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			if key != contract.LabelManaged || value != contract.LegacyManagedValue {
+				return b.Provider.ListByTag(ctx, key, value)
+			}
+			all, err := b.Provider.ListByTag(ctx, "", "")
+			return slices.DeleteFunc(all, func(i contract.Instance) bool { return i.Owner == "" }), err
+		}
+	}, nil},
+	{"uid-list-needs-legacy-mark", "ListByTagSeparatesOwners", func(b *brokenProvider) {
+		// Filters a UID list on the v0.2 managed value as well, so it
+		// finds only legacy instances.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			if key == contract.LabelUID {
+				all = slices.DeleteFunc(all, func(i contract.Instance) bool { return i.Owner != contract.LegacyManagedValue })
+			}
+			return all, err
+		}
+	}, nil},
+	{"owner-not-read-back", "UIDAndCreatedAtReadBack", func(b *brokenProvider) {
+		// Fills Owner in Create's answer but never reads the mark back.
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			inst.Owner = ""
+			return inst, err
+		}
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			for i := range all {
+				all[i].Owner = ""
+			}
+			return all, err
+		}
+	}, nil},
+	{"owner-from-memory", "UIDAndCreatedAtReadBack", func(b *brokenProvider) {
+		var owners sync.Map
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			owners.Store(inst.ProviderID, req.Owner)
+			return inst, err
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			owner, _ := owners.Load(id)
+			inst.Owner, _ = owner.(string)
+			return inst, err
+		}
+	}, nil},
+	{"owner-remembered-at-create", "CreateAdoptsAnyOwner", func(b *brokenProvider) {
+		// Reads the mark back only for an instance it did not create
+		// itself: right after a restart, wrong once a Create under another
+		// Owner adopted the instance.
+		var owners sync.Map
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err == nil {
+				owners.Store(inst.ProviderID, req.Owner)
+				inst.Owner = req.Owner
+			}
+			return inst, err
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			inst, err := b.Provider.Get(ctx, id)
+			if owner, ok := owners.Load(id); ok && err == nil {
+				inst.Owner = owner.(string)
+			}
+			return inst, err
+		}
+	}, nil},
+	{"adopts-only-its-own-owner", "CreateAdoptsAnyOwner", func(b *brokenProvider) {
+		// Takes the same name and UID under another mark for a collision.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if err := req.Validate(); err == nil {
+				vm, err := b.getVM(ctx, req.Placement.Region, req.Name)
+				if err == nil && vm.Labels[contract.LabelManaged] != req.Owner {
+					return contract.Instance{}, contract.Permanentf("instance %q already exists and belongs to %q", req.Name, vm.Labels[contract.LabelManaged])
+				}
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"owner-defaulted", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		// Validates the v0.2 fields only and falls back to a default owner.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if owned := req; owned.Owner != "default" {
+				owned.Owner = "default"
+				if owned.Validate() == nil && req.Validate() != nil {
+					req = owned
+				}
+			}
 			return b.Provider.Create(ctx, req)
 		}
 	}, nil},
