@@ -7,6 +7,11 @@ const (
 	ConditionReady = "Ready"
 	// ConditionProvisioned: the serving VM runs with an address.
 	ConditionProvisioned = "Provisioned"
+	// ConditionCloudInitCurrent: the serving VM was made with the
+	// cloud-init the operator would deliver today. False after an upgrade
+	// that changed the default template: the VM keeps serving until the
+	// user rolls it (annotation egressproxies.io/roll).
+	ConditionCloudInitCurrent = "CloudInitCurrent"
 )
 
 // Condition reasons.
@@ -26,4 +31,13 @@ const (
 	ReasonDeleting              = "Deleting"
 	ReasonChecksFailed          = "ChecksFailed"
 	ReasonChecksPassed          = "ChecksPassed"
+	ReasonCloudInitCurrent      = "CloudInitCurrent"
+	ReasonTemplateChanged       = "TemplateChanged"
+	// ReasonInvalidName: the Proxy's name cannot name a Service and a VM
+	// (a Proxy created before the CRD refused such names).
+	ReasonInvalidName = "InvalidName"
+	// ReasonAllowedClientsRefused: allowedClients (or the defaults) would
+	// open the proxy to all of IPv4 or IPv6, or leave the networks the
+	// operator's config allows.
+	ReasonAllowedClientsRefused = "AllowedClientsRefused"
 )

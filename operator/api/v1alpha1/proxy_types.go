@@ -47,10 +47,15 @@ type ProxySpec struct {
 	CloudInit *corev1.SecretKeySelector `json:"cloudInit,omitempty"`
 }
 
-// CIDR is an IPv4 or IPv6 network in CIDR notation.
+// CIDR is an IPv4 network of /8 or longer, or an IPv6 network of /7 or
+// longer, in CIDR notation. With at most 64 of them, allowedClients can
+// then never cover all of IPv4 (64 × 2^24 addresses is a quarter of it) or
+// all of IPv6 (64 × 2^121 is half), however they are split: a proxy is
+// never open to the world. The bounds still admit every private range
+// (10.0.0.0/8, fc00::/7).
 // +kubebuilder:validation:MaxLength=43
 // +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.0.0.0/8"
-// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() > 0",message="a /0 opens the proxy to the world; list the client networks instead"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() >= (cidr(self).ip().family() == 4 ? 8 : 7)",message="an IPv4 network must be /8 or longer and an IPv6 one /7 or longer, so that allowedClients can never open the proxy to all of IPv4 or IPv6; list the client networks instead"
 type CIDR string
 
 // Placement selects where and on what a proxy's VM runs.
@@ -100,9 +105,14 @@ type InstanceRef struct {
 	// returned.
 	// +optional
 	ProviderID string `json:"providerID,omitempty"`
-	// SpecHash is the hash of the spec (and cloud-init) the VM was made
-	// from.
+	// SpecHash is the hash of what the user asked the VM to be made from:
+	// the spec, a user-supplied cloud-init and the roll annotation. The
+	// operator's default template is not part of it.
 	SpecHash string `json:"specHash"`
+	// CloudInitHash is the hash of the exact cloud-init the VM was made
+	// with ("unknown" for a VM made before the operator recorded it).
+	// +optional
+	CloudInitHash string `json:"cloudInitHash,omitempty"`
 	// State is the provider's last word on the VM: Provisioning, Running,
 	// Stopped or Terminated.
 	// +optional
@@ -158,13 +168,17 @@ type ProxyStatus struct {
 }
 
 // Proxy is a forward proxy on a VM of a configured provider, with a stable
-// address to allow-list.
+// address to allow-list. Its name is also its Service's name and its VM's
+// hostname, so it must be a DNS-1035 label: lowercase letters, digits and
+// '-', starting with a letter, at most 63 characters.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, at most 63 characters): it is the Proxy's Service name and its VM's hostname"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=egressproxies
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="CloudInit-Current",type=string,JSONPath=`.status.conditions[?(@.type=="CloudInitCurrent")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Proxy struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -88,7 +88,7 @@ func Run(ctx context.Context, o Options) error {
 	events := mgr.GetEventRecorder("egress-proxies-operator")
 	if err := (&controller.ProxyReconciler{
 		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
-		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, Timing: o.Timing,
+		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}

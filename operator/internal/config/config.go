@@ -43,6 +43,9 @@ type Config struct {
 	// DefaultAllowedClients is what a Proxy without allowedClients allows:
 	// the cluster's pod and node ranges.
 	DefaultAllowedClients []string
+	// AllowedClientsWithin, when set, bounds every Proxy's allowedClients
+	// and the defaults: each network must lie inside one of these.
+	AllowedClientsWithin []netip.Prefix
 }
 
 // Provider is one configured provider.
@@ -59,6 +62,7 @@ type Provider struct {
 type file struct {
 	Providers             []map[string]json.RawMessage `json:"providers"`
 	DefaultAllowedClients []string                     `json:"defaultAllowedClients"`
+	AllowedClientsWithin  []string                     `json:"allowedClientsWithin"`
 }
 
 type gcBlock struct {
@@ -126,9 +130,25 @@ func (c *Config) validate(f *file, reg providers.Registry) error {
 			c.Providers = append(c.Providers, p)
 		}
 	}
+	for i, cidr := range f.AllowedClientsWithin {
+		pfx, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			v.addf("allowedClientsWithin[%d] %q: want a CIDR such as 10.0.0.0/8", i, cidr)
+			continue
+		}
+		c.AllowedClientsWithin = append(c.AllowedClientsWithin, pfx.Masked())
+	}
+	// The bounds the CRD sets on a Proxy's own allowedClients (see
+	// v1alpha1.CIDR): no list of them can cover all of IPv4 or IPv6.
 	for i, cidr := range c.DefaultAllowedClients {
-		if pfx, err := netip.ParsePrefix(cidr); err != nil || pfx.Bits() == 0 {
-			v.addf("defaultAllowedClients[%d] %q: want a CIDR with a non-zero prefix, such as 10.0.0.0/8", i, cidr)
+		pfx, err := netip.ParsePrefix(cidr)
+		switch {
+		case err != nil:
+			v.addf("defaultAllowedClients[%d] %q: want a CIDR such as 10.0.0.0/8", i, cidr)
+		case pfx.Addr().Is4() && pfx.Bits() < 8, pfx.Addr().Is6() && pfx.Bits() < 7:
+			v.addf("defaultAllowedClients[%d] %q: an IPv4 network must be /8 or longer and an IPv6 one /7 or longer, as in a Proxy's allowedClients: a proxy is never open to the world", i, cidr)
+		case len(c.AllowedClientsWithin) > 0 && !slices.ContainsFunc(c.AllowedClientsWithin, func(w netip.Prefix) bool { return w.Bits() <= pfx.Bits() && w.Contains(pfx.Addr()) }):
+			v.addf("defaultAllowedClients[%d] %q: outside allowedClientsWithin %v", i, cidr, f.AllowedClientsWithin)
 		}
 	}
 	return errors.Join(v.errs...)

@@ -91,7 +91,8 @@ providers:
   - name: dev5
     type: memory
     memory: {endpoint: x, color: blue}
-defaultAllowedClients: ["0.0.0.0/0", "nope"]
+defaultAllowedClients: ["0.0.0.0/0", "nope", "0.0.0.0/1", "fd00::/8", "192.168.0.0/16"]
+allowedClientsWithin: ["10.0.0.0/8", "fd00::/8", "bad"]
 `), registry())
 	if err == nil {
 		t.Fatal("an invalid config was accepted")
@@ -109,6 +110,9 @@ defaultAllowedClients: ["0.0.0.0/0", "nope"]
 		`providers[4].memory: json: unknown field "color"`,
 		`defaultAllowedClients[0] "0.0.0.0/0"`,
 		`defaultAllowedClients[1] "nope"`,
+		`defaultAllowedClients[2] "0.0.0.0/1": an IPv4 network must be /8 or longer`,
+		`defaultAllowedClients[4] "192.168.0.0/16": outside allowedClientsWithin`,
+		`allowedClientsWithin[2] "bad": want a CIDR`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not report %q; it says:\n%v", want, err)

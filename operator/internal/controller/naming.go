@@ -4,25 +4,46 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
-// specHash identifies what a VM is made from: the spec fields that reach
-// the provider and the exact cloud-init bytes. A change to any replaces the
-// VM; a change to nothing else (labels, annotations) does not.
-func specHash(spec *v1alpha1.ProxySpec, cloudInit []byte) string {
-	h := sha256.New()
+// specHash identifies what the user asked a VM to be made from: the spec
+// fields that reach the provider or the guest, the content of a cloud-init
+// Secret the user supplies, and the roll annotation. A change to any
+// replaces the VM. The default cloud-init the operator renders is not in
+// it: a new release's template, or an edited defaultAllowedClients, never
+// replaces a serving VM unasked (the CloudInitCurrent condition says so,
+// and the roll annotation replaces it when the user chooses).
+func specHash(proxy *v1alpha1.Proxy, userCloudInit []byte) string {
+	spec := &proxy.Spec
+	clients := make([]string, 0, len(spec.AllowedClients))
+	for _, c := range spec.AllowedClients {
+		clients = append(clients, string(c))
+	}
+	// A set: the order the user listed the networks in changes nothing.
+	slices.Sort(clients)
 	fields, _ := json.Marshal(struct {
-		Provider  string
-		Placement v1alpha1.Placement
-		Port      int32
-	}{spec.Provider, spec.Placement, spec.Port})
+		Provider       string
+		Placement      v1alpha1.Placement
+		Port           int32
+		AllowedClients []string
+		UserCloudInit  bool
+		Roll           string
+	}{spec.Provider, spec.Placement, spec.Port, clients, userCloudInit != nil, proxy.Annotations[RollAnnotation]})
+	h := sha256.New()
 	h.Write(fields)
 	h.Write([]byte{0})
-	h.Write(cloudInit)
+	h.Write(userCloudInit)
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// cloudInitHash identifies the exact cloud-init bytes a VM was made with.
+func cloudInitHash(cloudInit []byte) string {
+	sum := sha256.Sum256(cloudInit)
+	return hex.EncodeToString(sum[:])[:16]
 }
 
 // instanceName is the VM's name: deterministic, so a repeat Create after a

@@ -51,35 +51,46 @@ func TestInstanceName(t *testing.T) {
 	}
 }
 
-// The spec hash changes with every field that reaches the provider and
-// with the cloud-init bytes, and with nothing else.
+// The spec hash changes with every field of the user's intent — the spec
+// fields that reach the provider or the guest, a user-supplied cloud-init,
+// the roll annotation — and with nothing else: not labels, other
+// annotations, the order of allowedClients, nor the operator's rendering.
 func TestSpecHash(t *testing.T) {
-	base := v1alpha1.ProxySpec{Provider: "mem", Placement: v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"}, Port: 3128}
-	cloudInit := []byte("#cloud-config\n")
-	h := specHash(&base, cloudInit)
+	base := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{Provider: "mem", Placement: v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"}, Port: 3128,
+		AllowedClients: []v1alpha1.CIDR{"10.1.0.0/16", "10.2.0.0/16"}}}
+	h := specHash(base, nil)
 	if len(h) != 16 {
 		t.Errorf("specHash %q: want 16 hex characters", h)
 	}
-	changed := map[string]func(*v1alpha1.ProxySpec){
-		"provider":     func(s *v1alpha1.ProxySpec) { s.Provider = "other" },
-		"region":       func(s *v1alpha1.ProxySpec) { s.Placement.Region = "r2" },
-		"machine type": func(s *v1alpha1.ProxySpec) { s.Placement.MachineType = "large" },
-		"image":        func(s *v1alpha1.ProxySpec) { s.Placement.Image = "debian-13" },
-		"port":         func(s *v1alpha1.ProxySpec) { s.Port = 8888 },
+	changed := map[string]func(*v1alpha1.Proxy){
+		"provider":        func(p *v1alpha1.Proxy) { p.Spec.Provider = "other" },
+		"region":          func(p *v1alpha1.Proxy) { p.Spec.Placement.Region = "r2" },
+		"zone":            func(p *v1alpha1.Proxy) { p.Spec.Placement.Zone = "z2" },
+		"machine type":    func(p *v1alpha1.Proxy) { p.Spec.Placement.MachineType = "large" },
+		"image":           func(p *v1alpha1.Proxy) { p.Spec.Placement.Image = "debian-13" },
+		"port":            func(p *v1alpha1.Proxy) { p.Spec.Port = 8888 },
+		"allowed clients": func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = p.Spec.AllowedClients[:1] },
+		"roll":            func(p *v1alpha1.Proxy) { p.Annotations = map[string]string{RollAnnotation: "1"} },
 	}
 	for what, change := range changed {
-		s := base
-		change(&s)
-		if specHash(&s, cloudInit) == h {
+		p := base.DeepCopy()
+		change(p)
+		if specHash(p, nil) == h {
 			t.Errorf("a changed %s keeps the spec hash", what)
 		}
 	}
-	if specHash(&base, []byte("#cloud-config\n\n")) == h {
-		t.Error("changed cloud-init keeps the spec hash")
+	user := []byte("#cloud-config\n")
+	if specHash(base, user) == h || specHash(base, []byte{}) == h {
+		t.Error("a user-supplied cloud-init (even an empty one) keeps the spec hash of the default")
 	}
-	same := base
-	same.AllowedClients = []v1alpha1.CIDR{"10.1.0.0/16"} // reaches the VM only through the cloud-init
-	if specHash(&same, cloudInit) != h {
-		t.Error("a field that does not reach the provider changed the spec hash")
+	if specHash(base, []byte("#cloud-config\n\n")) == specHash(base, user) {
+		t.Error("a changed user-supplied cloud-init keeps the spec hash")
+	}
+	same := base.DeepCopy()
+	same.Labels = map[string]string{"team": "a"}
+	same.Annotations = map[string]string{"note": "x"}
+	same.Spec.AllowedClients = []v1alpha1.CIDR{"10.2.0.0/16", "10.1.0.0/16"}
+	if specHash(same, nil) != h {
+		t.Error("labels, another annotation or the order of allowedClients changed the spec hash")
 	}
 }

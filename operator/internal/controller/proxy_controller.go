@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,7 +48,10 @@ type ProxyReconciler struct {
 	Prober       probe.Prober
 	// DefaultAllowedClients is what a Proxy without allowedClients allows.
 	DefaultAllowedClients []string
-	Timing                Timing
+	// AllowedClientsWithin, when set, bounds every Proxy's allowedClients:
+	// each network must lie inside one of these.
+	AllowedClientsWithin []netip.Prefix
+	Timing               Timing
 }
 
 // Timing holds the reconciler's waits; zero values take the defaults.
@@ -99,7 +103,7 @@ func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Timing = r.Timing.withDefaults()
 	notCreated := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Proxy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.Proxy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, rollChanged))).
 		Owns(&corev1.Service{}, notCreated).
 		Owns(&discoveryv1.EndpointSlice{}, notCreated).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 3}).
@@ -145,13 +149,27 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		// reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
-	cloudInit, err := r.cloudInit(ctx, &proxy)
+	if reason, msg := r.refusal(&proxy); reason != "" {
+		r.setNotReady(&proxy, reason, msg)
+		r.event(&proxy, corev1.EventTypeWarning, reason, "Validate", msg)
+		// Nothing to retry: a spec change, or a restart with another
+		// config, reconciles again.
+		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
+	}
+	cloudInit, userCloudInit, err := r.cloudInit(ctx, &proxy)
 	if err != nil {
 		r.setNotReady(&proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, &proxy)
 	}
-	hash := specHash(&proxy.Spec, cloudInit)
-	return r.drive(ctx, &proxy, entry, r.target(ctx, &proxy, entry, hash), cloudInit)
+	var user []byte
+	if userCloudInit {
+		user = cloudInit
+	}
+	hash := specHash(&proxy, user)
+	adoptLegacyHashes(&proxy, hash, cloudInit, userCloudInit)
+	ro := r.target(ctx, &proxy, entry, hash, cloudInit)
+	r.noteCloudInit(&proxy, cloudInit)
+	return r.drive(ctx, &proxy, entry, ro, cloudInit)
 }
 
 // role names which of a Proxy's instances a reconcile works on. Status
@@ -174,10 +192,10 @@ func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
 // target returns the instance the reconcile works on: the current one, or
 // the replacement for a changed spec. An abandoned replacement (the spec
 // changed again, or back) is deleted.
-func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, hash string) role {
+func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, hash string, cloudInit []byte) role {
 	s := &proxy.Status
 	fresh := func() *v1alpha1.InstanceRef {
-		return &v1alpha1.InstanceRef{Name: instanceName(proxy, hash), SpecHash: hash}
+		return &v1alpha1.InstanceRef{Name: instanceName(proxy, hash), SpecHash: hash, CloudInitHash: cloudInitHash(cloudInit)}
 	}
 	switch {
 	case s.Instance == nil:
@@ -247,7 +265,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
 			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
 			log.Info("instance gone; recreating", "providerID", target.ProviderID)
-			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash}
+			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: cloudInitHash(cloudInit)}
 			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
 			return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 		}
@@ -425,24 +443,25 @@ func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Pro
 	return result, retErr
 }
 
-// cloudInit returns the user's cloud-init from the referenced Secret, or
-// the default proxy cloud-init.
-func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) ([]byte, error) {
+// cloudInit returns the user's cloud-init from the referenced Secret
+// (user is true), or the default proxy cloud-init the operator renders.
+func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) (data []byte, user bool, err error) {
 	if ref := proxy.Spec.CloudInit; ref != nil {
 		var secret corev1.Secret
 		if err := r.SecretReader.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("spec.cloudInit: Secret %q not found", ref.Name)
+				return nil, true, fmt.Errorf("spec.cloudInit: Secret %q not found", ref.Name)
 			}
-			return nil, fmt.Errorf("spec.cloudInit: reading Secret %q: %w", ref.Name, err)
+			return nil, true, fmt.Errorf("spec.cloudInit: reading Secret %q: %w", ref.Name, err)
 		}
 		data, ok := secret.Data[ref.Key]
 		if !ok {
-			return nil, fmt.Errorf("spec.cloudInit: Secret %q has no key %q", ref.Name, ref.Key)
+			return nil, true, fmt.Errorf("spec.cloudInit: Secret %q has no key %q", ref.Name, ref.Key)
 		}
-		return data, nil
+		return data, true, nil
 	}
-	return renderDefault(proxy, r.DefaultAllowedClients)
+	data, err = renderDefault(proxy, r.DefaultAllowedClients)
+	return data, false, err
 }
 
 // event records an event on the Proxy; note is never CloudInit or a
