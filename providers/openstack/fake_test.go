@@ -178,7 +178,7 @@ func (k control) CreateUnstarted(_ context.Context, req contract.CreateRequest) 
 	id := k.c.fake.CreateServer(osfake.ServerSpec{
 		Name: req.Name, Region: pl.region.Name, Held: true,
 		Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
-		Metadata: map[string]string{contract.LabelManaged: contract.ManagedValue, contract.LabelUID: req.UID},
+		Metadata: map[string]string{contract.LabelManaged: contract.LegacyManagedValue, contract.LabelUID: req.UID},
 		UserData: base64.StdEncoding.EncodeToString(req.CloudInit),
 	})
 	return ids.Format(pl.regionKey, id), nil

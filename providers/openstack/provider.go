@@ -114,7 +114,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 			// cloud-init to the guest decoded.
 			UserData: []byte(base64.StdEncoding.EncodeToString(req.CloudInit)),
 			Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
-			Metadata: map[string]string{contract.LabelManaged: contract.ManagedValue, contract.LabelUID: req.UID},
+			Metadata: map[string]string{contract.LabelManaged: contract.LegacyManagedValue, contract.LabelUID: req.UID},
 		}, nil).Extract()
 		if err != nil {
 			return err
@@ -310,7 +310,7 @@ func (p *Provider) deleteServer(ctx context.Context, regionKey, id string) error
 func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
 	var tags string
 	switch {
-	case key == contract.LabelManaged && value == contract.ManagedValue:
+	case key == contract.LabelManaged && value == contract.LegacyManagedValue:
 		tags = tagManaged
 	case key == contract.LabelManaged:
 		return nil, nil

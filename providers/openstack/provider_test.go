@@ -16,9 +16,12 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
 )
 
+// testOwner is the install and entry the tests' requests name (§8).
+const testOwner = "c0ffee12-lab"
+
 func request(name string) contract.CreateRequest {
 	return contract.CreateRequest{
-		Name: name, UID: "5f1d7c2e-8a4b-4c3d-9e2f-0a1b2c3d4e5f", Port: 3128,
+		Name: name, UID: "5f1d7c2e-8a4b-4c3d-9e2f-0a1b2c3d4e5f", Owner: testOwner, Port: 3128,
 		Placement: contract.Placement{Region: "one", Zone: "az1", MachineType: "small", Image: "debian-12"},
 		CloudInit: []byte("#cloud-config\n"),
 	}
@@ -182,7 +185,7 @@ func TestCredentialRotation(t *testing.T) {
 	c.writeClouds(t, appCredClouds(c.fake.AuthURL(), "an-old-secret"))
 	p := c.provider(t)
 	ctx := context.Background()
-	_, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue)
+	_, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue)
 	if !errors.Is(err, contract.ErrPermanent) || strings.Contains(err.Error(), "an-old-secret") {
 		t.Fatalf("ListByTag with a refused credential = %v, want ErrPermanent without the secret", err)
 	}
@@ -190,7 +193,7 @@ func TestCredentialRotation(t *testing.T) {
 		t.Errorf("Check with a refused credential = %+v, want credentials Unauthenticated", r)
 	}
 	c.writeClouds(t, passwordClouds(c.fake.AuthURL(), testPassword))
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
 		t.Fatalf("ListByTag after the rotation: %v", err)
 	}
 	if r := p.Check(ctx)[0]; !r.OK || r.Details["method"] != "password" {
@@ -203,11 +206,11 @@ func TestExpiredTokenIsRenewed(t *testing.T) {
 	c := startCloud(t)
 	p := c.provider(t)
 	ctx := context.Background()
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
 		t.Fatal(err)
 	}
 	c.fake.ExpireTokens()
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
 		t.Errorf("ListByTag after the token expired: %v", err)
 	}
 }
@@ -225,7 +228,7 @@ func TestListByTagCoversEveryRegion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue)
+	got, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue)
 	if err != nil || len(got) != 2 || !strings.HasPrefix(got[0].ProviderID, "one/") || !strings.HasPrefix(got[1].ProviderID, "two/") {
 		t.Errorf("ListByTag = %+v, %v; want one server in each region", got, err)
 	}
@@ -314,7 +317,7 @@ func TestCallsDoNotQueueBehindALogin(t *testing.T) {
 	p := c.provider(t)
 	first := make(chan error, 1)
 	go func() {
-		_, err := p.ListByTag(context.Background(), contract.LabelManaged, contract.ManagedValue)
+		_, err := p.ListByTag(context.Background(), contract.LabelManaged, contract.LegacyManagedValue)
 		first <- err
 	}()
 	<-entered

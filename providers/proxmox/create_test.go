@@ -19,9 +19,12 @@ import (
 )
 
 func request(name, uid string) contract.CreateRequest {
-	return contract.CreateRequest{Name: name, UID: uid, Placement: testPlacement, Port: 3128,
+	return contract.CreateRequest{Name: name, UID: uid, Owner: testOwner, Placement: testPlacement, Port: 3128,
 		CloudInit: []byte("#cloud-config\npackages: [tinyproxy]\n")}
 }
+
+// testOwner is the install and entry the tests' requests name (§8).
+const testOwner = "c0ffee12-lab"
 
 func testUID(n int) string { return fmt.Sprintf("0e9d6c1a-7f3b-4d2e-9a5c-%012d", n) }
 
@@ -257,15 +260,15 @@ func TestCredentialRotation(t *testing.T) {
 	f := startFake(t)
 	p := f.provider(t)
 	ctx := context.Background()
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
 		t.Fatal(err)
 	}
 	f.s.RotateSecret("rotated-secret-0001")
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); !errors.Is(err, contract.ErrPermanent) {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); !errors.Is(err, contract.ErrPermanent) {
 		t.Fatalf("with the old secret ListByTag = %v, want a permanent 401", err)
 	}
 	writeFile(t, f.cfg.Regions[testRegion].TokenSecretFile, "rotated-secret-0001\n")
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.ManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
 		t.Errorf("after the file changed ListByTag = %v", err)
 	}
 }
@@ -385,7 +388,7 @@ func TestListByTagSeesTheMarkWindow(t *testing.T) {
 	if _, err := p.Create(ctx, req); err == nil || contract.ClassOf(err) != contract.ClassTransient {
 		t.Fatalf("Create with the clone's answer lost = %v, want a transient error", err)
 	}
-	for _, filter := range [][2]string{{contract.LabelManaged, contract.ManagedValue}, {contract.LabelUID, req.UID}} {
+	for _, filter := range [][2]string{{contract.LabelManaged, contract.LegacyManagedValue}, {contract.LabelUID, req.UID}} {
 		got, err := p.ListByTag(ctx, filter[0], filter[1])
 		if err != nil || len(got) != 1 {
 			t.Fatalf("ListByTag(%s, %s) = %+v, %v; want the VM in the mark window", filter[0], filter[1], got, err)

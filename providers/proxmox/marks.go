@@ -27,7 +27,7 @@ const (
 // clone API takes no tags): they make a VM recognisable as this Proxy's
 // between the clone's end and the tag write (the mark window).
 const (
-	descManaged = contract.LabelManaged + "=" + contract.ManagedValue
+	descManaged = contract.LabelManaged + "=" + contract.LegacyManagedValue
 	descUID     = contract.LabelUID + "="
 	descCreated = "egressproxies.io/created-at="
 )

@@ -547,7 +547,7 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 	var want string
 	switch key {
 	case contract.LabelManaged:
-		if value != contract.ManagedValue {
+		if value != contract.LegacyManagedValue {
 			return nil, nil
 		}
 		want = tagManaged
