@@ -36,6 +36,6 @@ func TestCallCounts(t *testing.T) {
 	}
 	count("Get (Running)", func() error { _, err := p.Get(ctx, inst.ProviderID); return err })
 	count("Get from a restarted provider", func() error { _, err := f.provider(t).Get(ctx, inst.ProviderID); return err })
-	count("ListByTag", func() error { _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); return err })
+	count("ListByTag", func() error { _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); return err })
 	count("Delete", func() error { return p.Delete(ctx, inst.ProviderID) })
 }

@@ -260,15 +260,15 @@ func TestCredentialRotation(t *testing.T) {
 	f := startFake(t)
 	p := f.provider(t)
 	ctx := context.Background()
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); err != nil {
 		t.Fatal(err)
 	}
 	f.s.RotateSecret("rotated-secret-0001")
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); !errors.Is(err, contract.ErrPermanent) {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); !errors.Is(err, contract.ErrPermanent) {
 		t.Fatalf("with the old secret ListByTag = %v, want a permanent 401", err)
 	}
 	writeFile(t, f.cfg.Regions[testRegion].TokenSecretFile, "rotated-secret-0001\n")
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); err != nil {
 		t.Errorf("after the file changed ListByTag = %v", err)
 	}
 }
@@ -334,21 +334,21 @@ func TestStateTable(t *testing.T) {
 func TestMarksRoundTrip(t *testing.T) {
 	created := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	uid := testUID(7)
-	tags := withTags("debian;template-tag", ourTags(uid, created)...)
+	tags := withTags("debian;template-tag", ourTags(testOwner, uid, created)...)
 	m := readMarks(tags, "")
-	if !m.managed || !m.tagged || m.uid != uid || !m.createdAt.Equal(created) || m.started {
+	if m.owner != testOwner || !m.tagged || m.uid != uid || !m.createdAt.Equal(created) || m.started {
 		t.Errorf("from tags %q: %+v", tags, m)
 	}
 	if !slices.Contains(splitTags(tags), "template-tag") {
 		t.Errorf("the template's tags were dropped: %q", tags)
 	}
-	m = readMarks("", description(uid, created))
-	if !m.managed || m.tagged || m.uid != uid || !m.createdAt.Equal(created) {
+	m = readMarks("", description(testOwner, uid, created))
+	if m.owner != testOwner || m.tagged || m.uid != uid || !m.createdAt.Equal(created) {
 		t.Errorf("from the description: %+v", m)
 	}
 	// pve-common's pve-tag format.
 	pveTag := regexp.MustCompile(`^(?i)[a-z0-9_][a-z0-9_\-+.]*$`)
-	for _, tag := range append(ourTags(uid, created), tagStarted) {
+	for _, tag := range append(ourTags(testOwner, uid, created), tagStarted) {
 		if !pveTag.MatchString(tag) {
 			t.Errorf("tag %q is not a PVE tag", tag)
 		}
@@ -388,13 +388,13 @@ func TestListByTagSeesTheMarkWindow(t *testing.T) {
 	if _, err := p.Create(ctx, req); err == nil || contract.ClassOf(err) != contract.ClassTransient {
 		t.Fatalf("Create with the clone's answer lost = %v, want a transient error", err)
 	}
-	for _, filter := range [][2]string{{contract.LabelManaged, contract.LegacyManagedValue}, {contract.LabelUID, req.UID}} {
+	for _, filter := range [][2]string{{contract.LabelManaged, testOwner}, {contract.LabelUID, req.UID}} {
 		got, err := p.ListByTag(ctx, filter[0], filter[1])
 		if err != nil || len(got) != 1 {
 			t.Fatalf("ListByTag(%s, %s) = %+v, %v; want the VM in the mark window", filter[0], filter[1], got, err)
 		}
-		if got[0].Name != req.Name || got[0].UID != req.UID || got[0].CreatedAt.IsZero() || got[0].State != contract.StateProvisioning {
-			t.Errorf("ListByTag(%s, %s) = %+v; want %s, UID %s, a CreatedAt, Provisioning", filter[0], filter[1], got[0], req.Name, req.UID)
+		if got[0].Name != req.Name || got[0].UID != req.UID || got[0].Owner != testOwner || got[0].CreatedAt.IsZero() || got[0].State != contract.StateProvisioning {
+			t.Errorf("ListByTag(%s, %s) = %+v; want %s, UID %s, Owner %s, a CreatedAt, Provisioning", filter[0], filter[1], got[0], req.Name, req.UID, testOwner)
 		}
 		vmid, _ := vmidOf(got[0].ProviderID)
 		if conf, _ := f.s.Config(vmid); conf["tags"] != "" {
@@ -403,5 +403,10 @@ func TestListByTagSeesTheMarkWindow(t *testing.T) {
 	}
 	if got, err := p.ListByTag(ctx, contract.LabelUID, testUID(6)); err != nil || len(got) != 0 {
 		t.Errorf("ListByTag for another UID = %+v, %v; want none", got, err)
+	}
+	for _, owner := range []string{otherOwner, contract.LegacyManagedValue} {
+		if got, err := p.ListByTag(ctx, contract.LabelManaged, owner); err != nil || len(got) != 0 {
+			t.Errorf("ListByTag(%s, %s) = %+v, %v; want none", contract.LabelManaged, owner, got, err)
+		}
 	}
 }

@@ -224,7 +224,7 @@ func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
 	if !ok {
 		return contract.NotFound(fmt.Errorf("control: no VM %d", vmid))
 	}
-	if m := readMarks(conf["tags"], conf["description"]); m.managed {
+	if m := readMarks(conf["tags"], conf["description"]); m.managed() {
 		return fmt.Errorf("VM %d carries the operator's marks; not removing it", vmid)
 	}
 	c.f.s.RemoveVM(vmid)
@@ -341,7 +341,7 @@ func (c control) Resources(context.Context) ([]string, error) {
 	for _, r := range c.f.s.Inventory() {
 		var vmid int
 		if _, err := fmt.Sscanf(r, "vm %d ", &vmid); err == nil && c.f.unmarked[vmid] {
-			if conf, ok := c.f.s.Config(vmid); ok && !readMarks(conf["tags"], conf["description"]).managed {
+			if conf, ok := c.f.s.Config(vmid); ok && !readMarks(conf["tags"], conf["description"]).managed() {
 				continue
 			}
 		}

@@ -101,7 +101,8 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 // Create clones the VM, marks it, delivers its seed and starts it
 // (create-return: blocking, each task within the task timeout). Every step
 // finds what an earlier, cut-off attempt did (template entry 10):
-//  1. find a VM of this name in the region whose marks carry this UID → resume it;
+//  1. find a VM of this name in the region whose marks carry this UID,
+//     managed by any owner (the previous release's too) → resume it;
 //  2. clone the template to a VMID derived from the UID (allocated-id,
 //     allocate-then-verify): taken → the next; a nameless clone in
 //     progress where this Proxy's VMID would be → busy (transient);
@@ -159,7 +160,8 @@ func (p *Provider) findOwn(ctx context.Context, region string, req contract.Crea
 		if err != nil {
 			return vmInfo{}, false, err
 		}
-		if v.marks.managed && v.marks.uid == req.UID {
+		// Any owner: the previous release's VMs carry the legacy one.
+		if v.marks.managed() && v.marks.uid == req.UID {
 			p.remember(region, v.vmid, v.node)
 			return v, true, nil
 		}
@@ -203,7 +205,7 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 		attempts++
 		var upid pve.UPID
 		err := p.callWithin(ctx, pl.region, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c conn) error {
-			opts := &pve.VirtualMachineCloneOptions{NewID: vmid, Name: req.Name, Description: description(req.UID, created), Full: pve.IntOrBool(p.cfg.FullClone)}
+			opts := &pve.VirtualMachineCloneOptions{NewID: vmid, Name: req.Name, Description: description(req.Owner, req.UID, created), Full: pve.IntOrBool(p.cfg.FullClone)}
 			if p.cfg.FullClone {
 				opts.Storage = pl.zone.Storage
 			}
@@ -251,7 +253,7 @@ func (p *Provider) claimed(ctx context.Context, region, node string, vmid int, u
 		return vmInfo{}, false, nil
 	case err != nil:
 		return vmInfo{}, false, err
-	case v.marks.managed && v.marks.uid == uid:
+	case v.marks.managed() && v.marks.uid == uid:
 		p.remember(region, vmid, node)
 		return v, true, nil
 	case v.lock() == "clone" && v.name() == "":
@@ -318,7 +320,7 @@ func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequ
 	if created.IsZero() {
 		created = time.Now()
 	}
-	tags := withTags(v.confString("tags"), ourTags(req.UID, created)...)
+	tags := withTags(v.confString("tags"), ourTags(v.marks.owner, req.UID, created)...)
 	err := p.call(ctx, pl.region, "ConfigureVM", func(ctx context.Context, c conn) error {
 		return newVM(c.api, v.node, v.vmid).ConfigSync(ctx,
 			pve.VirtualMachineOption{Name: "cores", Value: pl.machine.Cores},
@@ -374,7 +376,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	if !v.marks.managed && v.lock() != "destroyed" {
+	if !v.marks.managed() && v.lock() != "destroyed" {
 		return contract.Instance{}, contract.NotFound(fmt.Errorf("VM %d in region %s carries no egress-proxies marks: not this operator's", vmid, region))
 	}
 	ip := ""
@@ -459,7 +461,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	case v.lock() == "destroyed":
 		log.V(contract.LogStep).Info("instance is already being destroyed")
 		return p.deleteSeeds(ctx, region, id)
-	case !v.marks.managed:
+	case !v.marks.managed():
 		log.Info("VM carries no egress-proxies marks; not deleting it", "vmid", id)
 		return nil
 	}
@@ -535,7 +537,8 @@ func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) err
 }
 
 // ListByTag lists each region's VMs in one call and keeps those whose tags
-// carry the mark (list-partial: fail-whole). PVE cannot filter by tag on
+// carry the mark with exactly this value (list-partial: fail-whole): an
+// Owner is its owner tag, LegacyManagedValue the managed tag without one. PVE cannot filter by tag on
 // the server. The state comes from the list (no guest agent call per VM):
 // a running VM is Provisioning here; Get reports Running with its address.
 //
@@ -544,17 +547,17 @@ func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) err
 // Create cut off before the tag write. Its config is read, so the garbage
 // collector sees it too; outside the window the range holds none.
 func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
-	var want string
+	var matches func(marks) bool
 	switch key {
 	case contract.LabelManaged:
-		if value != contract.LegacyManagedValue {
-			return nil, nil
-		}
-		want = tagManaged
+		matches = func(m marks) bool { return m.owner == value }
 	case contract.LabelUID:
-		want = tagUID + value
+		matches = func(m marks) bool { return m.uid == value }
 	default:
 		return nil, contract.InvalidField("key", key, "one of "+contract.LabelManaged+", "+contract.LabelUID)
+	}
+	if value == "" {
+		return nil, nil
 	}
 	var out []contract.Instance
 	for _, region := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
@@ -576,15 +579,15 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 				if err != nil {
 					return nil, err
 				}
-				if found && (key == contract.LabelManaged || v.marks.uid == value) {
+				if found && matches(v.marks) {
 					out = append(out, p.instance(v, ""))
 				}
 				continue
 			}
-			if !slices.Contains(tags, want) {
+			m := readMarks(r.Tags, "")
+			if !matches(m) {
 				continue
 			}
-			m := readMarks(r.Tags, "")
 			v := vmInfo{region: region, node: r.Node, vmid: int(r.VMID), status: vmStatus{Name: r.Name, Status: r.Status}, marks: m}
 			p.remember(region, v.vmid, r.Node)
 			out = append(out, p.instance(v, ""))
@@ -602,7 +605,7 @@ func (p *Provider) inMarkWindow(ctx context.Context, region string, r *pve.Clust
 		return vmInfo{}, false, nil
 	case err != nil:
 		return vmInfo{}, false, err
-	case !v.marks.managed || v.marks.uid == "" || v.lock() == "destroyed":
+	case !v.marks.managed() || v.marks.uid == "" || v.lock() == "destroyed":
 		return vmInfo{}, false, nil
 	}
 	p.remember(region, v.vmid, v.node)
@@ -612,7 +615,7 @@ func (p *Provider) inMarkWindow(ctx context.Context, region string, r *pve.Clust
 func (p *Provider) instance(v vmInfo, ip string) contract.Instance {
 	state := v.state(ip)
 	inst := contract.Instance{ProviderID: ids.Format(v.region, strconv.Itoa(v.vmid)), Name: v.name(), State: state,
-		UID: v.marks.uid, CreatedAt: v.marks.createdAt}
+		UID: v.marks.uid, Owner: v.marks.owner, CreatedAt: v.marks.createdAt}
 	if state == contract.StateRunning {
 		inst.IP = ip
 	}
