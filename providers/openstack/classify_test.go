@@ -68,7 +68,7 @@ func TestClassify(t *testing.T) {
 	}()
 
 	p := c.provider(t)
-	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, contract.LegacyManagedValue); err != nil {
+	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, testOwner); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := p.session(context.Background(), "one")

@@ -177,8 +177,8 @@ func (k control) CreateUnstarted(_ context.Context, req contract.CreateRequest) 
 	}
 	id := k.c.fake.CreateServer(osfake.ServerSpec{
 		Name: req.Name, Region: pl.region.Name, Held: true,
-		Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
-		Metadata: map[string]string{contract.LabelManaged: contract.LegacyManagedValue, contract.LabelUID: req.UID},
+		Tags:     markTags(req),
+		Metadata: markMetadata(req),
 		UserData: base64.StdEncoding.EncodeToString(req.CloudInit),
 	})
 	return ids.Format(pl.regionKey, id), nil

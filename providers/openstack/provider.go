@@ -9,7 +9,9 @@ package openstack
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -31,11 +33,19 @@ const Type = "openstack"
 // The marks. Nova tags cannot hold "/" or "," and are at most 60
 // characters, so the contract's keys are mapped (gc-mark: native-labels;
 // ListByTag filters on them with tags=); metadata carries the contract's
-// own keys and values beside them, for people reading the server.
+// own keys and values beside them: LabelManaged's value, the Owner, is
+// read from there, as a long Owner's tag holds only part of it.
+//
+// tagManaged is on every server this operator made, whatever its
+// release; tagOwnerPrefix+<owner> names the install and entry that made
+// it (see ownerTag). A server with tagManaged and no owner tag was made
+// before marks named their owner (contract v0.2); its metadata says
+// "true", contract.LegacyManagedValue.
 const (
-	tagManaged   = "egressproxies-managed"
-	tagUIDPrefix = "egressproxies-uid-"
-	maxTag       = 60
+	tagManaged     = "egressproxies-managed"
+	tagOwnerPrefix = "egressproxies-owner-"
+	tagUIDPrefix   = "egressproxies-uid-"
+	maxTag         = 60
 	// maxUID is the longest UID a tag can hold; a Kubernetes UID has 36
 	// characters.
 	maxUID = maxTag - len(tagUIDPrefix)
@@ -62,9 +72,10 @@ var (
 
 // Create finds the Proxy's server or boots it (create-return: submit;
 // each step resumes a cut-off attempt, template entry 10):
-//  1. list the region's servers tagged with the marks (tags=); one of
-//     this name that is not being deleted → resume; an unmarked server of
-//     the same name is never listed, so never adopted;
+//  1. list the region's servers tagged with the marks (tags=), managed
+//     by any owner (the previous release's too); one of this name that is
+//     not being deleted → resume; an unmarked server of the same name is
+//     never listed, so never adopted;
 //  2. resolve the flavor and image by name (cached);
 //  3. create it, with the marks as tags and metadata and the cloud-init as
 //     user_data, in one request (microversion 2.52);
@@ -113,8 +124,8 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 			// valid base64 as they are, which would hand such a
 			// cloud-init to the guest decoded.
 			UserData: []byte(base64.StdEncoding.EncodeToString(req.CloudInit)),
-			Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
-			Metadata: map[string]string{contract.LabelManaged: contract.LegacyManagedValue, contract.LabelUID: req.UID},
+			Tags:     markTags(req),
+			Metadata: markMetadata(req),
 		}, nil).Extract()
 		if err != nil {
 			return err
@@ -306,14 +317,20 @@ func (p *Provider) deleteServer(ctx context.Context, regionKey, id string) error
 }
 
 // ListByTag lists, region by region, the servers carrying the mark; Nova
-// filters on the tags (list-partial: fail-whole).
+// filters on the tags (list-partial: fail-whole). A LabelManaged list
+// keeps only servers whose metadata holds exactly the value: an Owner's
+// tag may be shared by another long Owner (ownerTag), and the legacy list
+// asks Nova for every managed server, as no tag tells a legacy one.
 func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
 	var tags string
 	switch {
 	case key == contract.LabelManaged && value == contract.LegacyManagedValue:
 		tags = tagManaged
 	case key == contract.LabelManaged:
-		return nil, nil
+		if value == "" || strings.ContainsAny(value, ",/") {
+			return nil, contract.InvalidField("value", value, "an Owner: a DNS-1123 label")
+		}
+		tags = tagManaged + "," + ownerTag(value)
 	case key == contract.LabelUID:
 		if value == "" || len(value) > maxUID || strings.ContainsAny(value, ",/") {
 			return nil, contract.InvalidField("value", value, fmt.Sprintf("a UID of at most %d characters without ',' or '/'", maxUID))
@@ -329,6 +346,9 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			return nil, err
 		}
 		for _, s := range found {
+			if key == contract.LabelManaged && ownerOf(s) != value {
+				continue
+			}
 			out = append(out, instance(regionKey, s))
 		}
 	}
@@ -378,6 +398,34 @@ func (p *Provider) parse(providerID string) (string, string, error) {
 	return regionKey, id, nil
 }
 
+// markTags are the tags Create writes: the managed tag, the owner's and
+// the UID's.
+func markTags(req contract.CreateRequest) []string {
+	return []string{tagManaged, ownerTag(req.Owner), tagUIDPrefix + req.UID}
+}
+
+// markMetadata is the metadata Create writes: the contract's marks as they
+// are.
+func markMetadata(req contract.CreateRequest) map[string]string {
+	return map[string]string{contract.LabelManaged: req.Owner, contract.LabelUID: req.UID}
+}
+
+// ownerTag is the owner's tag: the Owner whole when it fits Nova's 60
+// characters (an Owner of up to 40), else its first 31 characters, '-'
+// and 8 hex digits of its SHA-256, so Owners sharing a long prefix still
+// get tags of their own. ListByTag checks the whole Owner in the metadata.
+func ownerTag(owner string) string {
+	if len(tagOwnerPrefix)+len(owner) <= maxTag {
+		return tagOwnerPrefix + owner
+	}
+	sum := sha256.Sum256([]byte(owner))
+	keep := maxTag - len(tagOwnerPrefix) - 1 - 8
+	return tagOwnerPrefix + owner[:keep] + "-" + hex.EncodeToString(sum[:4])
+}
+
+// ownerOf reads LabelManaged's value back from the server's metadata.
+func ownerOf(s servers.Server) string { return s.Metadata[contract.LabelManaged] }
+
 func owned(s servers.Server, uid string) bool {
 	return s.Tags != nil && containsAll(*s.Tags, []string{tagManaged, tagUIDPrefix + uid})
 }
@@ -399,7 +447,7 @@ func instance(regionKey string, s servers.Server) contract.Instance {
 	state, ip, msg := stateOf(s)
 	return contract.Instance{
 		ProviderID: ids.Format(regionKey, s.ID), Name: s.Name, State: state, IP: ip,
-		UID: uidOf(s), CreatedAt: s.Created, Message: msg,
+		UID: uidOf(s), Owner: ownerOf(s), CreatedAt: s.Created, Message: msg,
 	}
 }
 

@@ -73,12 +73,12 @@ func TestCreateMarksTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := named(c, req.Name)[0]
-	for _, tag := range []string{"egressproxies-managed", "egressproxies-uid-" + req.UID} {
+	for _, tag := range []string{"egressproxies-managed", "egressproxies-owner-" + req.Owner, "egressproxies-uid-" + req.UID} {
 		if !strings.Contains(strings.Join(s.Tags, ","), tag) || len(tag) > 60 {
 			t.Errorf("tags %v: missing or too long %q", s.Tags, tag)
 		}
 	}
-	if s.Metadata[contract.LabelManaged] != "true" || s.Metadata[contract.LabelUID] != req.UID {
+	if s.Metadata[contract.LabelManaged] != req.Owner || s.Metadata[contract.LabelUID] != req.UID {
 		t.Errorf("metadata %v lacks the marks", s.Metadata)
 	}
 }
@@ -185,7 +185,7 @@ func TestCredentialRotation(t *testing.T) {
 	c.writeClouds(t, appCredClouds(c.fake.AuthURL(), "an-old-secret"))
 	p := c.provider(t)
 	ctx := context.Background()
-	_, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue)
+	_, err := p.ListByTag(ctx, contract.LabelManaged, testOwner)
 	if !errors.Is(err, contract.ErrPermanent) || strings.Contains(err.Error(), "an-old-secret") {
 		t.Fatalf("ListByTag with a refused credential = %v, want ErrPermanent without the secret", err)
 	}
@@ -193,7 +193,7 @@ func TestCredentialRotation(t *testing.T) {
 		t.Errorf("Check with a refused credential = %+v, want credentials Unauthenticated", r)
 	}
 	c.writeClouds(t, passwordClouds(c.fake.AuthURL(), testPassword))
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); err != nil {
 		t.Fatalf("ListByTag after the rotation: %v", err)
 	}
 	if r := p.Check(ctx)[0]; !r.OK || r.Details["method"] != "password" {
@@ -206,11 +206,11 @@ func TestExpiredTokenIsRenewed(t *testing.T) {
 	c := startCloud(t)
 	p := c.provider(t)
 	ctx := context.Background()
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); err != nil {
 		t.Fatal(err)
 	}
 	c.fake.ExpireTokens()
-	if _, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue); err != nil {
+	if _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); err != nil {
 		t.Errorf("ListByTag after the token expired: %v", err)
 	}
 }
@@ -228,7 +228,7 @@ func TestListByTagCoversEveryRegion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := p.ListByTag(ctx, contract.LabelManaged, contract.LegacyManagedValue)
+	got, err := p.ListByTag(ctx, contract.LabelManaged, testOwner)
 	if err != nil || len(got) != 2 || !strings.HasPrefix(got[0].ProviderID, "one/") || !strings.HasPrefix(got[1].ProviderID, "two/") {
 		t.Errorf("ListByTag = %+v, %v; want one server in each region", got, err)
 	}
@@ -317,7 +317,7 @@ func TestCallsDoNotQueueBehindALogin(t *testing.T) {
 	p := c.provider(t)
 	first := make(chan error, 1)
 	go func() {
-		_, err := p.ListByTag(context.Background(), contract.LabelManaged, contract.LegacyManagedValue)
+		_, err := p.ListByTag(context.Background(), contract.LabelManaged, testOwner)
 		first <- err
 	}()
 	<-entered

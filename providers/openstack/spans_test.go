@@ -18,7 +18,7 @@ func TestHTTPRequestsAreChildSpans(t *testing.T) {
 	p := c.provider(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, contract.LegacyManagedValue); err != nil {
+	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, testOwner); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(rec.Ended()); n != 0 {
