@@ -134,6 +134,7 @@ var (
 	_ contracttest.Inventory          = control{}
 	_ contracttest.CallCutter         = control{}
 	_ contracttest.Resetter           = control{}
+	_ contracttest.LegacyCreator      = control{}
 )
 
 func serverID(providerID string) (string, error) {
@@ -182,6 +183,27 @@ func (k control) CreateUnstarted(_ context.Context, req contract.CreateRequest) 
 		UserData: base64.StdEncoding.EncodeToString(req.CloudInit),
 	})
 	return ids.Format(pl.regionKey, id), nil
+}
+
+// CreateLegacy makes the server as the previous release (contract v0.2)
+// did: the managed and UID tags, no owner tag, metadata "managed: true".
+// Its build runs as Create's does.
+func (k control) CreateLegacy(_ context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	p, err := New(k.c.cfg)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	pl, err := p.plan(req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	id := k.c.fake.CreateServer(osfake.ServerSpec{
+		Name: req.Name, Region: pl.region.Name,
+		Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
+		Metadata: map[string]string{contract.LabelManaged: contract.LegacyManagedValue, contract.LabelUID: req.UID},
+		UserData: base64.StdEncoding.EncodeToString(req.CloudInit),
+	})
+	return contract.Instance{ProviderID: ids.Format(pl.regionKey, id)}, nil
 }
 
 // Lock holds the server's build (task_state spawning).

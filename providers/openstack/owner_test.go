@@ -2,7 +2,6 @@ package openstack
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
-	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
 )
 
 // otherOwner is a second install (or entry) sharing the fake cloud.
@@ -103,13 +101,11 @@ func TestLegacyServer(t *testing.T) {
 	p := c.provider(t)
 	ctx := context.Background()
 	req := request("proxy-legacy")
-	id := c.fake.CreateServer(osfake.ServerSpec{
-		Name: req.Name, Region: "RegionOne",
-		Tags:     []string{"egressproxies-managed", "egressproxies-uid-" + req.UID},
-		Metadata: map[string]string{contract.LabelManaged: "true", contract.LabelUID: req.UID},
-		UserData: base64.StdEncoding.EncodeToString(req.CloudInit),
-	})
-	legacy := contract.Instance{ProviderID: ids.Format("one", id), Owner: contract.LegacyManagedValue}
+	made, err := control{c}.CreateLegacy(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := contract.Instance{ProviderID: made.ProviderID, Owner: contract.LegacyManagedValue}
 	assertListed(t, p, contract.LabelManaged, contract.LegacyManagedValue, legacy)
 	assertListed(t, p, contract.LabelManaged, testOwner)
 	assertListed(t, p, contract.LabelUID, req.UID, legacy)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kdomanski/iso9660"
+	pve "github.com/luthermonson/go-proxmox"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
@@ -126,6 +128,7 @@ var (
 	_ contracttest.Inventory          = control{}
 	_ contracttest.CallCutter         = control{}
 	_ contracttest.Resetter           = control{}
+	_ contracttest.LegacyCreator      = control{}
 )
 
 func vmidOf(providerID string) (int, error) {
@@ -232,6 +235,38 @@ func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
 	defer c.f.mu.Unlock()
 	delete(c.f.unmarked, vmid)
 	return nil
+}
+
+// CreateLegacy makes the VM as the previous release (contract v0.2) left
+// it: Create's steps, then the marks as that release wrote them, through
+// the PVE API — no owner tag, "managed=true" in the description.
+func (c control) CreateLegacy(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	p, err := New(c.f.cfg)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	inst, err := p.Create(ctx, req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	vmid, err := vmidOf(inst.ProviderID)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	conf, ok := c.f.s.Config(vmid)
+	if !ok {
+		return contract.Instance{}, fmt.Errorf("control: no VM %d", vmid)
+	}
+	tags := slices.DeleteFunc(splitTags(conf["tags"]), func(t string) bool { return strings.HasPrefix(t, tagOwner) })
+	desc := strings.Replace(conf["description"], descManaged+req.Owner+"\n", descManaged+contract.LegacyManagedValue+"\n", 1)
+	api, _, _, err := p.regions[req.Placement.Region].client()
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	err = newVM(api, c.f.s.Node(vmid), vmid).ConfigSync(ctx,
+		pve.VirtualMachineOption{Name: "tags", Value: strings.Join(tags, ";")},
+		pve.VirtualMachineOption{Name: "description", Value: desc})
+	return inst, err
 }
 
 // CutCall loses the n-th API call from now, before or after it took effect.

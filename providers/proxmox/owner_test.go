@@ -70,8 +70,8 @@ func TestOwnersDoNotListEachOther(t *testing.T) {
 	assertDistinct(t, f, []contract.Instance{mine, theirs})
 }
 
-// A VM made by the previous release carries the bare managed tag and
-// "managed=true" in its description: it is listed by LegacyManagedValue
+// A VM made by the previous release carries the managed tag without an
+// owner tag and "managed=true" in its description: it is listed by LegacyManagedValue
 // and by its UID, never by an Owner, Get reads its Owner as "true", and a
 // Create of its name and UID from this release adopts it, marks unchanged.
 func TestLegacyVM(t *testing.T) {
@@ -79,8 +79,11 @@ func TestLegacyVM(t *testing.T) {
 	p := f.provider(t)
 	ctx := context.Background()
 	req := request("legacy", testUID(23))
-	vmid := f.legacyVM(t, req, true)
-	id := ids.Format(testRegion, fmt.Sprint(vmid))
+	made, err := control{f}.CreateLegacy(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := made.ProviderID
 	legacy := contract.Instance{ProviderID: id, Owner: contract.LegacyManagedValue}
 
 	assertListed(t, p, contract.LabelManaged, contract.LegacyManagedValue, legacy)
@@ -107,7 +110,7 @@ func TestLegacyVMInTheMarkWindow(t *testing.T) {
 	p := f.provider(t)
 	ctx := context.Background()
 	req := request("legacy-window", testUID(24))
-	vmid := f.legacyVM(t, req, false)
+	vmid := f.legacyClone(t, req)
 	id := ids.Format(testRegion, fmt.Sprint(vmid))
 	legacy := contract.Instance{ProviderID: id, Owner: contract.LegacyManagedValue}
 	assertListed(t, p, contract.LabelManaged, contract.LegacyManagedValue, legacy)
@@ -126,13 +129,12 @@ func TestLegacyVMInTheMarkWindow(t *testing.T) {
 	assertListed(t, p, contract.LabelManaged, testOwner)
 }
 
-// legacyVM makes the VM the previous release (contract v0.2) made for req,
-// through the PVE API as that release did: a clone to a VMID of the range
-// whose description carries "managed=true" and, when tagged, the tags
-// written after it.
-func (f *fake) legacyVM(t *testing.T, req contract.CreateRequest, tagged bool) int {
+// legacyClone makes the VM the previous release (contract v0.2) left when
+// its Create was cut off in the mark window, through the PVE API as that
+// release did: a clone to a VMID of the range whose description carries
+// "managed=true", no tags yet.
+func (f *fake) legacyClone(t *testing.T, req contract.CreateRequest) int {
 	t.Helper()
-	ctx := context.Background()
 	zone := f.cfg.Regions[testRegion].Zones[req.Placement.Zone]
 	vmid := f.cfg.Regions[testRegion].VMIDs.Min + 50
 	created := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
@@ -140,19 +142,13 @@ func (f *fake) legacyVM(t *testing.T, req contract.CreateRequest, tagged bool) i
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = newVM(api, zone.Node, templateVMID).Clone(ctx, &pve.VirtualMachineCloneOptions{NewID: vmid, Name: req.Name,
+	_, _, err = newVM(api, zone.Node, templateVMID).Clone(context.Background(), &pve.VirtualMachineCloneOptions{NewID: vmid, Name: req.Name,
 		Description: "Egress proxy managed by egress-proxies-operator; do not edit the lines below.\n" +
 			"egressproxies.io/managed=true\negressproxies.io/proxy-uid=" + req.UID + "\negressproxies.io/created-at=" + created.Format(time.RFC3339) + "\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.s.WaitTasks()
-	if tagged {
-		tags := fmt.Sprintf("egressproxies-managed;egressproxies-uid-%s;egressproxies-ctime-%d", req.UID, created.Unix())
-		if err := newVM(api, zone.Node, vmid).ConfigSync(ctx, pve.VirtualMachineOption{Name: "tags", Value: tags}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return vmid
 }
 
