@@ -40,4 +40,9 @@ const (
 	// open the proxy to all of IPv4 or IPv6, or leave the networks the
 	// operator's config allows.
 	ReasonAllowedClientsRefused = "AllowedClientsRefused"
+
+	// ReasonServiceConflict: a Service or EndpointSlice of the Proxy's name
+	// exists that the operator did not create; it is left untouched, and
+	// the message names it and its owner.
+	ReasonServiceConflict = "ServiceConflict"
 )

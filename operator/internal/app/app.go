@@ -77,6 +77,7 @@ func Run(ctx context.Context, o Options) error {
 	scheme := NewScheme()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  controller.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.ProbeAddr,
 		LeaderElection:         o.LeaderElect,
@@ -87,7 +88,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	events := mgr.GetEventRecorder("egress-proxies-operator")
 	if err := (&controller.ProxyReconciler{
-		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)

@@ -38,14 +38,15 @@ const Finalizer = "egressproxies.io/instances"
 // reachable through a Service; and removes it when the Proxy goes.
 type ProxyReconciler struct {
 	client.Client
-	// SecretReader reads cloud-init Secrets straight from the API server, so
+	// APIReader reads straight from the API server: cloud-init Secrets, so
 	// the operator neither caches nor watches every Secret in the cluster
-	// (and needs only get on them).
-	SecretReader client.Reader
-	Scheme       *runtime.Scheme
-	Recorder     recorder.EventRecorder
-	Providers    *providers.Set
-	Prober       probe.Prober
+	// (and needs only get on them), and the Services and EndpointSlices the
+	// narrowed cache does not hold (CacheOptions).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  recorder.EventRecorder
+	Providers *providers.Set
+	Prober    probe.Prober
 	// DefaultAllowedClients is what a Proxy without allowedClients allows.
 	DefaultAllowedClients []string
 	// AllowedClientsWithin, when set, bounds every Proxy's allowedClients:
@@ -336,8 +337,12 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 
 // serviceError records that the Service or EndpointSlice could not be
 // written (a full ClusterIP range, say), so the Proxy says why it is not
-// Ready, and retries through the controller's back-off.
+// Ready, and retries through the controller's back-off. One that is
+// someone else's is a conflict (reportConflict).
 func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Proxy, ro role, err error) (ctrl.Result, error) {
+	if conflict := asConflict(err); conflict != nil {
+		return r.reportConflict(ctx, proxy, conflict)
+	}
 	r.setProgress(proxy, ro, v1alpha1.ReasonServiceUnavailable, err.Error())
 	r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, "Serve", err.Error())
 	if werr := r.writeStatus(ctx, proxy); werr != nil {
@@ -448,7 +453,7 @@ func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Pro
 func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) (data []byte, user bool, err error) {
 	if ref := proxy.Spec.CloudInit; ref != nil {
 		var secret corev1.Secret
-		if err := r.SecretReader.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, true, fmt.Errorf("spec.cloudInit: Secret %q not found", ref.Name)
 			}

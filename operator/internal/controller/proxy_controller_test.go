@@ -306,7 +306,8 @@ func TestProxiesByPhaseMetric(t *testing.T) {
 
 // A Service the operator may not take over (another controller owns it)
 // keeps the Proxy from Ready, and the Proxy says why; once it is gone the
-// Proxy becomes Ready.
+// Proxy becomes Ready (the operator looks again at each resync: the
+// Service is not in its cache).
 func TestServiceConflictIsReportedThenResolved(t *testing.T) {
 	ctx := context.Background()
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "svc-owner", Namespace: "default"}}
@@ -324,9 +325,7 @@ func TestServiceConflictIsReportedThenResolved(t *testing.T) {
 	}
 	p := newProxy(t, "taken", nil)
 	bootGuest(t, p, current)
-	eventually(t, "ServiceUnavailable is reported", func() bool {
-		return readyCondition(get(t, p)).Reason == v1alpha1.ReasonServiceUnavailable
-	})
+	waitConflict(t, p, "Service default/taken", "controlled by ConfigMap svc-owner")
 	if err := k8s.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}

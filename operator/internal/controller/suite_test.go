@@ -24,6 +24,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -62,6 +63,11 @@ var (
 	// eventRecorder is the manager's event recorder, for the runnables a test
 	// drives by hand.
 	eventRecorder recorder.EventRecorder
+	// mgrCache is the manager's cache: what the reconciler reads.
+	mgrCache cache.Cache
+	// secretCut stands between the reconciler's uncached reader and the
+	// API server, and fails the reads of the Secrets a test cuts.
+	secretCut *apiCut
 )
 
 // logBuffer keeps every log line the operator writes, for the sentinel test.
@@ -142,14 +148,27 @@ func run(m *testing.M, cfg *rest.Config) int {
 	defer func() { _ = listener.Close() }()
 	proxyUp.Store(true)
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	eventRecorder = mgr.GetEventRecorder("egress-proxies-operator")
+	mgrCache = mgr.GetCache()
+	cut, cutConfig, err := startAPICut(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cut.close()
+	secretCut = cut
+	apiReader, err := client.New(cutConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := (&ProxyReconciler{
-		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: eventRecorder,
+		Client: mgr.GetClient(), APIReader: apiReader, Scheme: scheme, Recorder: eventRecorder,
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		// Every VM's address leads to the local stand-in: the probe runs
 		// for real, over loopback only.
