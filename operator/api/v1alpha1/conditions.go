@@ -45,4 +45,7 @@ const (
 	// exists that the operator did not create; it is left untouched, and
 	// the message names it and its owner.
 	ReasonServiceConflict = "ServiceConflict"
+	// ReasonCloudInitForbidden: the operator may not read the cloud-init
+	// Secret; the message names the RoleBinding that would let it.
+	ReasonCloudInitForbidden = "CloudInitForbidden"
 )

@@ -53,6 +53,9 @@ type ProxyReconciler struct {
 	// each network must lie inside one of these.
 	AllowedClientsWithin []netip.Prefix
 	Timing               Timing
+	// self is who the operator is to the API server, for the RoleBinding a
+	// Forbidden read of a cloud-init Secret asks for.
+	self selfName
 }
 
 // Timing holds the reconciler's waits; zero values take the defaults.
@@ -159,8 +162,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	cloudInit, userCloudInit, err := r.cloudInit(ctx, &proxy)
 	if err != nil {
-		r.setNotReady(&proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
-		return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, &proxy)
+		return r.cloudInitError(ctx, &proxy, err)
 	}
 	var user []byte
 	if userCloudInit {
@@ -457,7 +459,7 @@ func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) 
 			if apierrors.IsNotFound(err) {
 				return nil, true, fmt.Errorf("spec.cloudInit: Secret %q not found", ref.Name)
 			}
-			return nil, true, fmt.Errorf("spec.cloudInit: reading Secret %q: %w", ref.Name, err)
+			return nil, true, &secretReadError{name: ref.Name, err: err}
 		}
 		data, ok := secret.Data[ref.Key]
 		if !ok {
