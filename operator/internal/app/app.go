@@ -44,6 +44,9 @@ type Options struct {
 	MetricsAddr, ProbeAddr string
 	// LeaderElect elects one active replica.
 	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease; empty is the operator's own
+	// namespace when it runs in a Pod.
+	LeaderElectionNamespace string
 	// Prober checks proxies; nil is the real HTTP probe.
 	Prober probe.Prober
 	// Timing overrides the reconciler's waits; zero values are the defaults.
@@ -76,12 +79,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	scheme := NewScheme()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  controller.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress: o.ProbeAddr,
-		LeaderElection:         o.LeaderElect,
-		LeaderElectionID:       "egress-proxies-operator.egressproxies.io",
+		Scheme:                  scheme,
+		Cache:                   controller.CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "egress-proxies-operator.egressproxies.io",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
