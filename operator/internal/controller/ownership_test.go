@@ -31,6 +31,37 @@ func create(t *testing.T, obj client.Object) {
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
 }
 
+// collectOwned does what Kubernetes' garbage collector, which envtest
+// does not run, does once a Proxy is gone: it deletes the Services and
+// EndpointSlices whose owner references name the Proxy's UID. A later
+// Proxy of the same name then meets no leftover of this one.
+func collectOwned(t *testing.T, p *v1alpha1.Proxy) {
+	t.Helper()
+	ctx := context.Background()
+	var services corev1.ServiceList
+	var endpointSlices discoveryv1.EndpointSliceList
+	if err := k8s.List(ctx, &services, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.List(ctx, &endpointSlices, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var owned []client.Object
+	for i := range services.Items {
+		owned = append(owned, &services.Items[i])
+	}
+	for i := range endpointSlices.Items {
+		owned = append(owned, &endpointSlices.Items[i])
+	}
+	for _, obj := range owned {
+		if ownedBy(obj, p) {
+			if err := k8s.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				t.Errorf("collecting %s: %v", obj.GetName(), err)
+			}
+		}
+	}
+}
+
 // userService is a Service someone made by hand: a selector, a port of
 // its own, no owner.
 func userService(namespace, name string) *corev1.Service {
@@ -120,9 +151,9 @@ func TestUserServiceIsNeverTakenOver(t *testing.T) {
 		t.Errorf("an EndpointSlice %s feeds the user's Service (err %v): %+v", svc.Name, err, slice)
 	}
 
+	// deleteProxy also collects what the Proxy owns, as Kubernetes'
+	// garbage collector would: the user's Service must not be among it.
 	deleteProxy(t, p)
-	// envtest runs no garbage collector: the ownerReferences, checked by
-	// untouched, are what would have it delete the Service.
 	untouched("after the Proxy is deleted")
 }
 
@@ -226,7 +257,11 @@ func slicesContainPrefix(list []string, prefix string) bool {
 // made, and none of anyone else's, in any namespace.
 func TestCacheHoldsOnlyTheOperatorsObjects(t *testing.T) {
 	ctx := context.Background()
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}})
+	// Kept: envtest runs no namespace controller, so a deleted namespace
+	// would stay Terminating.
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	create(t, userService("elsewhere", "web"))
 	create(t, userSlice("elsewhere", "web-abcde", "web"))
 	create(t, userService(testNamespace, "web"))

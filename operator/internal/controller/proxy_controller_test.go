@@ -311,9 +311,7 @@ func TestProxiesByPhaseMetric(t *testing.T) {
 func TestServiceConflictIsReportedThenResolved(t *testing.T) {
 	ctx := context.Background()
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "svc-owner", Namespace: "default"}}
-	if err := k8s.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
+	create(t, foreign)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: "default", OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "v1", Kind: "ConfigMap", Name: foreign.Name, UID: foreign.UID, Controller: ptr.To(true),

@@ -342,6 +342,7 @@ func deleteProxy(t *testing.T, p *v1alpha1.Proxy) {
 		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), &v1alpha1.Proxy{})
 		return client.IgnoreNotFound(err) == nil && err != nil
 	})
+	collectOwned(t, p)
 }
 
 // get returns the Proxy's current state.
