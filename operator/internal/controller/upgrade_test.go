@@ -20,7 +20,6 @@ import (
 // bytes, no cloudInitHash. (On the v0.1 code the same status, a hash the
 // running operator does not compute, started a replacement at once.)
 func TestUpgradeWithANewTemplateReplacesNothing(t *testing.T) {
-	ctx := context.Background()
 	p := newProxy(t, "upgrade-template", nil)
 	bootGuest(t, p, current)
 	served := waitReady(t, p).Status.Instance.DeepCopy()
@@ -30,7 +29,7 @@ func TestUpgradeWithANewTemplateReplacesNothing(t *testing.T) {
 		got := get(t, p)
 		got.Status.Instance.SpecHash = legacySpecHash(&got.Spec, oldTemplate)
 		got.Status.Instance.CloudInitHash = ""
-		return k8s.Status().Update(ctx, got)
+		return k8s.Status().Update(context.Background(), got)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestUpgradeWithANewTemplateReplacesNothing(t *testing.T) {
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got := get(t, p)
 		metav1.SetMetaDataAnnotation(&got.ObjectMeta, RollAnnotation, "2026-11-30")
-		return k8s.Update(ctx, got)
+		return k8s.Update(context.Background(), got)
 	}); err != nil {
 		t.Fatal(err)
 	}
