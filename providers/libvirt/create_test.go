@@ -23,7 +23,7 @@ func TestFailedDefineLeavesNoVolumes(t *testing.T) {
 	b.mu.Lock()
 	b.faults["DefineDomain"] = []error{b.provoke(contract.ErrPermanent)}
 	b.mu.Unlock()
-	req := contract.CreateRequest{Name: "egress-define-fails", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000bb", Port: 3128,
+	req := contract.CreateRequest{Name: "egress-define-fails", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000bb", Owner: testOwner, Port: 3128,
 		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
 	if _, err := p.Create(context.Background(), req); !errors.Is(err, contract.ErrPermanent) {
 		t.Fatalf("Create with the define refused = %v, want ErrPermanent", err)
@@ -47,7 +47,7 @@ func TestFailedDefineLeavesNoVolumes(t *testing.T) {
 func TestStartLosingARaceIsDone(t *testing.T) {
 	b := newTestBackend(t)
 	p := b.provider(t)
-	req := contract.CreateRequest{Name: "egress-start-race", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000cc", Port: 3128,
+	req := contract.CreateRequest{Name: "egress-start-race", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000cc", Owner: testOwner, Port: 3128,
 		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
 	id, err := control{b}.CreateUnstarted(context.Background(), req)
 	if err != nil {
@@ -86,7 +86,7 @@ func TestCreatesOfOneInstanceTakeTurns(t *testing.T) {
 		}
 		return b.call(ctx, c, run)
 	}
-	req := contract.CreateRequest{Name: "egress-take-turns", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000dd", Port: 3128,
+	req := contract.CreateRequest{Name: "egress-take-turns", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000dd", Owner: testOwner, Port: 3128,
 		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
 	release := b.images.Stall()
 	first := make(chan error, 1)

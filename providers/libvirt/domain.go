@@ -102,7 +102,7 @@ func (d domain) active() bool {
 }
 
 func (d domain) owned(uid string) bool {
-	return d.marks.Managed == contract.ManagedValue && d.marks.UID == uid
+	return d.marks.Managed == contract.LegacyManagedValue && d.marks.UID == uid
 }
 
 func (d domain) instance(region string) contract.Instance {
@@ -190,7 +190,7 @@ func (p *Provider) address(ctx context.Context, dom *libvirt.Domain) string {
 // (entropy for a guest that boots without KVM), and no balloon.
 func (p *Provider) domainXML(pl plan, req contract.CreateRequest, now time.Time) (string, error) {
 	port := uint(0)
-	m := marks{Managed: contract.ManagedValue, UID: req.UID, CreatedAt: now.Format(time.RFC3339)}
+	m := marks{Managed: contract.LegacyManagedValue, UID: req.UID, CreatedAt: now.Format(time.RFC3339)}
 	serial := libvirtxml.DomainSerial{
 		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 		Target: &libvirtxml.DomainSerialTarget{Port: &port},

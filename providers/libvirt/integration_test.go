@@ -126,7 +126,7 @@ func TestVolumeUpload(t *testing.T) {
 	entry, gets := serveImage(t, imgPath, "qcow2")
 	p := labProvider(t, l, entry)
 	ctx := logr.NewContext(context.Background(), testr.New(t))
-	req := contract.CreateRequest{Name: "egress-upload-test", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000aa", Port: 3128,
+	req := contract.CreateRequest{Name: "egress-upload-test", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000aa", Owner: testOwner, Port: 3128,
 		Placement: contract.Placement{Region: "lab", MachineType: "small", Image: "proxy"},
 		CloudInit: []byte("#cloud-config\r\nwrite_files:\n  - content: \"grüße \\t \"  \n\n# end")}
 	pl, err := p.plan(req)
@@ -275,7 +275,7 @@ func TestLifecycle(t *testing.T) {
 	contracttest.RunLifecycle(t, contracttest.Lifecycle{
 		Provider: p,
 		Request: contract.CreateRequest{
-			Name: name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-integration01", Port: 3128,
+			Name: name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-integration01", Owner: testOwner, Port: 3128,
 			Placement: contract.Placement{Region: "lab", MachineType: "small", Image: "proxy"},
 			CloudInit: userData,
 		},

@@ -495,10 +495,10 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			return nil, err
 		}
 		for _, d := range doms {
-			if d.marks.Managed != contract.ManagedValue {
+			if d.marks.Managed != contract.LegacyManagedValue {
 				continue
 			}
-			if key == contract.LabelManaged && value == contract.ManagedValue || key == contract.LabelUID && d.marks.UID == value {
+			if key == contract.LabelManaged && value == contract.LegacyManagedValue || key == contract.LabelUID && d.marks.UID == value {
 				out = append(out, d.instance(region))
 			}
 		}

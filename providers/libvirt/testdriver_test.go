@@ -74,6 +74,10 @@ const (
 	otherRegion  = "host2"
 	otherPool    = "host2-pool"
 	otherNetwork = "host2-net"
+
+	// testOwner is the Owner (install and provider entry) the package's
+	// own tests create with; the harness sends its own.
+	testOwner = "c0ffee12-libvirt"
 )
 
 // otherNode is host2's node file: a network and a pool, no domains.

@@ -75,7 +75,7 @@ func TestCloudInitAboveLimitIsRefusedFirst(t *testing.T) {
 	p := v.provider(t)
 	before := v.calls.Load()
 	_, err := p.Create(context.Background(), contract.CreateRequest{
-		Name: "too-big", UID: "0b5c2b0e-7b8a-4f7e-9d1a-2c3d4e5f6a7b", Port: 3128,
+		Name: "too-big", UID: "0b5c2b0e-7b8a-4f7e-9d1a-2c3d4e5f6a7b", Owner: testOwner, Port: 3128,
 		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
 		CloudInit: make([]byte, MaxCloudInit+1),
 	})

@@ -35,7 +35,7 @@ func TestIntegration(t *testing.T) {
 	contracttest.RunLifecycle(t, contracttest.Lifecycle{
 		Provider: p,
 		Request: contract.CreateRequest{
-			Name: name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-integration01", Port: 3128,
+			Name: name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-integration01", Owner: testOwner, Port: 3128,
 			Placement: contract.Placement{Region: "test", Zone: "test", MachineType: "small", Image: "proxy"},
 			CloudInit: []byte("#cloud-config\nhostname: " + name + "\n"),
 		},

@@ -439,7 +439,7 @@ func readVMs(ctx context.Context, c *vim25.Client, obj types.ManagedObjectRefere
 func extraConfig(req contract.CreateRequest) []types.BaseOptionValue {
 	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", req.Name, req.Name)
 	kv := [][2]string{
-		{markManaged, contract.ManagedValue},
+		{markManaged, contract.LegacyManagedValue},
 		{markUID, req.UID},
 		{"guestinfo.userdata", base64.StdEncoding.EncodeToString(req.CloudInit)},
 		{"guestinfo.userdata.encoding", "base64"},
@@ -581,7 +581,7 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			return nil, err
 		}
 		for _, vm := range vms {
-			if e := extra(vm.VirtualMachine); e[mark] == value && e[markManaged] == contract.ManagedValue {
+			if e := extra(vm.VirtualMachine); e[mark] == value && e[markManaged] == contract.LegacyManagedValue {
 				out = append(out, instance(regionName, vm))
 			}
 		}
@@ -677,7 +677,7 @@ func extra(vm mo.VirtualMachine) map[string]string {
 
 func owned(vm mo.VirtualMachine, uid string) bool {
 	e := extra(vm)
-	return e[markManaged] == contract.ManagedValue && e[markUID] == uid
+	return e[markManaged] == contract.LegacyManagedValue && e[markUID] == uid
 }
 
 func instance(regionName string, vm vmRead) contract.Instance {

@@ -25,7 +25,7 @@ func TestVanishedVMKeepsTheInventoryCache(t *testing.T) {
 	var ids []string
 	for _, name := range []string{"vanished", "other"} {
 		inst, err := p.Create(ctx, contract.CreateRequest{
-			Name: name, UID: "uid-" + name, CloudInit: []byte("#cloud-config\n"), Port: 3128,
+			Name: name, UID: "uid-" + name, Owner: testOwner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
 			Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
 		})
 		if err != nil {

@@ -60,6 +60,9 @@ const (
 	// templateName is the template every datacenter holds under the same
 	// name, as the images catalogue expects (one name for all regions).
 	templateName = "debian-12-proxy"
+	// testOwner is the Owner (install and provider entry) the package's
+	// own tests create with; the harness sends its own.
+	testOwner = "c0ffee12-vsphere"
 )
 
 // datacenters are vcsim's, one region each: two locations for ListByTag.
