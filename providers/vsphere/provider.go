@@ -39,6 +39,8 @@ const Type = "vsphere"
 // (gc-mark: written-metadata). They are not guestinfo.* keys, which a guest
 // can set from inside; these only the API can.
 const (
+	// markManaged's value is the CreateRequest.Owner that made the VM, or
+	// contract.LegacyManagedValue on a VM of an earlier release.
 	markManaged = "egressproxies.managed"
 	markUID     = "egressproxies.uid"
 	// markStarted says the VM has been started: the clone that powers it on
@@ -439,7 +441,7 @@ func readVMs(ctx context.Context, c *vim25.Client, obj types.ManagedObjectRefere
 func extraConfig(req contract.CreateRequest) []types.BaseOptionValue {
 	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", req.Name, req.Name)
 	kv := [][2]string{
-		{markManaged, contract.LegacyManagedValue},
+		{markManaged, req.Owner},
 		{markUID, req.UID},
 		{"guestinfo.userdata", base64.StdEncoding.EncodeToString(req.CloudInit)},
 		{"guestinfo.userdata.encoding", "base64"},
@@ -566,7 +568,9 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 }
 
 // ListByTag lists the VMs of every region's folder in one view each and
-// keeps those whose mark has the value. vSphere cannot filter extraConfig
+// keeps the marked ones whose mark has exactly the value: an Owner (or
+// "true") for markManaged, so installs sharing a folder never list each
+// other's VMs; any owner's for markUID. vSphere cannot filter extraConfig
 // on the server; the folder is the operator's own, so the scan is of its
 // VMs (list-partial: fail-whole).
 func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
@@ -581,7 +585,7 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			return nil, err
 		}
 		for _, vm := range vms {
-			if e := extra(vm.VirtualMachine); e[mark] == value && e[markManaged] == contract.LegacyManagedValue {
+			if e := extra(vm.VirtualMachine); e[markManaged] != "" && e[mark] == value {
 				out = append(out, instance(regionName, vm))
 			}
 		}
@@ -675,14 +679,18 @@ func extra(vm mo.VirtualMachine) map[string]string {
 	return out
 }
 
+// owned says the VM is this Proxy's: marked by any install or release (an
+// earlier release wrote "true", a renamed entry another Owner) and with
+// its UID. An unmarked VM never is, whatever its name.
 func owned(vm mo.VirtualMachine, uid string) bool {
 	e := extra(vm)
-	return e[markManaged] == contract.LegacyManagedValue && e[markUID] == uid
+	return e[markManaged] != "" && e[markUID] == uid
 }
 
 func instance(regionName string, vm vmRead) contract.Instance {
 	state, ip := stateOf(vm)
-	inst := contract.Instance{ProviderID: ids.Format(regionName, vm.Name), Name: vm.Name, State: state, IP: ip, UID: extra(vm.VirtualMachine)[markUID]}
+	e := extra(vm.VirtualMachine)
+	inst := contract.Instance{ProviderID: ids.Format(regionName, vm.Name), Name: vm.Name, State: state, IP: ip, UID: e[markUID], Owner: e[markManaged]}
 	if vm.Config != nil && vm.Config.CreateDate != nil {
 		inst.CreatedAt = *vm.Config.CreateDate
 	}
