@@ -28,10 +28,12 @@ const (
 
 // marks is the metadata element: <egressproxies:instance>.
 type marks struct {
-	XMLName   xml.Name `xml:"https://egressproxies.io/xmlns/libvirt/v1 instance"`
-	Managed   string   `xml:"managed"`
-	UID       string   `xml:"uid"`
-	CreatedAt string   `xml:"createdAt"`
+	XMLName xml.Name `xml:"https://egressproxies.io/xmlns/libvirt/v1 instance"`
+	// Managed is the CreateRequest.Owner that made the domain, or
+	// contract.LegacyManagedValue on a domain of an earlier release.
+	Managed   string `xml:"managed"`
+	UID       string `xml:"uid"`
+	CreatedAt string `xml:"createdAt"`
 	// Started is written just before the first start: a shut-off domain
 	// without it has never run (provisioning-state: marker).
 	Started string `xml:"started,omitempty"`
@@ -41,7 +43,7 @@ func (m marks) started() bool { return m.Started == "true" }
 
 // xml renders the element for a domain definition, with an explicit
 // prefix and the namespace declared, as libvirt stores it. Every value was
-// validated (a DNS label, an RFC 3339 time, "true"), so none needs
+// validated (DNS labels, an RFC 3339 time, "true"), so none needs
 // escaping; EscapeText guards anyway.
 func (m marks) xml() string { return m.render(xmlPrefix + ":") }
 
@@ -101,13 +103,16 @@ func (d domain) active() bool {
 	return d.state == libvirt.DOMAIN_RUNNING || d.state == libvirt.DOMAIN_BLOCKED || d.state == libvirt.DOMAIN_PAUSED
 }
 
+// owned says the domain is this Proxy's: marked by any install or release
+// (an earlier release wrote "true", a renamed entry another Owner) and
+// with its UID. An unmarked domain never is, whatever its name.
 func (d domain) owned(uid string) bool {
-	return d.marks.Managed == contract.LegacyManagedValue && d.marks.UID == uid
+	return d.marks.Managed != "" && d.marks.UID == uid
 }
 
 func (d domain) instance(region string) contract.Instance {
 	state, ip := stateOf(d)
-	inst := contract.Instance{ProviderID: ids.Format(region, d.name), Name: d.name, State: state, IP: ip, UID: d.marks.UID}
+	inst := contract.Instance{ProviderID: ids.Format(region, d.name), Name: d.name, State: state, IP: ip, UID: d.marks.UID, Owner: d.marks.Managed}
 	if t, err := time.Parse(time.RFC3339, d.marks.CreatedAt); err == nil {
 		inst.CreatedAt = t
 	}
@@ -190,7 +195,7 @@ func (p *Provider) address(ctx context.Context, dom *libvirt.Domain) string {
 // (entropy for a guest that boots without KVM), and no balloon.
 func (p *Provider) domainXML(pl plan, req contract.CreateRequest, now time.Time) (string, error) {
 	port := uint(0)
-	m := marks{Managed: contract.LegacyManagedValue, UID: req.UID, CreatedAt: now.Format(time.RFC3339)}
+	m := marks{Managed: req.Owner, UID: req.UID, CreatedAt: now.Format(time.RFC3339)}
 	serial := libvirtxml.DomainSerial{
 		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 		Target: &libvirtxml.DomainSerialTarget{Port: &port},

@@ -461,8 +461,10 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 // (a managed save image, snapshot metadata); the operator makes neither.
 const undefineFlags = libvirt.DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
 
-// ListByTag lists every region's domains and keeps those whose mark has
-// the value. libvirt cannot filter on metadata, so the scan reads each
+// ListByTag lists every region's domains and keeps the marked ones whose
+// mark has exactly the value: an Owner (or "true") for <managed>, so
+// installs sharing a host never list each other's domains; any owner's
+// for <uid>. libvirt cannot filter on metadata, so the scan reads each
 // domain's XML (list-partial: fail-whole: a region that cannot be read
 // fails the list, so the garbage collector never takes it for empty).
 func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
@@ -495,10 +497,10 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			return nil, err
 		}
 		for _, d := range doms {
-			if d.marks.Managed != contract.LegacyManagedValue {
+			if d.marks.Managed == "" {
 				continue
 			}
-			if key == contract.LabelManaged && value == contract.LegacyManagedValue || key == contract.LabelUID && d.marks.UID == value {
+			if key == contract.LabelManaged && d.marks.Managed == value || key == contract.LabelUID && d.marks.UID == value {
 				out = append(out, d.instance(region))
 			}
 		}

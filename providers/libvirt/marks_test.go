@@ -1,0 +1,162 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+
+	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// The owner marks (contract v0.3.0, spec entry 8): <managed> in the
+// domain's metadata holds the Owner that made it, read back from libvirt;
+// lists match it exactly; Create adopts a domain of its name and UID
+// whatever its owner, legacy "true" included. test:///default is shared by
+// every test of the package, so each test here has Owners of its own.
+
+func createDomain(t *testing.T, p *Provider, name, uid, owner string) contract.Instance {
+	t.Helper()
+	inst, err := p.Create(context.Background(), contract.CreateRequest{
+		Name: name, UID: uid, Owner: owner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
+		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"},
+	})
+	if err != nil {
+		t.Fatalf("Create %s (owner %s): %v", name, owner, err)
+	}
+	t.Cleanup(func() { _ = p.Delete(context.Background(), inst.ProviderID) })
+	return inst
+}
+
+// storedMarks reads the marks of the domain's persistent definition
+// straight from libvirt, through the control's connection.
+// (virDomainGetMetadata would answer the element without its namespace,
+// which parseMarks rightly does not take for ours.)
+func storedMarks(t *testing.T, b *testBackend, providerID string) marks {
+	t.Helper()
+	var m marks
+	err := b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		doc, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+		if err != nil {
+			return err
+		}
+		var def libvirtxml.Domain
+		if err := def.Unmarshal(doc); err != nil {
+			return err
+		}
+		if def.Metadata == nil {
+			return nil
+		}
+		m, err = parseMarks(def.Metadata.XML)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// remark sets the domain's managed mark as another install, or the
+// previous release ("true"), left it.
+func remark(t *testing.T, b *testBackend, providerID, owner string) {
+	t.Helper()
+	m := storedMarks(t, b, providerID)
+	m.Managed = owner
+	err := b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, m.bare(), xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_CONFIG|libvirt.DOMAIN_AFFECT_LIVE)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listed(t *testing.T, p *Provider, key, value string) map[string]string {
+	t.Helper()
+	found, err := p.ListByTag(context.Background(), key, value)
+	if err != nil {
+		t.Fatalf("ListByTag(%s, %s): %v", key, value, err)
+	}
+	out := map[string]string{}
+	for _, inst := range found {
+		out[inst.ProviderID] = inst.Owner
+	}
+	return out
+}
+
+func TestOwnerIsTheManagedMark(t *testing.T) {
+	b := newTestBackend(t)
+	const owner = "c0ffee12-readback"
+	inst := createDomain(t, b.provider(t), "egress-owned", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e1", owner)
+	if inst.Owner != owner {
+		t.Errorf("Create's Instance.Owner = %q, want %q", inst.Owner, owner)
+	}
+	if got := storedMarks(t, b, inst.ProviderID).Managed; got != owner {
+		t.Errorf("<managed> = %q in the domain's metadata, want the Owner %q", got, owner)
+	}
+	got, err := b.provider(t).Get(context.Background(), inst.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Owner != owner {
+		t.Errorf("a restarted provider's Get: Owner = %q, want %q", got.Owner, owner)
+	}
+}
+
+// Two Owners and a domain of the previous release on one host: each list
+// by the managed mark sees only its own; a list by UID sees the domain
+// whatever its owner.
+func TestListByTagSeparatesOwners(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	const mineOwner, theirOwner = "c0ffee12-mine", "c0ffee12-theirs"
+	mine := createDomain(t, p, "egress-mine", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e2", mineOwner)
+	theirs := createDomain(t, p, "egress-theirs", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e3", theirOwner)
+	legacy := createDomain(t, p, "egress-legacy", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e4", mineOwner)
+	remark(t, b, legacy.ProviderID, contract.LegacyManagedValue)
+
+	for _, tc := range []struct {
+		key, value string
+		want       map[string]string
+	}{
+		{contract.LabelManaged, mineOwner, map[string]string{mine.ProviderID: mineOwner}},
+		{contract.LabelManaged, theirOwner, map[string]string{theirs.ProviderID: theirOwner}},
+		{contract.LabelManaged, contract.LegacyManagedValue, map[string]string{legacy.ProviderID: contract.LegacyManagedValue}},
+		{contract.LabelUID, theirs.UID, map[string]string{theirs.ProviderID: theirOwner}},
+		{contract.LabelUID, legacy.UID, map[string]string{legacy.ProviderID: contract.LegacyManagedValue}},
+	} {
+		if got := listed(t, p, tc.key, tc.value); !maps.Equal(got, tc.want) {
+			t.Errorf("ListByTag(%s, %s) = %v (providerID: owner), want %v", tc.key, tc.value, got, tc.want)
+		}
+	}
+}
+
+// A domain of this name and UID made by the previous release, or under
+// another Owner (the entry renamed), is this Proxy's: Create resumes it,
+// makes no second one, and leaves its mark as it found it.
+func TestCreateAdoptsWhateverOwner(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	const owner = "c0ffee12-adopter"
+	for i, was := range []string{contract.LegacyManagedValue, "c0ffee12-renamed"} {
+		name, uid := "egress-adopt-"+was, fmt.Sprintf("0e9d6c1a-7f3b-4d2e-9a5c-0000000000f%d", i)
+		first := createDomain(t, p, name, uid, owner)
+		remark(t, b, first.ProviderID, was)
+		again, err := p.Create(context.Background(), contract.CreateRequest{
+			Name: name, UID: uid, Owner: owner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
+			Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"},
+		})
+		if err != nil {
+			t.Errorf("Create over a domain marked %q: %v", was, err)
+			continue
+		}
+		if again.ProviderID != first.ProviderID || again.Owner != was {
+			t.Errorf("Create over a domain marked %q: %s owner %q, want %s owner %q", was, again.ProviderID, again.Owner, first.ProviderID, was)
+		}
+		if got := listed(t, p, contract.LabelUID, uid); len(got) != 1 {
+			t.Errorf("after Create over a domain marked %q, ListByTag(%s, %s) = %v, want one domain", was, contract.LabelUID, uid, got)
+		}
+	}
+}
