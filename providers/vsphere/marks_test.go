@@ -29,13 +29,26 @@ func createVM(t *testing.T, p *Provider, name, uid, owner string) contract.Insta
 	return inst
 }
 
-// remark sets the VM's managed mark as another install, or the previous
-// release ("true"), left it.
+// remark sets the VM's managed mark as another install left it.
 func remark(t *testing.T, v *vcsim, providerID, owner string) {
 	t.Helper()
 	if err := (control{v}).reconfigure(context.Background(), providerID, markManaged, owner); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// createLegacy makes a VM as the previous release left it (the control's
+// CreateLegacy).
+func createLegacy(t *testing.T, v *vcsim, name, uid string) contract.Instance {
+	t.Helper()
+	inst, err := (control{v}).CreateLegacy(context.Background(), contract.CreateRequest{
+		Name: name, UID: uid, Owner: testOwner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
+		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
+	})
+	if err != nil {
+		t.Fatalf("CreateLegacy %s: %v", name, err)
+	}
+	return inst
 }
 
 func listed(t *testing.T, p *Provider, key, value string) map[string]string {
@@ -85,8 +98,7 @@ func TestListByTagSeparatesOwners(t *testing.T) {
 	p := v.provider(t)
 	mine := createVM(t, p, "mine", "uid-mine", testOwner)
 	theirs := createVM(t, p, "theirs", "uid-theirs", otherOwner)
-	legacy := createVM(t, p, "legacy", "uid-legacy", testOwner)
-	remark(t, v, legacy.ProviderID, contract.LegacyManagedValue)
+	legacy := createLegacy(t, v, "legacy", "uid-legacy")
 
 	for _, tc := range []struct {
 		key, value string
@@ -112,8 +124,13 @@ func TestCreateAdoptsWhateverOwner(t *testing.T) {
 	p := v.provider(t)
 	for _, was := range []string{contract.LegacyManagedValue, otherOwner} {
 		name, uid := "adopt-"+was, "uid-adopt-"+was
-		first := createVM(t, p, name, uid, testOwner)
-		remark(t, v, first.ProviderID, was)
+		var first contract.Instance
+		if was == contract.LegacyManagedValue {
+			first = createLegacy(t, v, name, uid)
+		} else {
+			first = createVM(t, p, name, uid, testOwner)
+			remark(t, v, first.ProviderID, was)
+		}
 		again := createVM(t, p, name, uid, testOwner)
 		if again.ProviderID != first.ProviderID || again.Owner != was {
 			t.Errorf("Create over a VM marked %q: %s owner %q, want %s owner %q", was, again.ProviderID, again.Owner, first.ProviderID, was)

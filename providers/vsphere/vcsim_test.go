@@ -352,6 +352,7 @@ var (
 	_ contracttest.CallCutter         = control{}
 	_ contracttest.Resetter           = control{}
 	_ contracttest.Inventory          = control{}
+	_ contracttest.LegacyCreator      = control{}
 )
 
 // vm finds a VM of the operator's folder by providerID.
@@ -433,6 +434,22 @@ func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest
 	}
 	id := ids.Format(pl.regionName, req.Name)
 	return id, c.reconfigure(ctx, id, markStarted, "")
+}
+
+// CreateLegacy makes the VM as a release before contract v0.3.0 left it:
+// Create's clone, then egressproxies.managed rewritten to "true" by the
+// control, as an administrator of its own.
+func (c control) CreateLegacy(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	p, err := New(c.v.cfg)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	inst, err := p.Create(ctx, req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	inst.Owner = contract.LegacyManagedValue
+	return inst, c.reconfigure(ctx, inst.ProviderID, markManaged, contract.LegacyManagedValue)
 }
 
 // Lock holds the VM as another client's reconfigure task would: the task
