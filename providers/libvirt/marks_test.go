@@ -6,9 +6,6 @@ import (
 	"maps"
 	"testing"
 
-	"libvirt.org/go/libvirt"
-	"libvirt.org/go/libvirtxml"
-
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
@@ -31,46 +28,19 @@ func createDomain(t *testing.T, p *Provider, name, uid, owner string) contract.I
 	return inst
 }
 
-// storedMarks reads the marks of the domain's persistent definition
-// straight from libvirt, through the control's connection.
-// (virDomainGetMetadata would answer the element without its namespace,
-// which parseMarks rightly does not take for ours.)
-func storedMarks(t *testing.T, b *testBackend, providerID string) marks {
+// createLegacy makes a domain as the previous release left it (the
+// control's CreateLegacy).
+func createLegacy(t *testing.T, b *testBackend, name, uid string) contract.Instance {
 	t.Helper()
-	var m marks
-	err := b.withDomain(providerID, func(dom *libvirt.Domain) error {
-		doc, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
-		if err != nil {
-			return err
-		}
-		var def libvirtxml.Domain
-		if err := def.Unmarshal(doc); err != nil {
-			return err
-		}
-		if def.Metadata == nil {
-			return nil
-		}
-		m, err = parseMarks(def.Metadata.XML)
-		return err
+	inst, err := (control{b}).CreateLegacy(context.Background(), contract.CreateRequest{
+		Name: name, UID: uid, Owner: testOwner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
+		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"},
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("CreateLegacy %s: %v", name, err)
 	}
-	return m
-}
-
-// remark sets the domain's managed mark as another install, or the
-// previous release ("true"), left it.
-func remark(t *testing.T, b *testBackend, providerID, owner string) {
-	t.Helper()
-	m := storedMarks(t, b, providerID)
-	m.Managed = owner
-	err := b.withDomain(providerID, func(dom *libvirt.Domain) error {
-		return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, m.bare(), xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_CONFIG|libvirt.DOMAIN_AFFECT_LIVE)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = b.provider(t).Delete(context.Background(), inst.ProviderID) })
+	return inst
 }
 
 func listed(t *testing.T, p *Provider, key, value string) map[string]string {
@@ -93,8 +63,8 @@ func TestOwnerIsTheManagedMark(t *testing.T) {
 	if inst.Owner != owner {
 		t.Errorf("Create's Instance.Owner = %q, want %q", inst.Owner, owner)
 	}
-	if got := storedMarks(t, b, inst.ProviderID).Managed; got != owner {
-		t.Errorf("<managed> = %q in the domain's metadata, want the Owner %q", got, owner)
+	if m, err := b.storedMarks(inst.ProviderID); err != nil || m.Managed != owner {
+		t.Errorf("<managed> = %q in the domain's metadata (%v), want the Owner %q", m.Managed, err, owner)
 	}
 	got, err := b.provider(t).Get(context.Background(), inst.ProviderID)
 	if err != nil {
@@ -114,8 +84,7 @@ func TestListByTagSeparatesOwners(t *testing.T) {
 	const mineOwner, theirOwner = "c0ffee12-mine", "c0ffee12-theirs"
 	mine := createDomain(t, p, "egress-mine", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e2", mineOwner)
 	theirs := createDomain(t, p, "egress-theirs", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e3", theirOwner)
-	legacy := createDomain(t, p, "egress-legacy", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e4", mineOwner)
-	remark(t, b, legacy.ProviderID, contract.LegacyManagedValue)
+	legacy := createLegacy(t, b, "egress-legacy", "0e9d6c1a-7f3b-4d2e-9a5c-0000000000e4")
 
 	for _, tc := range []struct {
 		key, value string
@@ -142,8 +111,15 @@ func TestCreateAdoptsWhateverOwner(t *testing.T) {
 	const owner = "c0ffee12-adopter"
 	for i, was := range []string{contract.LegacyManagedValue, "c0ffee12-renamed"} {
 		name, uid := "egress-adopt-"+was, fmt.Sprintf("0e9d6c1a-7f3b-4d2e-9a5c-0000000000f%d", i)
-		first := createDomain(t, p, name, uid, owner)
-		remark(t, b, first.ProviderID, was)
+		var first contract.Instance
+		if was == contract.LegacyManagedValue {
+			first = createLegacy(t, b, name, uid)
+		} else {
+			first = createDomain(t, p, name, uid, owner)
+			if err := b.remark(first.ProviderID, was); err != nil {
+				t.Fatal(err)
+			}
+		}
 		again, err := p.Create(context.Background(), contract.CreateRequest{
 			Name: name, UID: uid, Owner: owner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
 			Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"},

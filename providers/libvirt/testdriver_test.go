@@ -23,6 +23,7 @@ import (
 
 	"github.com/kdomanski/iso9660"
 	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
@@ -381,6 +382,7 @@ var (
 	_ contracttest.CallCutter         = control{}
 	_ contracttest.Resetter           = control{}
 	_ contracttest.Inventory          = control{}
+	_ contracttest.LegacyCreator      = control{}
 )
 
 // withDomain runs fn on the domain a providerID names, through the
@@ -443,6 +445,55 @@ func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest
 		return "", err
 	}
 	return ids.Format(pl.regionName, req.Name), nil
+}
+
+// CreateLegacy makes the domain as a release before contract v0.3.0 left
+// it: Create's steps, then <managed> rewritten to "true" through the
+// control's own connection.
+func (c control) CreateLegacy(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	inst, err := c.b.provider(c.b.t).Create(ctx, req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	inst.Owner = contract.LegacyManagedValue
+	return inst, c.b.remark(inst.ProviderID, contract.LegacyManagedValue)
+}
+
+// storedMarks reads the marks of the domain's persistent definition
+// straight from libvirt, through the control's connection.
+// (virDomainGetMetadata answers the element without its namespace, which
+// parseMarks rightly does not take for ours.)
+func (b *testBackend) storedMarks(providerID string) (marks, error) {
+	var m marks
+	err := b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		doc, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+		if err != nil {
+			return err
+		}
+		var def libvirtxml.Domain
+		if err := def.Unmarshal(doc); err != nil {
+			return err
+		}
+		if def.Metadata == nil {
+			return nil
+		}
+		m, err = parseMarks(def.Metadata.XML)
+		return err
+	})
+	return m, err
+}
+
+// remark rewrites the domain's <managed>, live and persistent, as another
+// install or an earlier release left it; its other marks stay.
+func (b *testBackend) remark(providerID, owner string) error {
+	m, err := b.storedMarks(providerID)
+	if err != nil {
+		return err
+	}
+	m.Managed = owner
+	return b.withDomain(providerID, func(dom *libvirt.Domain) error {
+		return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, m.bare(), xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_CONFIG|libvirt.DOMAIN_AFFECT_LIVE)
+	})
 }
 
 // Lock holds the domain's job as another client would (a snapshot, a
