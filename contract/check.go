@@ -78,8 +78,9 @@ var SharedReasons = []string{
 }
 
 // ResultFromError is the default mapping from a classified error to a check
-// result: success, a done context (Timeout), ErrNotFound, ErrQuota, and
-// BackendError for the rest. Providers map authentication, permission and
+// result: success, a done context (Timeout), a credential file that cannot
+// be used (Unauthenticated), ErrNotFound, ErrQuota, and BackendError for
+// the rest. Providers map authentication, permission and
 // reachability failures themselves, since only they can tell them apart.
 func ResultFromError(target string, err error) CheckResult {
 	r := CheckResult{Target: target, OK: err == nil, Reason: ReasonOK}
@@ -90,6 +91,8 @@ func ResultFromError(target string, err error) CheckResult {
 	switch {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		r.Reason = ReasonTimeout
+	case errors.As(err, new(*CredentialError)):
+		r.Reason = ReasonUnauthenticated
 	case errors.Is(err, ErrNotFound):
 		r.Reason = ReasonNotFound
 	case errors.Is(err, ErrQuota):

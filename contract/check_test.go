@@ -20,6 +20,9 @@ func TestResultFromError(t *testing.T) {
 		{contract.NotFound(errors.New("datacenter DC9")), false, contract.ReasonNotFound},
 		{contract.Quota(errors.New("no space")), false, contract.ReasonQuotaExceeded},
 		{errors.New("boom"), false, contract.ReasonBackendError},
+		// A credential file not mounted (yet): the admin's fix is the
+		// Secret, as for a credential the backend refuses.
+		{fmt.Errorf("login: %w", &contract.CredentialError{Path: "/etc/x/token"}), false, contract.ReasonUnauthenticated},
 	} {
 		r := contract.ResultFromError("region/a", tc.err)
 		if r.OK != tc.ok || r.Reason != tc.reason || r.Target != "region/a" {
