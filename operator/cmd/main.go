@@ -25,6 +25,8 @@ func main() {
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
+	flag.StringVar(&o.CredentialsDir, "credentials-dir", "/etc/egress-proxies/credentials",
+		"Directory the credentials Secret is mounted at: a change of its files retries the Proxies waiting on a credential at once. Empty: not watched.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -49,3 +49,8 @@ const (
 	// Secret; the message names the RoleBinding that would let it.
 	ReasonCloudInitForbidden = "CloudInitForbidden"
 )
+
+// ReasonCredentialsUnavailable says a credential file the provider reads is
+// missing, empty or unreadable; the message names its path. Retried with
+// back-off, and at once when the mounted credential files change.
+const ReasonCredentialsUnavailable = "CredentialsUnavailable"

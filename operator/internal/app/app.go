@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -51,6 +52,10 @@ type Options struct {
 	Prober probe.Prober
 	// Timing overrides the reconciler's waits; zero values are the defaults.
 	Timing controller.Timing
+	// CredentialsDir is where the credentials Secret is mounted; a change
+	// of its files reconciles the Proxies that are not Ready and re-runs
+	// the providers' checks at once. Empty: not watched.
+	CredentialsDir string
 }
 
 // Run runs the operator until ctx ends. An invalid providers config fails
@@ -91,17 +96,25 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	events := mgr.GetEventRecorder("egress-proxies-operator")
+	requeue := make(chan event.GenericEvent)
 	if err := (&controller.ProxyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
+		Requeue: requeue,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}
 	if err := mgr.Add(&controller.GarbageCollector{Reader: mgr.GetAPIReader(), Providers: set, Recorder: events}); err != nil {
 		return err
 	}
-	if err := mgr.Add(&controller.HealthChecker{Client: mgr.GetClient(), Providers: set}); err != nil {
+	health := &controller.HealthChecker{Client: mgr.GetClient(), Providers: set}
+	if err := mgr.Add(health); err != nil {
 		return err
+	}
+	if o.CredentialsDir != "" {
+		if err := mgr.Add(&controller.CredentialsWatcher{Dir: o.CredentialsDir, Client: mgr.GetClient(), Requeue: requeue, Health: health}); err != nil {
+			return err
+		}
 	}
 	if err := crmetrics.Registry.Register(metrics.NewProxyPhases(mgr.GetClient())); err != nil {
 		return err

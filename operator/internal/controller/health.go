@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,11 @@ const CheckTimeout = 30 * time.Second
 type HealthChecker struct {
 	Client    client.Client
 	Providers *providers.Set
+
+	// rounds holds a *sync.Mutex per provider name: a round run on demand
+	// (checkAll) waits for a periodic one in flight, so the older results
+	// never overwrite the newer.
+	rounds sync.Map
 }
 
 // +kubebuilder:rbac:groups=egressproxies.io,resources=providerhealths,verbs=get;list;watch;create;update;patch;delete
@@ -68,6 +74,9 @@ func (h *HealthChecker) Prune(ctx context.Context) error {
 
 // Check runs one check round of e and writes its ProviderHealth.
 func (h *HealthChecker) Check(ctx context.Context, e *providers.Entry) error {
+	round, _ := h.rounds.LoadOrStore(e.Name, &sync.Mutex{})
+	round.(*sync.Mutex).Lock()
+	defer round.(*sync.Mutex).Unlock()
 	results := []contract.CheckResult{{Target: "provider", Reason: contract.ReasonNotChecked, Message: "the provider does not implement health checks"}}
 	if checker, ok := e.Provider.(contract.Checker); ok {
 		cctx, cancel := context.WithTimeout(logf.IntoContext(ctx, logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)), CheckTimeout)

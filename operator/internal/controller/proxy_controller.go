@@ -56,6 +56,9 @@ type ProxyReconciler struct {
 	// self is who the operator is to the API server, for the RoleBinding a
 	// Forbidden read of a cloud-init Secret asks for.
 	self selfName
+	// Requeue names Proxies to reconcile now (the CredentialsWatcher's
+	// events); nil: none.
+	Requeue <-chan event.GenericEvent
 }
 
 // Timing holds the reconciler's waits; zero values take the defaults.
@@ -99,8 +102,8 @@ func (t Timing) withDefaults() Timing {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler: at most three reconciles at
-// once (DESIGN.md §4), reacting to spec changes and to changes of the
-// Services and EndpointSlices it owns. Their creation is the reconciler's
+// once (DESIGN.md §4), reacting to spec changes, to changes of the
+// Services and EndpointSlices it owns, and to Requeue. Their creation is the reconciler's
 // own doing: reacting to it would only reconcile again on a stale copy.
 func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Timing = r.Timing.withDefaults()
@@ -109,6 +112,7 @@ func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.Proxy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, rollChanged))).
 		Owns(&corev1.Service{}, notCreated).
 		Owns(&discoveryv1.EndpointSlice{}, notCreated).
+		WatchesRawSource(r.requeueSource()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 3}).
 		Named("proxy").
 		Complete(r)
@@ -440,6 +444,7 @@ func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Pro
 		// controller's rate limiter backs off exponentially.
 		reason, retErr = v1alpha1.ReasonBackendUnavailable, err
 	}
+	reason = credentialsReason(err, reason)
 	if proxy.DeletionTimestamp.IsZero() {
 		r.setNotReadyUnlessServing(proxy, reason, msg)
 	}

@@ -1,0 +1,53 @@
+package controller
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/secretvolume"
+)
+
+// Each way the credential files change is a change of dirState, and
+// looking again without a change is not.
+func TestDirStateSeesEachChange(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "credentials")
+	state := dirState(dir)
+	step := func(what string, change func() error) {
+		t.Helper()
+		if err := change(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		now := dirState(dir)
+		if now == state {
+			t.Errorf("%s: not seen (state %q)", what, now)
+		}
+		if again := dirState(dir); again != now {
+			t.Errorf("%s: the state changed without a change: %q then %q", what, now, again)
+		}
+		state = now
+	}
+	step("the optional volume appears, empty", func() error { return os.Mkdir(dir, 0o755) })
+	step("the Secret is created", func() error { return secretvolume.Write(dir, map[string]string{"token": "a"}) })
+	step("the Secret is rotated to a value of the same length", func() error {
+		return secretvolume.Write(dir, map[string]string{"token": "b"})
+	})
+	step("a key is added", func() error {
+		return secretvolume.Write(dir, map[string]string{"token": "b", "ca.pem": "c"})
+	})
+	step("a key is removed", func() error { return secretvolume.Write(dir, map[string]string{"ca.pem": "c"}) })
+	// Outside a cluster (make dev) files are written in place.
+	plain := filepath.Join(dir, "plain")
+	step("a plain file is written", func() error { return os.WriteFile(plain, []byte("x"), 0o600) })
+	step("it is rewritten with the same length", func() error {
+		if err := os.WriteFile(plain, []byte("y"), 0o600); err != nil {
+			return err
+		}
+		// Make the change visible even where the clock is coarse.
+		later := time.Now().Add(time.Second)
+		return os.Chtimes(plain, later, later)
+	})
+	step("the volume goes", func() error { return os.RemoveAll(dir) })
+}
