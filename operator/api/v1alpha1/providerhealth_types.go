@@ -32,6 +32,11 @@ type ProviderHealthStatus struct {
 	// openstack.
 	// +optional
 	Type string `json:"type,omitempty"`
+	// Owner is the value of the managed mark (egressproxies.io/managed) on
+	// every instance this entry creates: "<installID>-<entry>". The entry's
+	// garbage collector considers only instances carrying it.
+	// +optional
+	Owner string `json:"owner,omitempty"`
 	// Checks has one entry per check target, in the provider's order.
 	// +listType=map
 	// +listMapKey=target
@@ -51,6 +56,7 @@ type ProviderHealthStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=egressproxies
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.status.type`
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.owner`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -26,6 +26,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
@@ -70,10 +71,6 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
-	set, err := config.Build(cfg, o.Registry, tp)
-	if err != nil {
-		return err
-	}
 	if o.Prober == nil {
 		o.Prober = probe.HTTPProxy{}
 	}
@@ -94,6 +91,14 @@ func Run(ctx context.Context, o Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
+	}
+	// The install ID is read once: the marks of every instance depend on it.
+	if cfg.InstallID, err = identity.Resolve(ctx, mgr.GetAPIReader(), cfg.InstallID); err != nil {
+		return err
+	}
+	set, err := config.Build(cfg, o.Registry, tp)
+	if err != nil {
+		return err
 	}
 	events := mgr.GetEventRecorder("egress-proxies-operator")
 	requeue := make(chan event.GenericEvent)
@@ -125,7 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "providers", set.Names(), "compiledIn", o.Registry.Types())
+	ctrl.Log.Info("starting", "installID", cfg.InstallID, "providers", set.Names(), "compiledIn", o.Registry.Types())
 	return mgr.Start(ctx)
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
@@ -39,6 +40,11 @@ const (
 
 // Config is the parsed, validated providers config.
 type Config struct {
+	// InstallID names this install in the marks of every instance it
+	// creates; empty until set: the config may leave it out, and the
+	// operator then derives it from the cluster (identity.Default) before
+	// Build.
+	InstallID string
 	Providers []Provider
 	// DefaultAllowedClients is what a Proxy without allowedClients allows:
 	// the cluster's pod and node ranges.
@@ -60,6 +66,7 @@ type Provider struct {
 
 // file is the document as written.
 type file struct {
+	InstallID             string                       `json:"installID"`
 	Providers             []map[string]json.RawMessage `json:"providers"`
 	DefaultAllowedClients []string                     `json:"defaultAllowedClients"`
 	AllowedClientsWithin  []string                     `json:"allowedClientsWithin"`
@@ -113,8 +120,14 @@ func Parse(data []byte, reg providers.Registry) (*Config, error) {
 // the blocks it sets (setBlocks), and its settings; it returns every
 // problem found, joined.
 func (c *Config) validate(f *file, reg providers.Registry) error {
-	v := &validator{reg: reg}
+	v := &validator{reg: reg, installID: f.InstallID}
+	c.InstallID = f.InstallID
 	c.DefaultAllowedClients = f.DefaultAllowedClients
+	if f.InstallID != "" {
+		if err := identity.ValidateInstallID(f.InstallID); err != nil {
+			v.errs = append(v.errs, err)
+		}
+	}
 	if len(f.Providers) == 0 {
 		v.addf("providers: at least one provider is required")
 	}
@@ -155,8 +168,9 @@ func (c *Config) validate(f *file, reg providers.Registry) error {
 }
 
 type validator struct {
-	reg  providers.Registry
-	errs []error
+	reg       providers.Registry
+	installID string
+	errs      []error
 }
 
 func (v *validator) addf(format string, args ...any) {
@@ -173,6 +187,8 @@ func (v *validator) provider(path string, entry map[string]json.RawMessage) (Pro
 	v.decode(path+".type", entry["type"], &p.Type)
 	if !nameRE.MatchString(p.Name) {
 		v.addf("%s.name %q: must be a DNS-1123 label (lowercase letters, digits, '-'; at most 63)", path, p.Name)
+	} else if err := ownerFits(v.installID, p.Name); err != nil {
+		v.addf("%s.name %q: %w", path, p.Name, err)
 	}
 	blocks := setBlocks(entry)
 	switch {
@@ -227,6 +243,22 @@ func (v *validator) provider(path string, entry map[string]json.RawMessage) (Pro
 		}
 	}
 	return p, len(v.errs) == before
+}
+
+// ownerFits checks that the Owner of entry fits a mark. Without a
+// configured install ID, the derived one has DefaultInstallIDLen
+// characters.
+func ownerFits(installID, entry string) error {
+	shown, n := identity.Owner(installID, entry), len(installID)
+	if installID == "" {
+		n = identity.DefaultInstallIDLen
+		shown = identity.Owner(fmt.Sprintf("<install ID, %d characters by default>", n), entry)
+	}
+	if n+1+len(entry) > identity.MaxOwnerLen {
+		return fmt.Errorf("its owner mark %q is %d characters, more than the %d a mark holds; shorten the name or the installID",
+			shown, n+1+len(entry), identity.MaxOwnerLen)
+	}
+	return nil
 }
 
 // setBlocks returns the keys of entry that are not common keys: the type

@@ -17,11 +17,14 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
-// GarbageCollector deletes instances that nothing owns (DESIGN.md §4): per
-// provider, every gc.interval, it lists the instances carrying
-// LabelManaged and deletes each that is older than gc.minAge and is
-// neither its Proxy's current instance nor its pending replacement, or
-// whose Proxy is gone. It runs on the leader only.
+// GarbageCollector deletes instances that nothing owns (DESIGN.md §4, §9):
+// per provider entry, every gc.interval, it lists the instances this
+// install and entry made (marked with the entry's Owner) and deletes each
+// that is older than gc.minAge and is neither its Proxy's current instance
+// nor its pending replacement, or whose Proxy is gone. Instances with the
+// marks of v0.1, which name no owner, are deleted only when their Proxy is
+// in this cluster, on this entry, and no longer wants them. It runs on the
+// leader only.
 type GarbageCollector struct {
 	// Reader reads Proxies straight from the API server, not a cache that
 	// may lag the status write that records a new instance.
@@ -31,6 +34,15 @@ type GarbageCollector struct {
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
+
+// The passes of a sweep, as the metric's pass label and the logs name them.
+const (
+	// passOwned sweeps the instances marked with the entry's Owner.
+	passOwned = "owned"
+	// passLegacy sweeps the instances marked LegacyManagedValue: made by
+	// some install before marks named one, maybe another cluster's.
+	passLegacy = "legacy"
+)
 
 // Start sweeps each provider every gc.interval until ctx ends.
 func (g *GarbageCollector) Start(ctx context.Context) error {
@@ -46,16 +58,26 @@ func (g *GarbageCollector) Start(ctx context.Context) error {
 // NeedLeaderElection keeps sweeps to one replica.
 func (g *GarbageCollector) NeedLeaderElection() bool { return true }
 
-// Sweep runs one sweep over one provider and returns the instances it
-// deleted. A partial list (list-partial: omit-unreachable) is swept for
-// what it holds: an unread location is never taken for an empty one.
+// Sweep runs one sweep over one provider entry and returns the instances
+// it deleted: the owned pass, then the legacy pass, each over its own
+// list. A list that fails skips its pass only; a partial list
+// (list-partial: omit-unreachable) is swept for what it holds: an unread
+// location is never taken for an empty one.
 func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]contract.Instance, error) {
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)
 	ctx = logf.IntoContext(ctx, log)
-	found, listErr := e.Provider.ListByTag(ctx, contract.LabelManaged, e.Owner)
-	if listErr != nil && !errors.Is(listErr, contract.ErrPartialList) {
-		return nil, fmt.Errorf("list managed instances: %w", listErr)
+	if e.Owner == "" {
+		// An empty mark value would select the unmarked instances on some
+		// backends: never sweep without knowing whose instances to list.
+		return nil, fmt.Errorf("provider entry %q has no owner", e.Name)
 	}
+	owned, ownedErr := listMarked(ctx, e, e.Owner)
+	legacy, legacyErr := listMarked(ctx, e, contract.LegacyManagedValue)
+	if !usable(ownedErr) && !usable(legacyErr) {
+		return nil, errors.Join(ownedErr, legacyErr)
+	}
+	// Proxies are listed after the instances: an instance made after this
+	// list is younger than gc.minAge, so it is spared whatever it says.
 	var proxies v1alpha1.ProxyList
 	if err := g.Reader.List(ctx, &proxies); err != nil {
 		return nil, fmt.Errorf("list proxies: %w", err)
@@ -64,14 +86,41 @@ func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]con
 	for i := range proxies.Items {
 		byUID[string(proxies.Items[i].UID)] = &proxies.Items[i]
 	}
+	deleted := g.collect(ctx, e, passOwned, e.Owner, owned, byUID, whyCollect)
+	deleted = append(deleted, g.collect(ctx, e, passLegacy, contract.LegacyManagedValue, legacy, byUID, whyCollectLegacy)...)
+	return deleted, errors.Join(ownedErr, legacyErr)
+}
+
+// listMarked lists e's instances whose managed mark is value.
+func listMarked(ctx context.Context, e *providers.Entry, value string) ([]contract.Instance, error) {
+	found, err := e.Provider.ListByTag(ctx, contract.LabelManaged, value)
+	if err != nil && !errors.Is(err, contract.ErrPartialList) {
+		return nil, fmt.Errorf("list instances marked %s=%s: %w", contract.LabelManaged, value, err)
+	}
+	return found, err
+}
+
+// usable reports whether a list that returned err holds what it read.
+func usable(err error) bool { return err == nil || errors.Is(err, contract.ErrPartialList) }
+
+// collect deletes the instances of one pass that why says should go.
+func (g *GarbageCollector) collect(ctx context.Context, e *providers.Entry, pass, mark string, found []contract.Instance,
+	byUID map[string]*v1alpha1.Proxy, why func(contract.Instance, *v1alpha1.Proxy, string) string) []contract.Instance {
+	log := logf.FromContext(ctx).WithValues("pass", pass)
 	now := time.Now
 	if g.Now != nil {
 		now = g.Now
 	}
 	var deleted []contract.Instance
 	for _, inst := range found {
+		if inst.Owner != "" && inst.Owner != mark {
+			// The provider's filter is not exact: whoever marked this
+			// instance, it is not this pass's to judge.
+			log.Info("the provider listed an instance with another managed mark; leaving it alone", contract.LogKeyInstance, inst.Name, "owner", inst.Owner, "listed", mark)
+			continue
+		}
 		owner := byUID[inst.UID]
-		reason := whyCollect(inst, owner, e.Name)
+		reason := why(inst, owner, e.Name)
 		switch {
 		case reason == "", inst.State == contract.StateTerminated:
 			continue
@@ -83,18 +132,19 @@ func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]con
 			log.Error(err, "garbage collection delete failed", contract.LogKeyInstance, inst.Name, "providerID", inst.ProviderID)
 			continue
 		}
-		metrics.GCDeletions.WithLabelValues(e.Name, reason).Inc()
+		metrics.GCDeletions.WithLabelValues(e.Name, reason, pass).Inc()
 		log.Info("garbage-collected instance", contract.LogKeyInstance, inst.Name, "providerID", inst.ProviderID, "reason", reason, "age", now().Sub(inst.CreatedAt).Round(time.Second))
 		if owner != nil && g.Recorder != nil {
 			g.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, "GarbageCollected", "Delete",
-				"deleted instance %s (%s): neither the current instance nor its replacement", inst.Name, inst.ProviderID)
+				"deleted instance %s (%s): neither the current instance nor its replacement (%s pass, marks %s=%s)", inst.Name, inst.ProviderID, pass, contract.LabelManaged, mark)
 		}
 		deleted = append(deleted, inst)
 	}
-	return deleted, listErr
+	return deleted
 }
 
-// whyCollect says why inst should go, or "" when its Proxy wants it.
+// whyCollect says why an instance of this install and entry should go, or
+// "" when its Proxy wants it.
 func whyCollect(inst contract.Instance, owner *v1alpha1.Proxy, provider string) string {
 	switch {
 	case owner == nil:
@@ -106,6 +156,17 @@ func whyCollect(inst contract.Instance, owner *v1alpha1.Proxy, provider string) 
 	default:
 		return "superseded"
 	}
+}
+
+// whyCollectLegacy says why an instance with v0.1's marks should go: only
+// when its Proxy is in this cluster, names this entry and does not want
+// it. A legacy instance of no Proxy here may be another install's (the
+// marks never said), so it is never an orphan, nor of a wrong provider.
+func whyCollectLegacy(inst contract.Instance, owner *v1alpha1.Proxy, provider string) string {
+	if owner == nil || owner.Spec.Provider != provider {
+		return ""
+	}
+	return whyCollect(inst, owner, provider)
 }
 
 // wants reports whether ref is inst: by providerID, or by name while the

@@ -52,7 +52,7 @@ func TestGarbageCollectorDeletesOnlyOldUnwantedInstances(t *testing.T) {
 		t.Fatalf("deleted %d instances younger than MinAge (%s): %+v", len(young), entry.GC.MinAge, young)
 	}
 
-	before := testutil.ToFloat64(metrics.GCDeletions.WithLabelValues(testProvider, "orphan"))
+	before := testutil.ToFloat64(metrics.GCDeletions.WithLabelValues(testProvider, "orphan", passOwned))
 	gc.Now = func() time.Time { return time.Now().Add(entry.GC.MinAge + time.Minute) }
 	old, err := gc.Sweep(ctx, entry)
 	if err != nil {
@@ -80,18 +80,23 @@ func TestGarbageCollectorDeletesOnlyOldUnwantedInstances(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := testutil.ToFloat64(metrics.GCDeletions.WithLabelValues(testProvider, "orphan")) - before; got < 1 {
+	if got := testutil.ToFloat64(metrics.GCDeletions.WithLabelValues(testProvider, "orphan", passOwned)) - before; got < 1 {
 		t.Errorf("gc deletions metric for orphans grew by %v, want at least 1", got)
 	}
 }
 
+// stubOwner is the owner of the stub entries.
+const stubOwner = "c0ffee12-stub"
+
 // stubProvider answers ListByTag with what a test sets and records
 // deletes: for the sweeps the reference provider cannot produce (an
 // instance without a creation time, a partial list) and a decision table
-// that needs exact ages.
+// that needs exact ages. list is what the entry's owner mark lists,
+// legacy what v0.1's mark lists.
 type stubProvider struct {
 	mu        sync.Mutex
 	list      []contract.Instance
+	legacy    []contract.Instance
 	listErr   error
 	deleteErr map[string]error
 	deleted   []string
@@ -122,10 +127,13 @@ func (s *stubProvider) deletedIDs() []string {
 }
 
 func (s *stubProvider) ListByTag(_ context.Context, key, value string) ([]contract.Instance, error) {
-	if key != contract.LabelManaged || value != stubOwner {
-		return nil, fmt.Errorf("stub: the garbage collector lists %s=%s, want the managed mark", key, value)
+	switch {
+	case key == contract.LabelManaged && value == stubOwner:
+		return slices.Clone(s.list), s.listErr
+	case key == contract.LabelManaged && value == contract.LegacyManagedValue:
+		return slices.Clone(s.legacy), s.listErr
 	}
-	return slices.Clone(s.list), s.listErr
+	return nil, fmt.Errorf("stub: the garbage collector lists %s=%s, want the managed mark valued %s or %s", key, value, stubOwner, contract.LegacyManagedValue)
 }
 
 // proxyLister is a client.Reader holding a fixed list of Proxies, whose
@@ -201,7 +209,7 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 	gc := &GarbageCollector{Reader: proxyLister{items: proxies}, Providers: providers.NewSet(entry), Recorder: eventRecorder,
 		Now: func() time.Time { return now }}
 	metric := func(reason string) float64 {
-		return testutil.ToFloat64(metrics.GCDeletions.WithLabelValues("stub", reason))
+		return testutil.ToFloat64(metrics.GCDeletions.WithLabelValues("stub", reason, passOwned))
 	}
 	before := map[string]float64{}
 	for _, reason := range []string{"orphan", "superseded", "wrong-provider"} {
@@ -299,6 +307,3 @@ func TestGarbageCollectorStart(t *testing.T) {
 		t.Errorf("%d sweep failures logged for the provider whose sweeps succeed", n)
 	}
 }
-
-// stubOwner is the managed mark's value on the stub provider's instances.
-const stubOwner = "test-stub"

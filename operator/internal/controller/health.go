@@ -114,6 +114,7 @@ func (h *HealthChecker) Check(ctx context.Context, e *providers.Entry) error {
 		metrics.CheckOK.WithLabelValues(e.Name, r.Target, r.Reason).Set(ok)
 	}
 	ph.Status.Type = e.Type
+	ph.Status.Owner = e.Owner
 	ph.Status.Checks = checks
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonChecksPassed,
 		Message: fmt.Sprintf("%d checks passed", len(checks)), ObservedGeneration: ph.Generation}

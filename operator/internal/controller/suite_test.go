@@ -45,6 +45,7 @@ import (
 
 const (
 	testProvider  = "mem"
+	testOwner     = "c0ffee12-" + testProvider
 	testToken     = "sentinel-credential-5e1f0c"
 	testNamespace = "default"
 )
@@ -68,6 +69,9 @@ var (
 	// secretCut stands between the reconciler's uncached reader and the
 	// API server, and fails the reads of the Secrets a test cuts.
 	secretCut *apiCut
+	// standIn is the stand-in proxy's listener, for the reconcilers a test
+	// runs besides the suite's.
+	standIn net.Listener
 )
 
 // logBuffer keeps every log line the operator writes, for the sentinel test.
@@ -134,7 +138,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	set = providers.NewSet(&providers.Entry{
-		Name: testProvider, Type: memprovider.Type, Owner: "test-" + testProvider,
+		Name: testProvider, Type: memprovider.Type, Owner: testOwner,
 		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&seamProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
@@ -146,6 +150,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	defer func() { _ = listener.Close() }()
+	standIn = listener
 	proxyUp.Store(true)
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}})

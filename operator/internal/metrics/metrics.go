@@ -23,11 +23,13 @@ var (
 		Help: "Failed provider calls by provider, type, operation and error class.",
 	}, []string{"provider", "type", "operation", "class"})
 
-	// GCDeletions counts instances the garbage collector deleted.
+	// GCDeletions counts instances the garbage collector deleted, by the
+	// pass that found them: "owned" (marked with the entry's owner) or
+	// "legacy" (v0.1's marks, which name no owner).
 	GCDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "egressproxies_gc_deletions_total",
-		Help: "Instances deleted by the garbage collector, by provider and reason.",
-	}, []string{"provider", "reason"})
+		Help: "Instances deleted by the garbage collector, by provider, reason and pass (owned or legacy).",
+	}, []string{"provider", "reason", "pass"})
 
 	// CheckOK is 1 when a provider's check target passed its last check.
 	CheckOK = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -13,8 +13,10 @@ type Entry struct {
 	Name string
 	// Type is the provider's type.
 	Type string
-	// Owner is the value of the managed mark on the instances this entry
-	// creates: "<install>-<entry>" (contract §8).
+	// Owner is "<installID>-<Name>", the value of the managed mark on every
+	// instance this entry creates: what its garbage collector lists, and
+	// what tells its instances from another install's or entry's on a
+	// shared backend.
 	Owner string
 	// Provider is the decorated provider: limits, spans, metrics, log keys.
 	Provider contract.Provider
