@@ -26,6 +26,7 @@ const (
 	ReasonCloudInitUnavailable  = "CloudInitUnavailable"
 	ReasonInstanceGone          = "InstanceGone"
 	ReasonInstanceStopped       = "InstanceStopped"
+	ReasonInstanceNotOwned      = "InstanceNotOwned"
 	ReasonServiceUnavailable    = "ServiceUnavailable"
 	ReasonReplacing             = "Replacing"
 	ReasonDeleting              = "Deleting"

@@ -254,6 +254,9 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		if err != nil {
 			return r.providerError(ctx, proxy, "Create", err)
 		}
+		if !carriesUID(inst, string(proxy.UID)) {
+			return r.notOwned(ctx, proxy, ro, "Create", inst)
+		}
 		observe(target, inst)
 		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)", target.Name, inst.ProviderID))
 		log.Info("created instance", "providerID", inst.ProviderID)
@@ -277,6 +280,9 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		}
 		if err != nil {
 			return r.providerError(ctx, proxy, "Get", err)
+		}
+		if !carriesUID(inst, string(proxy.UID)) {
+			return r.notOwned(ctx, proxy, ro, "Get", inst)
 		}
 		observe(target, inst)
 	}
@@ -356,11 +362,12 @@ func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Prox
 	return ctrl.Result{}, err
 }
 
-// retire deletes an instance the Proxy no longer wants. A failure is only
-// an event: the instance is neither current nor pending, so the garbage
-// collector deletes it later.
+// retire deletes an instance the Proxy no longer wants, once it read it
+// back as the Proxy's (mayRetire). A failure is only an event: the
+// instance is neither current nor pending, so the garbage collector
+// deletes it later.
 func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string) {
-	if ref.ProviderID == "" {
+	if ref.ProviderID == "" || !r.mayRetire(ctx, proxy, entry, ref, why) {
 		return
 	}
 	if err := entry.Provider.Delete(ctx, ref.ProviderID); err != nil {
@@ -397,6 +404,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	if err != nil {
 		return r.providerError(ctx, proxy, "ListByTag", err)
 	}
+	left = ownInstances(ctx, proxy, left)
 	deleted := false
 	for _, inst := range left {
 		if inst.State == contract.StateTerminated {
@@ -414,6 +422,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 		if left, err = entry.Provider.ListByTag(ctx, contract.LabelUID, string(proxy.UID)); err != nil {
 			return r.providerError(ctx, proxy, "ListByTag", err)
 		}
+		left = ownInstances(ctx, proxy, left)
 	}
 	if len(left) > 0 {
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
