@@ -56,6 +56,7 @@ func TestAdmissionRejectsInvalidProxies(t *testing.T) {
 
 func TestProviderIsImmutable(t *testing.T) {
 	p := newProxy(t, "immutable", func(p *v1alpha1.Proxy) { p.Spec.Provider = "nowhere" })
+	t.Cleanup(func() { releaseByHand(t, k8s, p) }) // its entry never comes
 	// The reconciler writes the object too: retry on conflicts until the
 	// API server judges the change itself.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -82,6 +83,7 @@ func TestAdmissionAcceptsPrivateRanges(t *testing.T) {
 		p.Spec.Provider = "nowhere" // nothing to provision: admission is the test
 		p.Spec.AllowedClients = []v1alpha1.CIDR{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"}
 	})
+	t.Cleanup(func() { releaseByHand(t, k8s, p) }) // its entry never comes
 	if got := get(t, p); len(got.Spec.AllowedClients) != 5 {
 		t.Errorf("allowedClients stored as %v", got.Spec.AllowedClients)
 	}

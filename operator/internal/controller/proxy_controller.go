@@ -149,7 +149,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 	}
 	if !configured {
-		msg := fmt.Sprintf("provider %q is not in the operator's providers config (configured: %v)", proxy.Spec.Provider, r.Providers.Names())
+		msg := r.notConfiguredMessage(&proxy)
 		r.setNotReady(&proxy, v1alpha1.ReasonProviderNotConfigured, msg)
 		r.event(&proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Configure", msg)
 		// Nothing to retry: the config is read at start, and a spec change
@@ -380,18 +380,15 @@ func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, ent
 
 // finalize deletes every instance carrying the Proxy's UID — found by
 // ListByTag, so one whose Create returned just before a crash is not
-// missed — and removes the finalizer once none is left.
+// missed — and removes the finalizer once none is left. Without its
+// provider entry it waits (finalizeWithoutEntry).
 func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(proxy, Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	log := logf.FromContext(ctx)
 	if entry == nil {
-		log.Info("provider is not configured; removing the finalizer without deleting instances", "provider", proxy.Spec.Provider)
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Delete",
-			fmt.Sprintf("provider %q is not configured: its instances, if any, are not deleted", proxy.Spec.Provider))
-		controllerutil.RemoveFinalizer(proxy, Finalizer)
-		return ctrl.Result{}, r.Update(ctx, proxy)
+		return r.finalizeWithoutEntry(ctx, proxy)
 	}
 	ctx = logf.IntoContext(ctx, log.WithValues(contract.LogKeyProvider, entry.Name))
 	if proxy.Status.Phase != v1alpha1.PhaseDeleting {
