@@ -97,8 +97,7 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 		func(c memprovider.Config) error { c.Token = "rbac-test"; return c.Validate() },
 		func(c memprovider.Config) (contract.Provider, error) {
 			c.Token = "rbac-test"
-			p, err := memprovider.New(c, cloud)
-			return ownerDefault{p}, err
+			return memprovider.New(c, cloud)
 		}))
 	standIn := standInProxy(t)
 
@@ -221,18 +220,6 @@ func TestShippedRolesReadSecretsOnlyWhereBound(t *testing.T) {
 	}) {
 		t.Errorf("the reader's rules %+v, want only %+v", reader.Rules, want)
 	}
-}
-
-// ownerDefault fills CreateRequest.Owner while the providers config does
-// not yet name the install (the identity work sets Entry.Owner); it
-// passes every other call through.
-type ownerDefault struct{ contract.Provider }
-
-func (p ownerDefault) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
-	if req.Owner == "" {
-		req.Owner = "rbac-test-dev"
-	}
-	return p.Provider.Create(ctx, req)
 }
 
 // transform names and places obj as kustomize does with config/default's
