@@ -122,8 +122,14 @@ type install struct {
 // end, or when stop is called.
 func startInstall(t *testing.T, c *cluster, cloud *memprovider.Cloud, doc string, wrap func(*providers.Entry) contract.Provider) *install {
 	t.Helper()
+	return startInstallOf(t, c, sharedRegistry(cloud), doc, wrap)
+}
+
+// startInstallOf runs an operator on c with the providers config doc and
+// the provider types of reg.
+func startInstallOf(t *testing.T, c *cluster, reg providers.Registry, doc string, wrap func(*providers.Entry) contract.Provider) *install {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	reg := sharedRegistry(cloud)
 	cfg, err := config.Parse([]byte(doc), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -198,17 +204,19 @@ func (in *install) sweepLater(t *testing.T, name string) []contract.Instance {
 	return deleted
 }
 
-// proxyOn creates a Proxy on c on entry provider; the test's end deletes
-// it, if the test did not.
+// proxyOn creates a Proxy on c on entry provider, in the shared Cloud's
+// region; the test's end deletes it, if the test did not.
 func proxyOn(t *testing.T, c *cluster, name, provider string) *v1alpha1.Proxy {
+	t.Helper()
+	return proxyAt(t, c, name, provider, v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"})
+}
+
+// proxyAt creates a Proxy on c on entry provider at placement.
+func proxyAt(t *testing.T, c *cluster, name, provider string, placement v1alpha1.Placement) *v1alpha1.Proxy {
 	t.Helper()
 	p := &v1alpha1.Proxy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
-		Spec: v1alpha1.ProxySpec{
-			Provider:  provider,
-			Placement: v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"},
-			Port:      3128,
-		},
+		Spec:       v1alpha1.ProxySpec{Provider: provider, Placement: placement, Port: 3128},
 	}
 	if err := c.client.Create(context.Background(), p); err != nil {
 		t.Fatalf("create Proxy %s: %v", name, err)
