@@ -251,9 +251,6 @@ func (p *tokenFileProvider) Create(ctx context.Context, req contract.CreateReque
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	if req.Owner == "" { // TEMPORARY-CREDENTIALS: until the operator sets Owner (i13-identity)
-		req.Owner = "c0ffee12-test"
-	}
 	return m.Create(ctx, req)
 }
 
