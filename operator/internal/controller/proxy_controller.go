@@ -15,15 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -41,7 +44,8 @@ type ProxyReconciler struct {
 	// APIReader reads straight from the API server: cloud-init Secrets, so
 	// the operator neither caches nor watches every Secret in the cluster
 	// (and needs only get on them), and the Services and EndpointSlices the
-	// narrowed cache does not hold (CacheOptions).
+	// narrowed cache does not hold (CacheOptions); and a Proxy whose
+	// operation ended before the cache caught up.
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  recorder.EventRecorder
@@ -53,12 +57,16 @@ type ProxyReconciler struct {
 	// each network must lie inside one of these.
 	AllowedClientsWithin []netip.Prefix
 	Timing               Timing
+	// Bounds limit how many reconciles run at once and how long each takes.
+	Bounds Bounds
 	// self is who the operator is to the API server, for the RoleBinding a
 	// Forbidden read of a cloud-init Secret asks for.
 	self selfName
 	// Requeue names Proxies to reconcile now (the CredentialsWatcher's
 	// events); nil: none.
 	Requeue <-chan event.GenericEvent
+	// ops runs the provider calls beside the workers.
+	ops *Operations
 }
 
 // Timing holds the reconciler's waits; zero values take the defaults.
@@ -101,19 +109,34 @@ func (t Timing) withDefaults() Timing {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the reconciler: at most three reconciles at
-// once (DESIGN.md §4), reacting to spec changes, to changes of the
-// Services and EndpointSlices it owns, and to Requeue. Their creation is the reconciler's
-// own doing: reacting to it would only reconcile again on a stale copy.
+// SetupWithManager registers the reconciler: Bounds.Workers reconciles at
+// once (three by default, DESIGN.md §4), each within Bounds.Deadline,
+// reacting to spec changes, to changes of the Services and EndpointSlices
+// it owns, to Requeue, and to the end of each Proxy's provider operation.
+// The owned objects' creation is the reconciler's own doing: reacting to
+// it would only reconcile again on a stale copy.
 func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Timing = r.Timing.withDefaults()
+	r.Bounds = r.Bounds.withDefaults()
+	r.ops = newOperations()
+	if err := mgr.Add(r.ops); err != nil {
+		return err
+	}
 	notCreated := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Proxy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, rollChanged))).
 		Owns(&corev1.Service{}, notCreated).
 		Owns(&discoveryv1.EndpointSlice{}, notCreated).
 		WatchesRawSource(r.requeueSource()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 3}).
+		WatchesRawSource(source.Channel(r.ops.wake, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.Bounds.Workers,
+			ReconciliationTimeout:   r.Bounds.Deadline,
+			// The priority queue folds a Proxy's pending RequeueAfter into
+			// the wake at an operation's end; the older queue keeps the
+			// earlier of the two, and would run the next step early.
+			UsePriorityQueue: ptr.To(true),
+		}).
 		Named("proxy").
 		Complete(r)
 }
@@ -139,6 +162,13 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Get(ctx, req.NamespacedName, &proxy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if rv, ended := r.ops.startedAt(proxy.UID); ended && rv != proxy.ResourceVersion && r.APIReader != nil {
+		// An operation's end wakes the Proxy at once, possibly before the
+		// cache holds the status written when it started.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, &proxy); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	entry, configured := r.Providers.Get(proxy.Spec.Provider)
 	if !proxy.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &proxy, entry)
@@ -162,6 +192,10 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		// Nothing to retry: a spec change, or a restart with another
 		// config, reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
+	}
+	if r.ops.running(proxy.UID) {
+		// Its end reconciles the Proxy; the poll is a safety net.
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
 	cloudInit, userCloudInit, err := r.cloudInit(ctx, &proxy)
 	if err != nil {
@@ -203,6 +237,17 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 	fresh := func() *v1alpha1.InstanceRef {
 		return &v1alpha1.InstanceRef{Name: instanceName(proxy, hash), SpecHash: hash, CloudInitHash: cloudInitHash(cloudInit)}
 	}
+	// A Create that ended but is not yet recorded pins its target whatever
+	// the spec says now: the VM it made is recorded first, then replaced
+	// or retired like any other, rather than left to the garbage collector.
+	if name := r.ops.creating(proxy.UID); name != "" {
+		switch {
+		case s.Instance != nil && s.Instance.Name == name && s.Instance.ProviderID == "":
+			return roleInstance
+		case s.Replacement != nil && s.Replacement.Name == name && s.Replacement.ProviderID == "":
+			return roleReplacement
+		}
+	}
 	switch {
 	case s.Instance == nil:
 		s.Instance = fresh()
@@ -227,49 +272,83 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 }
 
 // drive takes the target instance one step: create it, wait for it to run,
-// probe it, and make it serve.
+// probe it, and make it serve. Each provider call is an operation (await):
+// the reconcile that starts it returns at once, and the one its end wakes
+// goes on with the result.
 func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, cloudInit []byte) (ctrl.Result, error) {
 	target := ro.ref(proxy)
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, entry.Name, contract.LogKeyInstance, target.Name)
 	ctx = logf.IntoContext(ctx, log)
 	prov := entry.Provider
+	uid, port := string(proxy.UID), proxy.Spec.Port
 
-	var inst contract.Instance
+	var seen observed
 	if target.ProviderID == "" {
 		// Record the name before creating, so the garbage collector and a
-		// restarted operator both know the VM is wanted.
+		// restarted operator both know the VM is wanted. A retry keeps the
+		// last error on show until it succeeds.
+		if proxy.Status.LastError == nil {
+			r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("creating instance %s", target.Name))
+		}
 		if err := r.writeStatus(ctx, proxy); err != nil {
 			return ctrl.Result{}, err
 		}
 		target = ro.ref(proxy)
-		var err error
-		inst, err = prov.Create(ctx, contract.CreateRequest{
+		req := contract.CreateRequest{
 			Name:      target.Name,
 			UID:       string(proxy.UID),
 			Owner:     entry.Owner,
 			Placement: contract.Placement(proxy.Spec.Placement),
 			CloudInit: cloudInit,
 			Port:      proxy.Spec.Port,
+		}
+		created := call{methodCreate, target.Name}
+		var done bool
+		var err error
+		seen, done, err = await(ctx, r.ops, proxy, entry.Name, created, func(ctx context.Context) (observed, error) {
+			inst, err := prov.Create(ctx, req)
+			if err != nil {
+				return observed{}, err
+			}
+			// Go on with what Create returned: a VM that already runs with
+			// an address is probed now, not one poll later.
+			return r.look(ctx, prov, inst, uid, port), nil
 		})
+		if !done {
+			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+		}
 		if err != nil {
 			return r.providerError(ctx, proxy, "Create", err)
 		}
-		if !carriesUID(inst, string(proxy.UID)) {
+		inst := seen.inst
+		if !carriesUID(inst, uid) {
 			return r.notOwned(ctx, proxy, ro, "Create", inst)
 		}
 		observe(target, inst)
-		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)", target.Name, inst.ProviderID))
-		log.Info("created instance", "providerID", inst.ProviderID)
 		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, "instance created; waiting for it to run")
 		if err := r.writeStatus(ctx, proxy); err != nil {
+			r.ops.keep(proxy, created, seen, nil)
 			return ctrl.Result{}, err
 		}
-		// Go on with what Create returned: a VM that already runs with an
-		// address is probed now, not one poll later.
+		// After the write: a result kept after a failed write is taken
+		// again, and must not announce the VM twice.
 		target = ro.ref(proxy)
+		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)", target.Name, inst.ProviderID))
+		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
+		providerID := target.ProviderID
+		var done bool
 		var err error
-		inst, err = prov.Get(ctx, target.ProviderID)
+		seen, done, err = await(ctx, r.ops, proxy, entry.Name, call{methodGet, providerID}, func(ctx context.Context) (observed, error) {
+			inst, err := prov.Get(ctx, providerID)
+			if err != nil {
+				return observed{}, err
+			}
+			return r.look(ctx, prov, inst, uid, port), nil
+		})
+		if !done {
+			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+		}
 		if errors.Is(err, contract.ErrNotFound) {
 			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
 			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
@@ -281,37 +360,39 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		if err != nil {
 			return r.providerError(ctx, proxy, "Get", err)
 		}
-		if !carriesUID(inst, string(proxy.UID)) {
-			return r.notOwned(ctx, proxy, ro, "Get", inst)
+		if !carriesUID(seen.inst, uid) {
+			return r.notOwned(ctx, proxy, ro, "Get", seen.inst)
 		}
-		observe(target, inst)
+		observe(target, seen.inst)
 	}
 
-	switch inst.State {
+	switch seen.inst.State {
 	case contract.StateRunning:
-		return r.serve(ctx, proxy, entry, ro)
+		return r.serve(ctx, proxy, entry, ro, seen.probed)
 	case contract.StateStopped:
+		// The operation deleted it already (look).
 		msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
 		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceStopped, "Recreate", msg)
-		if err := prov.Delete(ctx, target.ProviderID); err != nil {
-			return r.providerError(ctx, proxy, "Delete", err)
+		if seen.deleteErr != nil {
+			return r.providerError(ctx, proxy, "Delete", seen.deleteErr)
 		}
 		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceStopped, msg)
 	case contract.StateTerminated:
 		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, fmt.Sprintf("instance %s is being deleted; it will be created again", target.Name))
 	default:
-		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("instance %s is %s", target.Name, inst.State))
+		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("instance %s is %s", target.Name, seen.inst.State))
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
 }
 
-// serve probes a running target and, once it answers, makes it the
-// serving instance: a replacement takes over and the instance it replaces
-// is deleted.
-func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role) (ctrl.Result, error) {
+// serve takes a running target whose proxy answers (probed is nil; the
+// operation that found it running probed it) and makes it the serving
+// instance: a replacement takes over and the instance it replaces is
+// deleted.
+func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, probed error) (ctrl.Result, error) {
 	s := &proxy.Status
 	target := ro.ref(proxy)
-	if err := r.Prober.Probe(ctx, target.IP, proxy.Spec.Port); err != nil {
+	if err := probed; err != nil {
 		r.setProgress(proxy, ro, v1alpha1.ReasonProxyUnreachable, err.Error())
 		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
@@ -363,25 +444,33 @@ func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Prox
 }
 
 // retire deletes an instance the Proxy no longer wants, once it read it
-// back as the Proxy's (mayRetire). A failure is only an event: the
-// instance is neither current nor pending, so the garbage collector
-// deletes it later.
+// back as the Proxy's (mayRetire), beside the Proxy's own operations:
+// nothing waits for it. A failure is only an event: the instance is
+// neither current nor pending, so the garbage collector deletes it later.
 func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string) {
-	if ref.ProviderID == "" || !r.mayRetire(ctx, proxy, entry, ref, why) {
+	if ref.ProviderID == "" {
 		return
 	}
-	if err := entry.Provider.Delete(ctx, ref.ProviderID); err != nil {
-		r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "Delete",
-			fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", ref.Name, why, err))
-		return
-	}
-	r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted instance %s (%s)", ref.Name, why))
+	proxy, ref, name, providerID := proxy.DeepCopy(), ref.DeepCopy(), ref.Name, ref.ProviderID
+	r.ops.retire(ctx, entry.Name, providerID, func(ctx context.Context) {
+		if !r.mayRetire(ctx, proxy, entry, ref, why) {
+			return
+		}
+		if err := entry.Provider.Delete(ctx, providerID); err != nil {
+			r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "Delete",
+				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, err))
+			return
+		}
+		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted instance %s (%s)", name, why))
+	})
 }
 
 // finalize deletes every instance carrying the Proxy's UID — found by
 // ListByTag, so one whose Create returned just before a crash is not
 // missed — and removes the finalizer once none is left. Without its
-// provider entry it waits (finalizeWithoutEntry).
+// provider entry it waits (finalizeWithoutEntry). The deletion is one
+// operation (sweep); it waits for the Proxy's operation in flight, so a
+// Create still running has made its instance before the list.
 func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(proxy, Finalizer) {
 		return ctrl.Result{}, nil
@@ -397,31 +486,20 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 			return ctrl.Result{}, err
 		}
 	}
-	left, err := entry.Provider.ListByTag(ctx, contract.LabelUID, string(proxy.UID))
-	if err != nil {
-		return r.providerError(ctx, proxy, "ListByTag", err)
+	own := proxy.DeepCopy()
+	found, done, err := await(ctx, r.ops, proxy, entry.Name, call{methodFinalize, string(proxy.UID)}, func(ctx context.Context) (swept, error) {
+		return sweep(ctx, entry.Provider, own)
+	})
+	if !done {
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
-	left = ownInstances(ctx, proxy, left)
-	deleted := false
-	for _, inst := range left {
-		if inst.State == contract.StateTerminated {
-			continue
-		}
-		if err := entry.Provider.Delete(ctx, inst.ProviderID); err != nil {
-			return r.providerError(ctx, proxy, "Delete", err)
-		}
-		deleted = true
+	for _, inst := range found.deleted {
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleting instance %s (%s)", inst.Name, inst.ProviderID))
 	}
-	if deleted {
-		// A provider whose Delete waits (delete-return: waits) is done
-		// already: look again now rather than one poll later.
-		if left, err = entry.Provider.ListByTag(ctx, contract.LabelUID, string(proxy.UID)); err != nil {
-			return r.providerError(ctx, proxy, "ListByTag", err)
-		}
-		left = ownInstances(ctx, proxy, left)
+	if err != nil {
+		return r.providerError(ctx, proxy, found.failed, err)
 	}
-	if len(left) > 0 {
+	if len(found.left) > 0 {
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
 	controllerutil.RemoveFinalizer(proxy, Finalizer)

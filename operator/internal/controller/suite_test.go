@@ -137,12 +137,17 @@ func run(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	slow, err := slowEntry(tp)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	set = providers.NewSet(&providers.Entry{
 		Name: testProvider, Type: memprovider.Type, Owner: testOwner,
 		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&seamProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
-	})
+	}, slow)
 
 	listener, err := standInProxy()
 	if err != nil {
@@ -173,7 +178,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	if err := (&ProxyReconciler{
-		Client: mgr.GetClient(), APIReader: apiReader, Scheme: scheme, Recorder: eventRecorder,
+		Client: mgr.GetClient(), APIReader: hangingSecrets{apiReader}, Scheme: scheme, Recorder: eventRecorder,
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		// Every VM's address leads to the local stand-in: the probe runs
 		// for real, over loopback only.
@@ -181,6 +186,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 			return (&net.Dialer{}).DialContext(ctx, network, listener.Addr().String())
 		}, Timeout: time.Second},
 		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second},
+		Bounds: Bounds{Deadline: testDeadline},
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -391,6 +397,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // reporting a fresh address; it returns the address.
 func bootGuest(t *testing.T, p *v1alpha1.Proxy, ref func(*v1alpha1.ProxyStatus) *v1alpha1.InstanceRef) string {
 	t.Helper()
+	return bootGuestOn(t, control, p, ref)
+}
+
+// bootGuestOn is bootGuest on the backend c controls.
+func bootGuestOn(t *testing.T, c memprovider.Control, p *v1alpha1.Proxy, ref func(*v1alpha1.ProxyStatus) *v1alpha1.InstanceRef) string {
+	t.Helper()
 	var id string
 	eventually(t, "the instance of "+p.Name+" is created", func() bool {
 		if r := ref(&get(t, p).Status); r != nil && r.ProviderID != "" {
@@ -400,7 +412,7 @@ func bootGuest(t *testing.T, p *v1alpha1.Proxy, ref func(*v1alpha1.ProxyStatus) 
 		return false
 	})
 	ip := fmt.Sprintf("192.0.2.%d", guestIPs.Add(1))
-	if err := control.ReportIP(context.Background(), id, ip); err != nil {
+	if err := c.ReportIP(context.Background(), id, ip); err != nil {
 		t.Fatalf("report IP: %v", err)
 	}
 	return ip

@@ -1,0 +1,259 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
+)
+
+// Operations runs the Proxies' provider calls in goroutines of their own,
+// so that no reconcile waits for a backend. A full clone takes minutes, a
+// booting VM may swallow connections, a backend may hang until its call
+// timeout, and a provider entry's cap on calls in flight
+// (limits.concurrency) makes callers queue: done on the reconcile workers,
+// any of these stalled every Proxy on every provider. Here each waits in
+// its own goroutine, and a slow backend slows only its own Proxies.
+//
+// Each Proxy has one lane: at most one operation at a time, so its steps
+// keep their order (a Create ends before the Proxy's deletion lists its
+// instances; a spec change waits until the VM being made is recorded). A
+// reconcile asks for a call (await): the first time, the call starts and
+// the reconcile returns; when it ends, the Proxy is reconciled at once
+// (the wake channel, a source of the controller) and the reconcile that
+// asks for the same call again takes its result. A result is taken once,
+// and a lane holds nothing else: a reconcile that asks for another call
+// drops it. Results live in memory only; a restarted operator simply
+// calls again (Create is idempotent by contract, and the instance name is
+// in the status before the Create starts).
+//
+// Instances being retired (a replaced VM, an abandoned replacement) are
+// deleted beside the lanes, since nothing waits for them.
+type Operations struct {
+	// wake receives the Proxy whose operation ended.
+	wake chan event.GenericEvent
+
+	mu       sync.Mutex
+	lanes    map[types.UID]*operation
+	retiring map[string]bool // providerIDs
+
+	// base ends every operation when the manager stops; operations are not
+	// bounded otherwise: the provider bounds its own calls (contract §1.5).
+	base context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// call names one operation: what it does and to what.
+type call struct {
+	method, arg string
+}
+
+type operation struct {
+	call call
+	// rv is the Proxy's resourceVersion when the operation started: the
+	// reconcile that takes the result reads the Proxy from the API server
+	// when its cache holds another.
+	rv       string
+	finished time.Time // zero while the operation runs
+	value    any
+	err      error
+}
+
+// resultTTL is how long a finished result waits to be taken. The wake
+// brings its reconcile within moments; a result older than this was left
+// behind by a reconcile that went another way, and is stale.
+const resultTTL = time.Minute
+
+func newOperations() *Operations {
+	base, stop := context.WithCancel(context.Background())
+	return &Operations{
+		// Sends happen off the workers; the buffer only spares them a wait
+		// for the controller's source to read.
+		wake:     make(chan event.GenericEvent, 256),
+		lanes:    map[types.UID]*operation{},
+		retiring: map[string]bool{},
+		base:     base,
+		stop:     stop,
+	}
+}
+
+// Start runs until the manager stops, then cancels every operation and
+// waits for them: a provider returns within a second of its ctx ending
+// (contract §1.5).
+func (o *Operations) Start(ctx context.Context) error {
+	<-ctx.Done()
+	o.stop()
+	o.wg.Wait()
+	return nil
+}
+
+// NeedLeaderElection is false: operations start only on the leader, whose
+// reconciles start them, but every replica must end them at shutdown.
+func (o *Operations) NeedLeaderElection() bool { return false }
+
+// await returns the result of c for the Proxy once its operation has ended
+// (done), and starts fn for it when the Proxy's lane is free. While done is
+// false the caller returns; the operation's end reconciles the Proxy.
+func await[T any](ctx context.Context, o *Operations, proxy *v1alpha1.Proxy, provider string, c call, fn func(context.Context) (T, error)) (value T, done bool, err error) {
+	if op := o.take(proxy.UID, c); op != nil {
+		value, _ = op.value.(T)
+		return value, true, op.err
+	}
+	o.start(ctx, proxy, provider, c, func(ctx context.Context) (any, error) { return fn(ctx) })
+	return value, false, nil
+}
+
+// take removes the Proxy's finished operation and returns it when it is c
+// and fresh; nil otherwise.
+func (o *Operations) take(uid types.UID, c call) *operation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	op := o.lanes[uid]
+	if op == nil || op.finished.IsZero() {
+		return nil
+	}
+	delete(o.lanes, uid)
+	if op.call != c || time.Since(op.finished) > resultTTL {
+		return nil
+	}
+	return op
+}
+
+// keep puts back a result its reconcile could not record (the status
+// write failed: a conflict with a spec change, say), unless the lane holds
+// another operation by now. The next reconcile takes it again: a Create's
+// VM is recorded before the target can move on, rather than left to the
+// garbage collector.
+func (o *Operations) keep(proxy *v1alpha1.Proxy, c call, value any, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lanes[proxy.UID] == nil {
+		o.lanes[proxy.UID] = &operation{call: c, rv: proxy.ResourceVersion, finished: time.Now(), value: value, err: err}
+	}
+}
+
+// start runs fn in the Proxy's lane unless an operation occupies it. The
+// operation keeps ctx's values (the logger) but not its deadline or
+// cancellation: it outlives the reconcile that started it.
+func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, provider string, c call, fn func(context.Context) (any, error)) {
+	o.mu.Lock()
+	if o.lanes[proxy.UID] != nil {
+		o.mu.Unlock()
+		return
+	}
+	// Drop the results nobody took, such as a Proxy's whose finalizer a
+	// person removed: they are stale by now.
+	for uid, op := range o.lanes {
+		if !op.finished.IsZero() && time.Since(op.finished) > resultTTL {
+			delete(o.lanes, uid)
+		}
+	}
+	op := &operation{call: c, rv: proxy.ResourceVersion}
+	o.lanes[proxy.UID] = op
+	o.wg.Add(1)
+	o.mu.Unlock()
+
+	key := client.ObjectKeyFromObject(proxy)
+	octx, cancel := o.context(ctx)
+	go func() {
+		defer o.wg.Done()
+		defer cancel()
+		inFlight := metrics.OperationsInFlight.WithLabelValues(provider, c.method)
+		inFlight.Inc()
+		v, err := fn(octx)
+		inFlight.Dec()
+		o.mu.Lock()
+		op.value, op.err, op.finished = v, err, time.Now()
+		o.mu.Unlock()
+		o.notify(key)
+	}()
+}
+
+// retire runs fn, a delete nothing waits for, unless one for providerID
+// runs already.
+func (o *Operations) retire(ctx context.Context, provider, providerID string, fn func(context.Context)) {
+	o.mu.Lock()
+	if o.retiring[providerID] {
+		o.mu.Unlock()
+		return
+	}
+	o.retiring[providerID] = true
+	o.wg.Add(1)
+	o.mu.Unlock()
+
+	octx, cancel := o.context(ctx)
+	go func() {
+		defer o.wg.Done()
+		defer cancel()
+		inFlight := metrics.OperationsInFlight.WithLabelValues(provider, methodDelete)
+		inFlight.Inc()
+		fn(octx)
+		inFlight.Dec()
+		o.mu.Lock()
+		delete(o.retiring, providerID)
+		o.mu.Unlock()
+	}()
+}
+
+// context returns ctx's values under the operations' own cancellation.
+func (o *Operations) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(o.base, cancel)
+	return octx, func() { stop(); cancel() }
+}
+
+// notify reconciles the Proxy at once.
+func (o *Operations) notify(key client.ObjectKey) {
+	wake := event.GenericEvent{Object: &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+	select {
+	case o.wake <- wake:
+	case <-o.base.Done():
+	}
+}
+
+// running reports whether an operation of the Proxy runs now.
+func (o *Operations) running(uid types.UID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	op := o.lanes[uid]
+	return op != nil && op.finished.IsZero()
+}
+
+// creating returns the name of the instance a Create of the Proxy makes,
+// running or ended and not yet taken; "" when there is none.
+func (o *Operations) creating(uid types.UID) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if op := o.lanes[uid]; op != nil && op.call.method == methodCreate {
+		return op.call.arg
+	}
+	return ""
+}
+
+// startedAt returns the resourceVersion the Proxy had when its finished,
+// untaken operation started.
+func (o *Operations) startedAt(uid types.UID) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	op := o.lanes[uid]
+	if op == nil || op.finished.IsZero() {
+		return "", false
+	}
+	return op.rv, true
+}
+
+// The methods an operation runs, as the in-flight metric names them.
+const (
+	methodCreate   = "Create"
+	methodGet      = "Get"
+	methodDelete   = "Delete"
+	methodFinalize = "Finalize"
+)

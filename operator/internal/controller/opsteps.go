@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// What the Proxy reconciler's operations do in their goroutines: the
+// provider calls of one step, and the probe, which is as slow as a
+// backend when a booting VM swallows connections.
+
+// observed is what an operation found of an instance, and what it did
+// about it.
+type observed struct {
+	inst contract.Instance
+	// probed is the probe's answer when inst runs: nil when its proxy
+	// answers.
+	probed error
+	// deleteErr is what deleting inst answered when it had stopped.
+	deleteErr error
+}
+
+// look ends an operation that found inst: a running instance is probed
+// (the probe reaches only the VM, within its own timeout), and a stopped
+// one deleted, to be created again. An instance that does not carry the
+// Proxy's UID is neither (the reconcile says so: notOwned).
+func (r *ProxyReconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32) observed {
+	seen := observed{inst: inst}
+	if !carriesUID(inst, uid) {
+		return seen
+	}
+	switch inst.State {
+	case contract.StateRunning:
+		seen.probed = r.Prober.Probe(ctx, inst.IP, port)
+	case contract.StateStopped:
+		seen.deleteErr = prov.Delete(ctx, inst.ProviderID)
+	}
+	return seen
+}
+
+// swept is what one pass of a Proxy's deletion did.
+type swept struct {
+	// deleted are the instances it deleted.
+	deleted []contract.Instance
+	// left are the instances listed after: terminating, or made since.
+	left []contract.Instance
+	// failed names the call that failed, when one did.
+	failed string
+}
+
+// sweep deletes every live instance of the Proxy (ownInstances: listed by
+// its UID, and carrying it) and lists again.
+func sweep(ctx context.Context, prov contract.Provider, proxy *v1alpha1.Proxy) (swept, error) {
+	var out swept
+	uid := string(proxy.UID)
+	left, err := prov.ListByTag(ctx, contract.LabelUID, uid)
+	if err != nil {
+		out.failed = "ListByTag"
+		return out, err
+	}
+	left = ownInstances(ctx, proxy, left)
+	for _, inst := range left {
+		if inst.State == contract.StateTerminated {
+			continue
+		}
+		if err := prov.Delete(ctx, inst.ProviderID); err != nil {
+			out.failed = "Delete"
+			return out, err
+		}
+		out.deleted = append(out.deleted, inst)
+	}
+	if len(out.deleted) > 0 {
+		// A provider whose Delete waits (delete-return: waits) is done
+		// already: look again now rather than one poll later.
+		if left, err = prov.ListByTag(ctx, contract.LabelUID, uid); err != nil {
+			out.failed = "ListByTag"
+			return out, err
+		}
+		left = ownInstances(ctx, proxy, left)
+	}
+	out.left = left
+	return out, nil
+}

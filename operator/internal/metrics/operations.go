@@ -1,0 +1,20 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// OperationsInFlight is the number of provider operations the Proxy
+// reconciler runs beside its workers (controller.Operations), by provider
+// entry and operation. Those waiting for a slot under the entry's
+// limits.concurrency count too: a gauge that stays high names the backend
+// that is slow.
+var OperationsInFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "egressproxies_provider_operations_in_flight",
+	Help: "Provider operations running or waiting for a call slot, by provider and operation (Create, Get, Delete, Finalize).",
+}, []string{"provider", "operation"})
+
+func init() {
+	crmetrics.Registry.MustRegister(OperationsInFlight)
+}
