@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
@@ -27,6 +28,8 @@ func main() {
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
 	flag.StringVar(&o.CredentialsDir, "credentials-dir", "/etc/egress-proxies/credentials",
 		"Directory the credentials Secret is mounted at: a change of its files retries the Proxies waiting on a credential at once. Empty: not watched.")
+	flag.IntVar(&o.Bounds.Workers, "max-concurrent-reconciles", controller.DefaultWorkers, "How many Proxies reconcile at once; provider calls run beside these workers, capped per provider by limits.concurrency.")
+	flag.DurationVar(&o.Bounds.Deadline, "reconcile-timeout", controller.DefaultDeadline, "The deadline of one reconcile (its API server calls; provider calls are not bounded by it).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

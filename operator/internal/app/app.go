@@ -57,11 +57,30 @@ type Options struct {
 	// of its files reconciles the Proxies that are not Ready and re-runs
 	// the providers' checks at once. Empty: not watched.
 	CredentialsDir string
+	// Bounds set how many Proxies reconcile at once
+	// (--max-concurrent-reconciles) and how long one reconcile may take
+	// (--reconcile-timeout); zero values are the defaults.
+	Bounds controller.Bounds
+}
+
+// validate checks the options a person sets, naming the flag and value.
+func (o Options) validate() error {
+	var errs []error
+	if o.Bounds.Workers < 0 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles %d: must be positive (0 takes the default, %d)", o.Bounds.Workers, controller.DefaultWorkers))
+	}
+	if o.Bounds.Deadline < 0 {
+		errs = append(errs, fmt.Errorf("--reconcile-timeout %s: must be positive (0 takes the default, %s)", o.Bounds.Deadline, controller.DefaultDeadline))
+	}
+	return errors.Join(errs...)
 }
 
 // Run runs the operator until ctx ends. An invalid providers config fails
 // it before anything starts.
 func Run(ctx context.Context, o Options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
 	cfg, err := config.Load(o.ConfigPath, o.Registry)
 	if err != nil {
 		return err
@@ -105,7 +124,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := (&controller.ProxyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
-		Requeue: requeue,
+		Requeue: requeue, Bounds: o.Bounds,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}
