@@ -6,8 +6,9 @@ import (
 )
 
 // Provider creates, reads and deletes proxy instances on one configured
-// backend. It must be safe for concurrent use: the operator runs up to three
-// reconciles, a garbage-collection sweep and a check round at once (§1.3).
+// backend. It must be safe for concurrent use: the operator runs up to
+// limits.concurrency calls, a garbage-collection sweep and a check round at
+// once (§1.3).
 //
 // No caller sets a deadline on ctx: the provider bounds every backend call
 // itself (§1.5). Every method returns promptly once ctx is done, with an error
