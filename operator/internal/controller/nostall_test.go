@@ -211,17 +211,12 @@ func TestProxyDeletedDuringItsCreateLeavesNothing(t *testing.T) {
 // A spec changed while the Create runs waits for it: the VM it made is
 // recorded, then replaced like any other, and none is left behind.
 func TestSpecChangedDuringACreateReplacesTheVMItMade(t *testing.T) {
-	ctx := context.Background()
 	release := slowCreates(t)
 	defer release()
 	p := newProxy(t, "slowspec", onSlow)
 	eventually(t, "the Create of slowspec is in the backend", func() bool { return slowGate.held.Load() == 1 })
 	first := get(t, p).Status.Instance.Name
-	got := get(t, p)
-	got.Spec.Port = 8080
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 8080 })
 	release()
 	eventually(t, "the first VM is recorded and a replacement created", func() bool {
 		s := get(t, p).Status

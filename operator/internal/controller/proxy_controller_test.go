@@ -245,11 +245,7 @@ func TestSpecChangeReplacesAfterTheNewInstanceIsReady(t *testing.T) {
 	oldIP := bootGuest(t, p, current)
 	old := waitReady(t, p).Status.Instance
 
-	got := get(t, p)
-	got.Spec.Port = 8888
-	if err := k8s.Update(context.Background(), got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 8888 })
 	eventually(t, "a replacement is created", func() bool {
 		s := get(t, p).Status
 		return s.Replacement != nil && s.Replacement.ProviderID != ""
@@ -480,11 +476,7 @@ func TestFailingReplacementKeepsTheOldOneServing(t *testing.T) {
 	if err := control.FailNext(contracttest.OpCreate, contract.ErrPermanent); err != nil {
 		t.Fatal(err)
 	}
-	got := get(t, p)
-	got.Spec.Port = 8080
-	if err := k8s.Update(context.Background(), got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 8080 })
 	eventually(t, "the replacement's failure is reported beside the serving instance", func() bool {
 		got := get(t, p)
 		prov := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProvisioned)
@@ -498,7 +490,7 @@ func TestFailingReplacementKeepsTheOldOneServing(t *testing.T) {
 		s := get(t, p).Status
 		return s.Replacement != nil && s.Replacement.ProviderID != ""
 	})
-	got = get(t, p)
+	got := get(t, p)
 	if prov := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProvisioned); prov == nil || !strings.HasPrefix(prov.Message, "replacement: ") ||
 		strings.HasPrefix(prov.Message, "replacement: replacement: ") {
 		t.Errorf("Provisioned while the replacement boots: %+v, want it to speak of the replacement, once", prov)
@@ -527,11 +519,7 @@ func TestSpecChangedBackOrAgainRetiresTheReplacement(t *testing.T) {
 	serving := waitReady(t, p).Status.Instance
 	setPort := func(port int32) {
 		t.Helper()
-		got := get(t, p)
-		got.Spec.Port = port
-		if err := k8s.Update(context.Background(), got); err != nil {
-			t.Fatal(err)
-		}
+		updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = port })
 	}
 	created := func(port int32) *v1alpha1.InstanceRef {
 		t.Helper()
@@ -646,11 +634,7 @@ func TestReplacementAtTheSameAddressDeletesTheOldOne(t *testing.T) {
 	p := newProxy(t, "sameip", func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = []v1alpha1.CIDR{"10.1.0.0/16"} })
 	ip := bootGuest(t, p, current)
 	old := waitReady(t, p).Status.Instance
-	got := get(t, p)
-	got.Spec.AllowedClients = []v1alpha1.CIDR{"10.2.0.0/16"} // a new cloud-init, the same port
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = []v1alpha1.CIDR{"10.2.0.0/16"} }) // a new cloud-init, the same port
 	var next string
 	eventually(t, "a replacement is created", func() bool {
 		r := get(t, p).Status.Replacement

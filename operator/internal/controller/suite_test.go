@@ -23,6 +23,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -354,6 +355,19 @@ func deleteProxy(t *testing.T, p *v1alpha1.Proxy) {
 		return client.IgnoreNotFound(err) == nil && err != nil
 	})
 	collectOwned(t, p)
+}
+
+// updateSpec changes the Proxy's spec as a user would, on the latest copy:
+// the operator writes the status in between, and a stale copy conflicts.
+func updateSpec(t *testing.T, p *v1alpha1.Proxy, mutate func(*v1alpha1.Proxy)) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := get(t, p)
+		mutate(got)
+		return k8s.Update(context.Background(), got)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // get returns the Proxy's current state.
