@@ -24,9 +24,9 @@ import (
 
 // The suite's second provider entry, "slow": the reference provider over a
 // memory Cloud of its own, behind a seam that makes its Creates take
-// minutes (a real full clone does) while a test says so. Its cap on calls
-// in flight is smaller than the reconcile workers, so a Create waiting for
-// a slot shows too.
+// minutes (a real full clone does) while a test says so. It admits fewer
+// Creates (all but one of its call slots) than there are reconcile
+// workers, so a Create waiting for a slot shows too.
 const slowProvider = "slow"
 
 var (
@@ -51,7 +51,7 @@ func slowEntry(tp trace.TracerProvider) (*providers.Entry, error) {
 	}
 	return &providers.Entry{
 		Name: slowProvider, Type: memprovider.Type, Owner: "test-" + slowProvider,
-		Provider:      providers.Instrument(slowProvider, memprovider.Type, providers.Limit(&slowSeam{Provider: prov, gate: slowGate}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 2}), tp),
+		Provider:      providers.Instrument(slowProvider, memprovider.Type, providers.Limit(&slowSeam{Provider: prov, gate: slowGate}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: slowConcurrency}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
 	}, nil
@@ -108,6 +108,10 @@ func (p *slowSeam) read(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// slowConcurrency is the slow entry's limits.concurrency: fewer than the
+// Proxies the tests put on it.
+const slowConcurrency = 3
+
 // slowCreates makes every Create on the slow entry take minutes until the
 // returned release is called (the test's cleanup calls it too).
 func slowCreates(t *testing.T) (release func()) {
@@ -154,7 +158,8 @@ func TestSlowBackendStallsOnlyItsOwnProxies(t *testing.T) {
 	for i := range 5 {
 		newProxy(t, fmt.Sprintf("slow-%d", i), onSlow)
 	}
-	eventually(t, "the slow backend holds Creates", func() bool { return slowGate.held.Load() >= 2 })
+	// Creates may take all but one of the entry's call slots.
+	eventually(t, "the slow backend holds Creates", func() bool { return slowGate.held.Load() >= slowConcurrency-1 })
 	// Every slow Create is under way, those waiting for a call slot too,
 	// and the metric says which backend is slow.
 	eventually(t, "five Creates in flight on the slow entry", func() bool {

@@ -24,12 +24,18 @@ type limited struct {
 	inner    contract.Provider
 	bucket   *rate.Limiter
 	inFlight chan struct{}
+	// creates admits at most Concurrency-1 Creates to the slots: a Create
+	// can hold its slot for minutes (a full clone), and the last slot
+	// stays for the short calls — the resyncs and deletions of the entry's
+	// other Proxies. With Concurrency 1 there is nothing to keep.
+	creates chan struct{}
 }
 
 // Limit decorates p with l. The result implements contract.Checker exactly
 // when p does; checks go through the same limits.
 func Limit(p contract.Provider, l Limits) contract.Provider {
-	lp := &limited{inner: p, bucket: rate.NewLimiter(rate.Limit(l.QPS), l.Burst), inFlight: make(chan struct{}, l.Concurrency)}
+	lp := &limited{inner: p, bucket: rate.NewLimiter(rate.Limit(l.QPS), l.Burst),
+		inFlight: make(chan struct{}, l.Concurrency), creates: make(chan struct{}, max(1, l.Concurrency-1))}
 	if c, ok := p.(contract.Checker); ok {
 		return &limitedChecker{limited: lp, checker: c}
 	}
@@ -64,6 +70,12 @@ func contextErr(ctx context.Context, err error) error {
 }
 
 func (l *limited) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	select {
+	case l.creates <- struct{}{}:
+		defer func() { <-l.creates }()
+	case <-ctx.Done():
+		return contract.Instance{}, fmt.Errorf("waiting for a free provider call slot for a Create: %w", ctx.Err())
+	}
 	release, err := l.acquire(ctx)
 	if err != nil {
 		return contract.Instance{}, err

@@ -107,3 +107,64 @@ func TestInstrumentRecordsSpansAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// heldCreates is a provider whose Creates wait until released, as a full
+// clone does for minutes; its Gets answer at once.
+type heldCreates struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *heldCreates) Create(ctx context.Context, _ contract.CreateRequest) (contract.Instance, error) {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+		return contract.Instance{}, nil
+	case <-ctx.Done():
+		return contract.Instance{}, ctx.Err()
+	}
+}
+
+func (h *heldCreates) Get(_ context.Context, id string) (contract.Instance, error) {
+	return contract.Instance{ProviderID: id, State: contract.StateRunning}, nil
+}
+func (h *heldCreates) Delete(context.Context, string) error { return nil }
+func (h *heldCreates) ListByTag(context.Context, string, string) ([]contract.Instance, error) {
+	return nil, nil
+}
+
+// Creates that take minutes never hold every call slot of an entry: a
+// Get, Delete or list of its other Proxies (a resync, a deletion) still
+// gets one while as many Creates as may run do.
+func TestLongCreatesLeaveASlotForOtherCalls(t *testing.T) {
+	for _, concurrency := range []int{2, 4} {
+		h := &heldCreates{started: make(chan struct{}, 16), release: make(chan struct{})}
+		p := Limit(h, Limits{QPS: 1000, Burst: 1000, Concurrency: concurrency})
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range concurrency + 2 {
+			wg.Go(func() { _, _ = p.Create(ctx, contract.CreateRequest{}) })
+		}
+		for range concurrency - 1 {
+			<-h.started
+		}
+		// One more Create starting would take the last slot. Give it the
+		// time it needs to (a wait that can only hide the failure, never
+		// make one).
+		select {
+		case <-h.started:
+			t.Errorf("concurrency %d: %d Creates ran at once, want at most %d", concurrency, concurrency, concurrency-1)
+		case <-time.After(200 * time.Millisecond):
+		}
+		getCtx, getCancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, getErr := p.Get(getCtx, "x")
+		delErr := p.Delete(getCtx, "x")
+		getCancel()
+		if getErr != nil || delErr != nil {
+			t.Errorf("concurrency %d, Creates held: Get = %v, Delete = %v; want both answered", concurrency, getErr, delErr)
+		}
+		close(h.release)
+		cancel()
+		wg.Wait()
+	}
+}
