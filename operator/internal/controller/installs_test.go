@@ -12,7 +12,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -273,17 +272,7 @@ func readyOn(t *testing.T, c *cluster, p *v1alpha1.Proxy) *v1alpha1.Proxy {
 // eventsOn returns the notes of every event regarding the Proxy on c.
 func eventsOn(t *testing.T, c *cluster, p *v1alpha1.Proxy) []string {
 	t.Helper()
-	var list eventsv1.EventList
-	if err := c.client.List(context.Background(), &list, client.InNamespace(p.Namespace)); err != nil {
-		t.Fatalf("list events: %v", err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == p.Name && e.Regarding.Kind == "Proxy" {
-			out = append(out, e.Reason+": "+e.Note)
-		}
-	}
-	return out
+	return eventsIn(t, c.client, p)
 }
 
 // vmOf reads an instance back from the shared backend, as any entry sees

@@ -454,28 +454,25 @@ func readyCondition(p *v1alpha1.Proxy) metav1.Condition {
 	return metav1.Condition{}
 }
 
-// instancesOf lists the backend's instances carrying the Proxy's UID.
+// instancesOf lists the test provider's live instances carrying the
+// Proxy's UID.
 func instancesOf(t *testing.T, p *v1alpha1.Proxy) []contract.Instance {
 	t.Helper()
-	entry, _ := set.Get(testProvider)
-	found, err := entry.Provider.ListByTag(context.Background(), contract.LabelUID, string(get(t, p).UID))
-	if err != nil {
-		t.Fatalf("ListByTag: %v", err)
-	}
-	var live []contract.Instance
-	for _, inst := range found {
-		if inst.State != contract.StateTerminated {
-			live = append(live, inst)
-		}
-	}
-	return live
+	return liveInstances(t, testProvider, string(get(t, p).UID))
 }
 
 // eventsFor returns the notes of every event regarding the Proxy.
 func eventsFor(t *testing.T, p *v1alpha1.Proxy) []string {
 	t.Helper()
+	return eventsIn(t, k8s, p)
+}
+
+// eventsIn returns the notes of every event regarding the Proxy that c's
+// API server holds.
+func eventsIn(t *testing.T, c client.Client, p *v1alpha1.Proxy) []string {
+	t.Helper()
 	var list eventsv1.EventList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(p.Namespace)); err != nil {
+	if err := c.List(context.Background(), &list, client.InNamespace(p.Namespace)); err != nil {
 		t.Fatalf("list events: %v", err)
 	}
 	var out []string
