@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -30,6 +29,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe/probetest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
@@ -286,24 +286,11 @@ func apply(t *testing.T, c client.Client, obj client.Object) {
 // returns its address.
 func standInProxy(t *testing.T) string {
 	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	l, err := probetest.StandIn(func() bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = conn.Close() }()
-				_, _ = bufio.NewReader(conn).ReadString('\n')
-				_, _ = conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
-			}()
-		}
-	}()
 	return l.Addr().String()
 }
 

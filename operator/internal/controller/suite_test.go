@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -36,6 +35,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe/probetest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
@@ -150,7 +150,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		CheckInterval: time.Hour,
 	}, slow)
 
-	listener, err := standInProxy()
+	listener, err := probetest.StandIn(proxyUp.Load)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -200,31 +200,6 @@ func run(m *testing.M, cfg *rest.Config) int {
 		}
 	}()
 	return m.Run()
-}
-
-// standInProxy answers like a proxy (an HTTP status line) while proxyUp,
-// and closes the connection silently otherwise.
-func standInProxy() (net.Listener, error) {
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = conn.Close() }()
-				_, _ = bufio.NewReader(conn).ReadString('\n')
-				if proxyUp.Load() {
-					_, _ = conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
-				}
-			}()
-		}
-	}()
-	return l, nil
 }
 
 // seamProvider is the reference provider with two seams the memory Cloud's
