@@ -51,7 +51,15 @@ type Config struct {
 	DefaultAllowedClients []string
 	// AllowedClientsWithin, when set, bounds every Proxy's allowedClients
 	// and the defaults: each network must lie inside one of these.
-	AllowedClientsWithin []netip.Prefix
+	AllowedClientsWithin Networks
+}
+
+// Networks bounds where a proxy's clients may be; empty bounds nothing.
+type Networks []netip.Prefix
+
+// Hold reports whether p lies wholly inside one of n, or n is empty.
+func (n Networks) Hold(p netip.Prefix) bool {
+	return len(n) == 0 || slices.ContainsFunc(n, func(w netip.Prefix) bool { return w.Bits() <= p.Bits() && w.Contains(p.Addr()) })
 }
 
 // Provider is one configured provider.
@@ -160,7 +168,7 @@ func (c *Config) validate(f *file, reg providers.Registry) error {
 			v.addf("defaultAllowedClients[%d] %q: want a CIDR such as 10.0.0.0/8", i, cidr)
 		case pfx.Addr().Is4() && pfx.Bits() < 8, pfx.Addr().Is6() && pfx.Bits() < 7:
 			v.addf("defaultAllowedClients[%d] %q: an IPv4 network must be /8 or longer and an IPv6 one /7 or longer, as in a Proxy's allowedClients: a proxy is never open to the world", i, cidr)
-		case len(c.AllowedClientsWithin) > 0 && !slices.ContainsFunc(c.AllowedClientsWithin, func(w netip.Prefix) bool { return w.Bits() <= pfx.Bits() && w.Contains(pfx.Addr()) }):
+		case !c.AllowedClientsWithin.Hold(pfx):
 			v.addf("defaultAllowedClients[%d] %q: outside allowedClientsWithin %v", i, cidr, f.AllowedClientsWithin)
 		}
 	}

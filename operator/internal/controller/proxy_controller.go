@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
@@ -55,7 +55,7 @@ type ProxyReconciler struct {
 	DefaultAllowedClients []string
 	// AllowedClientsWithin, when set, bounds every Proxy's allowedClients:
 	// each network must lie inside one of these.
-	AllowedClientsWithin []netip.Prefix
+	AllowedClientsWithin config.Networks
 	Timing               Timing
 	// Bounds limit how many reconciles run at once and how long each takes.
 	Bounds Bounds

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -37,7 +36,7 @@ func (r *ProxyReconciler) refusal(proxy *v1alpha1.Proxy) (reason, msg string) {
 		if err != nil {
 			return v1alpha1.ReasonAllowedClientsRefused, fmt.Sprintf("%s[%d] %q: not a CIDR", field, i, c)
 		}
-		if len(r.AllowedClientsWithin) > 0 && !slices.ContainsFunc(r.AllowedClientsWithin, func(w netip.Prefix) bool { return w.Bits() <= p.Bits() && w.Contains(p.Addr()) }) {
+		if !r.AllowedClientsWithin.Hold(p) {
 			return v1alpha1.ReasonAllowedClientsRefused, fmt.Sprintf("%s[%d] %q: outside the networks the operator's config allows clients in (allowedClientsWithin: %v)", field, i, c, r.AllowedClientsWithin)
 		}
 		prefixes = append(prefixes, p.Masked())
@@ -94,6 +93,6 @@ func lastAddr(p netip.Prefix) netip.Addr {
 			b[i] |= 0xff >> (bits - 8*i)
 		}
 	}
-	a, _ := netip.AddrFromSlice(bytes.Clone(b))
+	a, _ := netip.AddrFromSlice(b)
 	return a
 }
