@@ -21,6 +21,9 @@ case "$module" in
   providers/libvirt) deny="$sdk_vsphere|$sdk_proxmox|$sdk_openstack|$kubernetes" ;;
   providers/openstack) deny="$sdk_vsphere|$sdk_proxmox|$sdk_libvirt|$kubernetes" ;;
   images) deny="$sdk_vsphere|$sdk_proxmox|$sdk_libvirt|$sdk_openstack|$kubernetes" ;;
+  # The container image builder: go-containerregistry and the standard
+  # library, no SDK and no Kubernetes.
+  images/oci) deny="$sdk_vsphere|$sdk_proxmox|$sdk_libvirt|$sdk_openstack|$kubernetes" ;;
   *) echo "deps/$module: no rule; nothing to check"; exit 0 ;;
 esac
 

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// staticBinary builds a small static Go program, as the operator's pure-Go
+// image holds one.
+func staticBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\nfunc main() { println(\"hello\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hello")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", bin, src)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func flags(bin, out string) []string {
+	return []string{
+		"-o", out, "-tag", "hello:v1", "-binary", bin + "=/usr/local/bin/hello",
+		"-user", "65532:65532", "-user-name", "nonroot", "-dir", "/tmp:1777",
+		"-label", "org.opencontainers.image.version=v1", "-go-modules", "/usr/share/doc/hello/go-modules.txt",
+		"-source-date-epoch", "1700000000",
+	}
+}
+
+// Two runs on the same inputs write the same bytes and print one digest.
+func TestTwoRunsOneDigest(t *testing.T) {
+	bin := staticBinary(t)
+	var digests []string
+	var tars [][]byte
+	for range 2 {
+		out := filepath.Join(t.TempDir(), "hello.tar")
+		var stdout, stderr bytes.Buffer
+		if err := run(flags(bin, out), &stdout, &stderr); err != nil {
+			t.Fatalf("run: %v\n%s", err, stderr.String())
+		}
+		digests = append(digests, strings.TrimSpace(stdout.String()))
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tars = append(tars, b)
+		sbom, err := os.ReadFile(strings.TrimSuffix(out, ".tar") + ".go-modules.txt")
+		if err != nil || !strings.HasPrefix(string(sbom), "/usr/local/bin/hello: go") {
+			t.Errorf("the module list beside the tarball: %q, %v", sbom, err)
+		}
+	}
+	if digests[0] != digests[1] || !strings.HasPrefix(digests[0], "sha256:") {
+		t.Errorf("two runs printed %q and %q, want one sha256 digest", digests[0], digests[1])
+	}
+	if !bytes.Equal(tars[0], tars[1]) {
+		t.Error("two runs wrote different tarballs")
+	}
+}
+
+// The tarball names the tag and holds a config that runs the binary as
+// the user given.
+func TestTarballRunsAsGiven(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "hello.tar")
+	var stdout, stderr bytes.Buffer
+	if err := run(flags(staticBinary(t), out), &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	tag, err := name.NewTag("hello:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatalf("the tarball has no image tagged hello:v1: %v", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cf.Config
+	if c.User != "65532:65532" || len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/usr/local/bin/hello" ||
+		c.Labels["org.opencontainers.image.version"] != "v1" || c.WorkingDir != "/" {
+		t.Errorf("config: %+v", c)
+	}
+}
+
+// Bad input is refused naming the flag and the value, before any output
+// is written.
+func TestFlagsRefused(t *testing.T) {
+	bin := staticBinary(t)
+	for _, tc := range []struct {
+		change []string
+		want   string
+	}{
+		{[]string{"-dir", "/tmp:17777"}, `-dir "/tmp:17777"`},
+		{[]string{"-dir", "/a:0755:1"}, `-dir "/a:0755:1"`},
+		{[]string{"-user", "nonroot"}, `-user: "nonroot": want UID:GID`},
+		{[]string{"-label", "novalue"}, `-label "novalue"`},
+		{[]string{"-source-date-epoch", "yesterday"}, `-source-date-epoch "yesterday"`},
+		{[]string{"-platform", "amd64"}, `-platform "amd64"`},
+		{[]string{"-tag", "Bad:Tag:x"}, `tag "Bad:Tag:x"`},
+		{[]string{"-file", "nohostpath"}, `-file "nohostpath"`},
+		{[]string{"-binary", bin + "=/hello:0644"}, "mode -rw-r--r-- is not executable"},
+	} {
+		out := filepath.Join(t.TempDir(), "hello.tar")
+		var stdout, stderr bytes.Buffer
+		err := run(append(flags(bin, out), tc.change...), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error containing %q", tc.change, err, tc.want)
+		}
+		if _, statErr := os.Stat(out); statErr == nil {
+			t.Errorf("%v: refused, yet %s was written", tc.change, out)
+		}
+	}
+	var stderr bytes.Buffer
+	if err := run([]string{"-tag", "x:y", "-binary", bin + "=/x"}, &bytes.Buffer{}, &stderr); err == nil || err.Error() != "-o: required" {
+		t.Errorf("no -o: %v", err)
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "")
+	out := filepath.Join(t.TempDir(), "hello.tar")
+	args := flags(bin, out)
+	args = args[:len(args)-2] // no -source-date-epoch
+	if err := run(args, &bytes.Buffer{}, &stderr); err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
+		t.Errorf("no time given: %v", err)
+	}
+}
