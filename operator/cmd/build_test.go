@@ -82,3 +82,23 @@ func TestTypeNotCompiledInFailsStart(t *testing.T) {
 		t.Errorf("the start failure does not name the type and the tag:\n%s", out)
 	}
 }
+
+// -version names the release the image build links in and the provider
+// types compiled in: what a user reads off a binary in a shell-less image.
+func TestVersionFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the operator")
+	}
+	bin := filepath.Join(t.TempDir(), "operator")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-tags", "vsphere proxmox", "-ldflags", "-X main.version=v9.8.7", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(t.Context(), bin, "-version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("-version: %v\n%s", err, out)
+	}
+	if want := "egress-proxies-operator v9.8.7 (providers: proxmox vsphere)\n"; string(out) != want {
+		t.Errorf("-version printed %q, want %q", out, want)
+	}
+}
