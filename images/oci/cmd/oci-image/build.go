@@ -119,8 +119,9 @@ func build(o *options) (*result, error) {
 		}
 		fromHost = append(fromHost, p)
 	}
-	if o.copyright {
-		if err := addCopyrights(t, o.dpkgInfo, fromHost); err != nil {
+	var debian string
+	if o.copyright || o.debianPackages != "" {
+		if debian, err = addDebian(t, o, fromHost); err != nil {
 			return nil, err
 		}
 	}
@@ -157,8 +158,15 @@ func build(o *options) (*result, error) {
 			return nil, fmt.Errorf("-oci-archive %s: %w", o.ociArchive, err)
 		}
 	}
+	// The lists beside the tarball, to read without unpacking it.
+	base := strings.TrimSuffix(o.out, ".tar")
 	if modules != "" {
-		if err := os.WriteFile(strings.TrimSuffix(o.out, ".tar")+".go-modules.txt", []byte(modules), 0o644); err != nil {
+		if err := os.WriteFile(base+".go-modules.txt", []byte(modules), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if o.debianPackages != "" {
+		if err := os.WriteFile(base+".debian-packages.txt", []byte(debian), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -180,24 +188,34 @@ func build(o *options) (*result, error) {
 	return res, nil
 }
 
-// addCopyrights adds the copyright file of every Debian package that
-// installed one of the host files.
-func addCopyrights(t *oci.Tree, dpkgInfo string, hostFiles []string) error {
+// addDebian finds the Debian packages the host files came from, adds
+// their copyright files (-copyright) and their list (-debian-packages),
+// and returns the list.
+func addDebian(t *oci.Tree, o *options, hostFiles []string) (string, error) {
 	if len(hostFiles) == 0 {
-		return nil
+		return "", nil
 	}
-	pkgs, err := oci.LoadDebianPackages(dpkgInfo)
+	d, err := oci.LoadDebianPackages(o.dpkgInfo)
 	if err != nil {
-		return fmt.Errorf("-copyright: %w", err)
+		return "", fmt.Errorf("-dpkg-info: %w", err)
 	}
-	copyrights, err := pkgs.CopyrightFiles(hostFiles)
-	if err != nil {
-		return fmt.Errorf("-copyright: %w", err)
-	}
-	for _, c := range copyrights {
-		if err := t.AddHostPath(c); err != nil {
-			return fmt.Errorf("-copyright: %w", err)
+	pkgs := d.Packages(hostFiles)
+	if o.copyright {
+		copyrights, err := d.CopyrightFiles(pkgs)
+		if err != nil {
+			return "", fmt.Errorf("-copyright: %w", err)
+		}
+		for _, c := range copyrights {
+			if err := t.AddHostPath(c); err != nil {
+				return "", fmt.Errorf("-copyright: %w", err)
+			}
 		}
 	}
-	return nil
+	list := d.List(pkgs)
+	if o.debianPackages != "" {
+		if err := t.AddFile(o.debianPackages, []byte(list), 0o644); err != nil {
+			return "", fmt.Errorf("-debian-packages %q: %w", o.debianPackages, err)
+		}
+	}
+	return list, nil
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -134,5 +137,49 @@ func TestFlagsRefused(t *testing.T) {
 	args = args[:len(args)-2] // no -source-date-epoch
 	if err := run(args, &bytes.Buffer{}, &stderr); err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
 		t.Errorf("no time given: %v", err)
+	}
+}
+
+// A host file from a Debian package brings the package's copyright file,
+// and the package and its version are listed in the image and beside it.
+func TestDebianPackagesListed(t *testing.T) {
+	if _, err := os.Stat("/var/lib/dpkg/info/base-files.list"); err != nil {
+		t.Skip("not a Debian system")
+	}
+	out := filepath.Join(t.TempDir(), "hello.tar")
+	args := append(flags(staticBinary(t), out), "-host-path", "/etc/debian_version", "-debian-packages", "/usr/share/doc/hello/debian-packages.txt")
+	var stderr bytes.Buffer
+	if err := run(args, &bytes.Buffer{}, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	list, err := os.ReadFile(strings.TrimSuffix(out, ".tar") + ".debian-packages.txt")
+	if err != nil || !strings.HasPrefix(string(list), "base-files ") || strings.Count(string(list), "\n") != 1 {
+		t.Fatalf("the Debian package list beside the tarball: %q, %v; want base-files alone", list, err)
+	}
+	tag, _ := name.NewTag("hello:v1")
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		b, _ := io.ReadAll(tr)
+		files[h.Name] = string(b)
+	}
+	if files["usr/share/doc/hello/debian-packages.txt"] != string(list) {
+		t.Errorf("the list in the image: %q, beside it: %q", files["usr/share/doc/hello/debian-packages.txt"], list)
+	}
+	if _, ok := files["usr/share/doc/base-files/copyright"]; !ok {
+		t.Error("the image lacks base-files' copyright")
+	}
+	if _, ok := files["etc/debian_version"]; !ok {
+		t.Error("the image lacks /etc/debian_version")
 	}
 }
