@@ -18,7 +18,7 @@ GREMLINS := $(TOOLS_DIR)/gremlins-$(GREMLINS_VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path
 all: test
 
 help: ## List the targets.
@@ -117,6 +117,12 @@ test-integration-openstack: ## The OpenStack lifecycle against a real cloud name
 
 openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_CLOUDS_FILE (and OPENSTACK_CA_FILE if set).
 	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))
+
+image-operator: ## Build the operator's container image offline into bin/images/ (PROVIDERS; with libvirt, the cgo variant; VERSION, SOURCE_DATE_EPOCH); docs/operator-image.md.
+	PROVIDERS="$(PROVIDERS)" images/recipes/operator/build.sh
+
+image-operator-smoke: ## Run the operator image under runc as its Deployment runs it (read-only root, uid 65532, no capabilities); the libvirt variant's libraries and libssh too.
+	PROVIDERS="$(PROVIDERS)" images/recipes/operator/smoke.sh
 
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd
