@@ -71,7 +71,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$OUT"
 
 start=$(date +%s)
-go build -trimpath -o "$work/oci-image" ./images/oci/cmd/oci-image
+go build -trimpath -buildvcs=false -o "$work/oci-image" ./images/oci/cmd/oci-image
 
 # netgo and osusergo keep Go's own name and user lookups in Go in the cgo
 # build too: only libvirt's C code uses glibc's resolver.
