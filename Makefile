@@ -18,7 +18,7 @@ GREMLINS := $(TOOLS_DIR)/gremlins-$(GREMLINS_VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path
 all: test
 
 help: ## List the targets.
@@ -47,6 +47,9 @@ test/operator:
 # The operator's tests run against a real kube-apiserver and etcd, built
 # from source once and cached (hack/control-plane.sh).
 test/operator: export KUBEBUILDER_ASSETS = $(shell hack/control-plane.sh)
+# operator/internal/release renders the install with the pinned kustomize.
+test/operator: export KUSTOMIZE := $(KUSTOMIZE)
+test/operator: $(KUSTOMIZE)
 vet/%:
 	cd $* && $(GO) vet ./...
 lint/%: $(GOLANGCI_LINT)
@@ -63,6 +66,10 @@ mutation: $(GREMLINS) ## Mutation score of one package (slow, not in make test):
 # The pinned gremlins, built if missing; hack/mutation.sh run by hand asks here.
 gremlins-path: $(GREMLINS)
 	@echo $(GREMLINS)
+# The pinned kustomize, built if missing; operator/internal/release's tests
+# run by hand ask here (export KUSTOMIZE=$$(make -s kustomize-path)).
+kustomize-path: $(KUSTOMIZE)
+	@echo $(KUSTOMIZE)
 
 generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code.
 	cd operator && $(CONTROLLER_GEN) object paths=./api/...

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prints the provider-credentials Secret the operator mounts at
+# Prints the credentials Secret the operator's Deployment mounts
+# (egress-proxies-provider-credentials in egress-proxies-system) at
 # /etc/egress-proxies/credentials, from files, so no secret is typed on a
 # command line:
 #   hack/credentials-secret.sh vsphere-username=./user vsphere-password=./pass | kubectl apply -f -
