@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/providers/libvirt"
@@ -25,6 +26,9 @@ func validating() providers.Registry {
 	reg.Register(validateOnly(libvirt.Type, libvirt.Config.Validate))
 	reg.Register(validateOnly(proxmox.Type, proxmox.Config.Validate))
 	reg.Register(validateOnly(openstack.Type, openstack.Config.Validate))
+	// The memory block decodes into memprovider.Config but for the token,
+	// which the operator sets (providers_memory.go).
+	reg.Register(validateOnly(memprovider.Type, func(c memprovider.Config) error { c.Token = "test"; return c.Validate() }))
 	return reg
 }
 
@@ -74,7 +78,7 @@ func TestShippedProviderBlocksValidate(t *testing.T) {
 			}
 		})
 	}
-	if found != 4 {
-		t.Errorf("found %d commented provider blocks, want one per provider type (4)", found)
+	if found != 5 {
+		t.Errorf("found %d commented provider blocks, want one per provider type (5)", found)
 	}
 }

@@ -150,6 +150,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	ctrl.Log.Info("starting", "installID", cfg.InstallID, "providers", set.Names(), "compiledIn", o.Registry.Types())
+	if len(cfg.Providers) == 0 {
+		// Valid (the shipped config names none), but worth saying plainly.
+		ctrl.Log.Info("the providers config names no provider: every Proxy waits with ProviderNotConfigured until an entry names its provider",
+			"config", o.ConfigPath, "compiledIn", o.Registry.Types())
+	}
 	return mgr.Start(ctx)
 }
 

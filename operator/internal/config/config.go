@@ -136,9 +136,6 @@ func (c *Config) validate(f *file, reg providers.Registry) error {
 			v.errs = append(v.errs, err)
 		}
 	}
-	if len(f.Providers) == 0 {
-		v.addf("providers: at least one provider is required")
-	}
 	seen := map[string]int{}
 	for i, entry := range f.Providers {
 		p, ok := v.provider(fmt.Sprintf("providers[%d]", i), entry)

@@ -140,13 +140,38 @@ providers:
 	}
 }
 
+// A config naming no provider is valid: the shipped one comments every
+// entry out, so an operator built with any set of types starts with it
+// (its Proxies wait with ProviderNotConfigured).
+func TestParseAcceptsNoProviders(t *testing.T) {
+	for _, doc := range []string{
+		"providers: []\n",
+		"defaultAllowedClients: [\"10.0.0.0/8\"]\nproviders:\n  # - name: lab\n  #   type: memory\n",
+	} {
+		cfg, err := Parse([]byte(doc), registry())
+		if err != nil {
+			t.Errorf("%q: %v", doc, err)
+			continue
+		}
+		if len(cfg.Providers) != 0 {
+			t.Errorf("%q: parsed providers %+v", doc, cfg.Providers)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("providers:\n  - {name: a, type: memory, memory: {endpoint: x}}\n"))
 	f.Add([]byte("providers: [{gc: {minAge: -1h}}]"))
+	reg := registry()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Parse(data, registry())
-		if err == nil && len(cfg.Providers) == 0 {
-			t.Fatal("a config without providers was accepted")
+		cfg, err := Parse(data, reg)
+		if err != nil {
+			return
+		}
+		for i, p := range cfg.Providers {
+			if _, compiled := reg[p.Type]; !nameRE.MatchString(p.Name) || !compiled {
+				t.Fatalf("providers[%d] accepted with name %q, type %q", i, p.Name, p.Type)
+			}
 		}
 	})
 }
