@@ -23,7 +23,9 @@ var constructors = providers.Registry{}
 func main() {
 	o := app.Options{Registry: constructors}
 	flag.StringVar(&o.ConfigPath, "providers-config", "/etc/egress-proxies/providers.yaml", "Path of the providers config file.")
-	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
+	flag.BoolVar(&o.SecureMetrics, "metrics-secure", true, "Serve metrics over HTTPS to clients a TokenReview authenticates and a SubjectAccessReview allows GET /metrics; false serves plain HTTP to anyone.")
+	flag.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with the metrics endpoint's tls.crt and tls.key (reloaded on change); without them the certificate is self-signed.")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
 	flag.StringVar(&o.CredentialsDir, "credentials-dir", "/etc/egress-proxies/credentials",

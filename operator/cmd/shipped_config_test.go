@@ -128,28 +128,38 @@ func TestDefaultBuildStartsWithTheShippedConfig(t *testing.T) {
 		// The metrics certificate is self-signed.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback test of a self-signed server
 	}}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-exited:
-			t.Fatalf("the operator exited before it was ready (%v):\n%s", waitErr, out.String())
-		default:
+	// until polls url until it answers want (the endpoints start beside
+	// each other, in no set order), for at most a minute, and returns the
+	// last answer.
+	until := func(url string, want int) (int, error) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			select {
+			case <-exited:
+				t.Fatalf("the operator exited (%v):\n%s", waitErr, out.String())
+			default:
+			}
+			code, err := status(t, client, url)
+			if code == want || time.Now().After(deadline) {
+				return code, err
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if status(t, client, "http://"+probeAddr+"/readyz") == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz not OK within 60 s:\n%s", out.String())
-		}
-		time.Sleep(200 * time.Millisecond)
+	}
+	if code, err := until("http://"+probeAddr+"/readyz", http.StatusOK); code != http.StatusOK {
+		t.Fatalf("/readyz answered %d (%v), want %d:\n%s", code, err, http.StatusOK, out.String())
 	}
 	if want := "the providers config names no provider"; !strings.Contains(out.String(), want) {
 		t.Errorf("the start log does not say %q:\n%s", want, out.String())
 	}
+	if code, err := until("https://"+metricsAddr+"/metrics", http.StatusUnauthorized); code != http.StatusUnauthorized {
+		t.Errorf("an anonymous scrape of https://%s/metrics answered %d (%v), want %d", metricsAddr, code, err, http.StatusUnauthorized)
+	}
 }
 
-// status GETs url and returns the status code, 0 when nothing answered.
-func status(t *testing.T, c *http.Client, url string) int {
+// status GETs url and returns the status code, or 0 and why nothing
+// answered.
+func status(t *testing.T, c *http.Client, url string) (int, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, http.NoBody)
 	if err != nil {
@@ -157,10 +167,10 @@ func status(t *testing.T, c *http.Client, url string) int {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	_ = resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // freeAddr is a loopback address with a port nothing listens on now.

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
@@ -44,6 +43,11 @@ type Options struct {
 	// MetricsAddr and ProbeAddr are where the metrics and health endpoints
 	// bind ("0" disables).
 	MetricsAddr, ProbeAddr string
+	// SecureMetrics serves metrics over HTTPS to authenticated and
+	// authorised clients only (metrics.go); MetricsCertDir holds its
+	// tls.crt and tls.key, else the certificate is self-signed.
+	SecureMetrics  bool
+	MetricsCertDir string
 	// LeaderElect elects one active replica.
 	LeaderElect bool
 	// LeaderElectionNamespace holds the Lease; empty is the operator's own
@@ -102,7 +106,7 @@ func Run(ctx context.Context, o Options) error {
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 metricsServer(o),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "egress-proxies-operator.egressproxies.io",

@@ -37,9 +37,10 @@ import (
 // authenticated as the install's ServiceAccount and authorised only by
 // the shipped roles (config/rbac, named and namespaced as
 // config/default's kustomization does). It elects a leader and records
-// the election's events, reads no Secret until an admin binds the
-// cloud-init reader in the Proxy's namespace, and says which RoleBinding
-// to create until then.
+// the election's events, serves its metrics only to callers bound to the
+// metrics reader, reads no Secret until an admin binds the cloud-init
+// reader in the Proxy's namespace, and says which RoleBinding to create
+// until then.
 
 const configDir = "../../config"
 
@@ -106,13 +107,14 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 		UserName: fmt.Sprintf("system:serviceaccount:%s:%scontroller-manager", in.Namespace, in.NamePrefix),
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + in.Namespace, "system:authenticated"},
 	}
+	metricsAddr := freeAddr(t)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(runCtx, Options{
 			ConfigPath: providersConfig, Registry: reg,
 			RestConfig:  func() (*rest.Config, error) { return operator, nil },
-			MetricsAddr: "0", ProbeAddr: "0",
+			MetricsAddr: metricsAddr, SecureMetrics: true, ProbeAddr: "0",
 			LeaderElect: true, LeaderElectionNamespace: in.Namespace,
 			Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, network, standIn)
@@ -135,6 +137,8 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 		}
 		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool { return e.Reason == "LeaderElection" })
 	})
+
+	checkMetricsAuth(t, admin, in, metricsAddr)
 
 	// The sample Proxy with its own cloud-init, without the sample's
 	// RoleBinding: the operator may not read the Secret and says what to
