@@ -14,11 +14,15 @@ KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 # Mutation testing (make mutation); built on first use, not by make tools.
 GREMLINS_VERSION := v0.6.0
 GREMLINS := $(TOOLS_DIR)/gremlins-$(GREMLINS_VERSION)
+# The release: the operator image's tag (make image-operator), the tag the
+# install manifests name (make release-manifests) and the Helm chart's
+# version. Defined once, in the VERSION file; VERSION=… overrides it.
+VERSION ?= $(shell cat VERSION)
 # Provider types compiled into the operator binary (build tags).
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests
 all: test
 
 help: ## List the targets.
@@ -81,8 +85,13 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the API and controll
 verify-generated: generate manifests ## Fail if generated files are not committed as generated.
 	git diff --exit-code -- operator/api operator/config
 
-render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Deployment, config).
-	$(KUSTOMIZE) build operator/config/default
+render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Deployment, config), as make release-manifests writes them.
+	@KUSTOMIZE=$(KUSTOMIZE) VERSION=$(VERSION) hack/release-manifests.sh
+
+release-manifests: $(KUSTOMIZE) ## Write dist/install.yaml: the install manifests for VERSION's image, from operator/config.
+	mkdir -p dist
+	KUSTOMIZE=$(KUSTOMIZE) VERSION=$(VERSION) hack/release-manifests.sh > dist/install.yaml.tmp
+	mv dist/install.yaml.tmp dist/install.yaml
 
 dev: ## The operator's main job on a local default: control plane, vcsim, operator, a sample Proxy going Ready (Ctrl-C stops and cleans up).
 	cd operator && $(GO) build -o ../bin/egress-proxies-dev ./internal/cmd/dev

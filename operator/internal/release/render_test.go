@@ -28,17 +28,26 @@ func tool(t *testing.T, env string) string {
 	return path
 }
 
-// render returns the objects of the install manifests.
+// render returns the objects of the install manifests as make
+// release-manifests writes them, for the VERSION file's release.
 func render(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), tool(t, "KUSTOMIZE"), "build", filepath.Join(repoRoot, "operator", "config", "default"))
+	return parse(t, run(t, []string{"KUSTOMIZE=" + tool(t, "KUSTOMIZE"), "VERSION="}, filepath.Join(repoRoot, "hack", "release-manifests.sh")))
+}
+
+// run runs a command with env added to the test's and returns its
+// output, failing the test with its stderr.
+func run(t *testing.T, env []string, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), name, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kustomize build: %v\n%s", err, stderr.Bytes())
+		t.Fatalf("%s %v: %v\n%s", filepath.Base(name), args, err, stderr.Bytes())
 	}
-	return parse(t, out)
+	return out
 }
 
 // parse splits a multi-document YAML stream into objects, skipping empty
