@@ -11,6 +11,11 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE_VERSION := v5.8.0
 KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
+# Helm 3, for the chart's lint and its drift test against the manifests
+# (operator/internal/release); built from the module proxy like the rest.
+HELM_VERSION := v3.22.0
+HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)
+CHART := charts/egress-proxies-operator
 # Mutation testing (make mutation); built on first use, not by make tools.
 GREMLINS_VERSION := v0.6.0
 GREMLINS := $(TOOLS_DIR)/gremlins-$(GREMLINS_VERSION)
@@ -22,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
 all: test
 
 help: ## List the targets.
@@ -51,9 +56,11 @@ test/operator:
 # The operator's tests run against a real kube-apiserver and etcd, built
 # from source once and cached (hack/control-plane.sh).
 test/operator: export KUBEBUILDER_ASSETS = $(shell hack/control-plane.sh)
-# operator/internal/release renders the install with the pinned kustomize.
+# operator/internal/release renders the install and the chart with the
+# pinned kustomize and helm.
 test/operator: export KUSTOMIZE := $(KUSTOMIZE)
-test/operator: $(KUSTOMIZE)
+test/operator: export HELM := $(HELM)
+test/operator: $(KUSTOMIZE) $(HELM)
 vet/%:
 	cd $* && $(GO) vet ./...
 lint/%: $(GOLANGCI_LINT)
@@ -74,16 +81,22 @@ gremlins-path: $(GREMLINS)
 # run by hand ask here (export KUSTOMIZE=$$(make -s kustomize-path)).
 kustomize-path: $(KUSTOMIZE)
 	@echo $(KUSTOMIZE)
+helm-path: $(HELM)
+	@echo $(HELM)
 
 generate: $(CONTROLLER_GEN) ## Generate the API's deepcopy code.
 	cd operator && $(CONTROLLER_GEN) object paths=./api/...
 
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the API and controller markers.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the API and controller markers; copy the CRDs into the Helm chart.
 	cd operator && $(CONTROLLER_GEN) crd rbac:roleName=manager-role paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	rm -f $(CHART)/crds/*.yaml
+	cp operator/config/crd/bases/*.yaml $(CHART)/crds/
 
 verify-generated: generate manifests ## Fail if generated files are not committed as generated.
-	git diff --exit-code -- operator/api operator/config
+	git diff --exit-code -- operator/api operator/config $(CHART)/crds
+	@untracked=$$(git ls-files --others --exclude-standard -- operator/api operator/config $(CHART)/crds); \
+		[ -z "$$untracked" ] || { echo "generated but not committed: $$untracked" >&2; exit 1; }
 
 render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Deployment, config), as make release-manifests writes them.
 	@KUSTOMIZE=$(KUSTOMIZE) VERSION=$(VERSION) hack/release-manifests.sh
@@ -92,6 +105,10 @@ release-manifests: $(KUSTOMIZE) ## Write dist/install.yaml: the install manifest
 	mkdir -p dist
 	KUSTOMIZE=$(KUSTOMIZE) VERSION=$(VERSION) hack/release-manifests.sh > dist/install.yaml.tmp
 	mv dist/install.yaml.tmp dist/install.yaml
+
+release-chart: $(HELM) ## Lint the Helm chart and package it into dist/ (its version and appVersion are VERSION's).
+	$(HELM) lint --strict $(CHART)
+	$(HELM) package $(CHART) --version $(VERSION) --app-version $(VERSION) -d dist
 
 dev: ## The operator's main job on a local default: control plane, vcsim, operator, a sample Proxy going Ready (Ctrl-C stops and cleans up).
 	cd operator && $(GO) build -o ../bin/egress-proxies-dev ./internal/cmd/dev
@@ -143,7 +160,7 @@ image-operator-smoke: ## Run the operator image under runc as its Deployment run
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd
 
-tools: $(GOLANGCI_LINT) $(CONTROLLER_GEN) $(KUSTOMIZE) ## Install the pinned tools into TOOLS_DIR.
+tools: $(GOLANGCI_LINT) $(CONTROLLER_GEN) $(KUSTOMIZE) $(HELM) ## Install the pinned tools into TOOLS_DIR.
 $(GOLANGCI_LINT):
 	mkdir -p $(TOOLS_DIR)
 	GOBIN=$(TOOLS_DIR) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
@@ -156,6 +173,15 @@ $(KUSTOMIZE):
 	mkdir -p $(TOOLS_DIR)
 	GOBIN=$(TOOLS_DIR) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	mv $(TOOLS_DIR)/kustomize $@
+# The -X values are what helm's own release build sets: its version, and
+# the Kubernetes version `helm template` assumes (that of its client-go,
+# v0.37), else 1.20 and the chart's kubeVersion refuses it.
+HELM_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=37)
+$(HELM):
+	mkdir -p $(TOOLS_DIR)
+	GOBIN=$(TOOLS_DIR) $(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS_DIR)/helm $@
 $(GREMLINS):
 	mkdir -p $(TOOLS_DIR)
 	GOBIN=$(TOOLS_DIR) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)

@@ -57,7 +57,9 @@ func parse(t *testing.T, stream []byte) []*unstructured.Unstructured {
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split("\n"+string(stream), "\n---") {
 		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+		// The split took the line break that ends a document's last
+		// line, and with it the last line break of a block scalar there.
+		if err := yaml.Unmarshal([]byte(doc+"\n"), &obj.Object); err != nil {
 			t.Fatalf("%v\n%s", err, doc)
 		}
 		if len(obj.Object) > 0 {

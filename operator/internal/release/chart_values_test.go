@@ -1,0 +1,133 @@
+package release
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Each value the chart offers reaches the object it is for.
+func TestChartValues(t *testing.T) {
+	providersFile := filepath.Join(t.TempDir(), "providers.yaml")
+	providersConfig := "installID: lab1\nproviders: []\n"
+	if err := os.WriteFile(providersFile, []byte(providersConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "operators"
+	defaultChecksum := checksum(t, helmTemplate(t, ns))
+	count := func(objs []*unstructured.Unstructured, kind string) int {
+		n := 0
+		for _, o := range objs {
+			if o.GetKind() == kind {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		check func(t *testing.T, objs []*unstructured.Unstructured, c corev1.Container)
+	}{
+		{"image", []string{"--set", "image.repository=registry.example/egress-proxies-operator,image.tag=0.2.0-rc1,image.pullPolicy=Always"},
+			func(t *testing.T, _ []*unstructured.Unstructured, c corev1.Container) {
+				if c.Image != "registry.example/egress-proxies-operator:0.2.0-rc1" || c.ImagePullPolicy != corev1.PullAlways {
+					t.Errorf("image %s, pull policy %s", c.Image, c.ImagePullPolicy)
+				}
+			}},
+		{"replicas", []string{"--set", "replicas=3"},
+			func(t *testing.T, objs []*unstructured.Unstructured, _ corev1.Container) {
+				if r := deployment(t, objs).Spec.Replicas; r == nil || *r != 3 {
+					t.Errorf("replicas %s", ptr(r))
+				}
+			}},
+		{"credentials Secret", []string{"--set", "credentialsSecret.name=vsphere-lab"},
+			func(t *testing.T, objs []*unstructured.Unstructured, _ corev1.Container) {
+				if v := volume(t, objs, "credentials"); v.Secret == nil || v.Secret.SecretName != "vsphere-lab" {
+					t.Errorf("credentials volume %+v", v.VolumeSource)
+				}
+			}},
+		{"providers config", []string{"--set-file", "providersConfig=" + providersFile},
+			func(t *testing.T, objs []*unstructured.Unstructured, _ corev1.Container) {
+				cm := &corev1.ConfigMap{}
+				only(t, objs, "ConfigMap", cm)
+				if cm.Data["providers.yaml"] != providersConfig {
+					t.Errorf("providers.yaml %q, want %q", cm.Data["providers.yaml"], providersConfig)
+				}
+				if checksum(t, objs) == defaultChecksum {
+					t.Error("another providers config leaves the Pods' checksum: helm upgrade would not restart them")
+				}
+			}},
+		{"metrics off", []string{"--set", "metrics.enabled=false"},
+			func(t *testing.T, objs []*unstructured.Unstructured, c corev1.Container) {
+				if count(objs, "Service") != 0 || len(c.Ports) != 0 || !slices.Contains(c.Args, "--metrics-bind-address=0") {
+					t.Errorf("%d Services, ports %v, args %v", count(objs, "Service"), c.Ports, c.Args)
+				}
+			}},
+		{"metrics over HTTP", []string{"--set", "metrics.secure=false,metrics.port=8080"},
+			func(t *testing.T, objs []*unstructured.Unstructured, c corev1.Container) {
+				svc := &corev1.Service{}
+				only(t, objs, "Service", svc)
+				if !slices.Contains(c.Args, "--metrics-secure=false") || !slices.Contains(c.Args, "--metrics-bind-address=:8080") ||
+					svc.Spec.Ports[0].Name != "http" || svc.Spec.Ports[0].Port != 8080 || c.Ports[0].ContainerPort != 8080 {
+					t.Errorf("args %v, container ports %v, Service ports %v", c.Args, c.Ports, svc.Spec.Ports)
+				}
+			}},
+		{"metrics certificate", []string{"--set", "metrics.certSecret=metrics-tls"},
+			func(t *testing.T, objs []*unstructured.Unstructured, c corev1.Container) {
+				v := volume(t, objs, "metrics-cert")
+				var dir string
+				for _, m := range c.VolumeMounts {
+					if m.Name == v.Name {
+						dir = m.MountPath
+					}
+				}
+				if v.Secret == nil || v.Secret.SecretName != "metrics-tls" || dir == "" || !slices.Contains(c.Args, "--metrics-cert-dir="+dir) {
+					t.Errorf("volume %+v at %q, args %v", v.VolumeSource, dir, c.Args)
+				}
+			}},
+		{"no PodDisruptionBudget", []string{"--set", "podDisruptionBudget.enabled=false"},
+			func(t *testing.T, objs []*unstructured.Unstructured, _ corev1.Container) {
+				if n := count(objs, "PodDisruptionBudget"); n != 0 {
+					t.Errorf("%d PodDisruptionBudgets", n)
+				}
+			}},
+		{"extra args", []string{"--set", "extraArgs={--zap-log-level=debug}"},
+			func(t *testing.T, _ []*unstructured.Unstructured, c corev1.Container) {
+				if !slices.Contains(c.Args, "--zap-log-level=debug") {
+					t.Errorf("args %v", c.Args)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := helmTemplate(t, ns, tc.flags...)
+			dep := deployment(t, objs)
+			if dep.Namespace != ns {
+				t.Errorf("the Deployment is in %q, want the release's namespace %q", dep.Namespace, ns)
+			}
+			tc.check(t, objs, dep.Spec.Template.Spec.Containers[0])
+		})
+	}
+}
+
+// checksum is the providers config's checksum on the Pods.
+func checksum(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	return deployment(t, objs).Spec.Template.Annotations["checksum/providers-config"]
+}
+
+// volume is the Deployment's volume of that name.
+func volume(t *testing.T, objs []*unstructured.Unstructured, name string) corev1.Volume {
+	t.Helper()
+	for _, v := range deployment(t, objs).Spec.Template.Spec.Volumes {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("the Deployment has no volume %s", name)
+	return corev1.Volume{}
+}
