@@ -1,0 +1,48 @@
+package release
+
+import (
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// A real API server takes every object of the release manifests in the
+// order they come, as `kubectl apply --server-side -f dist/install.yaml`
+// sends them (the CRDs' schemas and CEL rules, the PodDisruptionBudget,
+// the RBAC), and then the chart's, installed in another namespace over
+// them.
+func TestAPIServerAcceptsTheInstall(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(what string, objs []*unstructured.Unstructured) {
+		t.Helper()
+		for _, o := range objs {
+			if err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
+				t.Errorf("%s: %s: %v", what, key(o), err)
+			}
+		}
+	}
+	apply("release manifests", render(t))
+
+	const ns = "operators"
+	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	apply("chart", helmTemplate(t, ns))
+}
