@@ -152,10 +152,10 @@ openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_C
 	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))
 
 image-operator: ## Build the operator's container image offline into bin/images/ (PROVIDERS; with libvirt, the cgo variant; VERSION, SOURCE_DATE_EPOCH); docs/operator-image.md.
-	PROVIDERS="$(PROVIDERS)" images/recipes/operator/build.sh
+	PROVIDERS="$(PROVIDERS)" VERSION="$(VERSION)" images/recipes/operator/build.sh
 
 image-operator-smoke: ## Run the operator image under runc as its Deployment runs it (read-only root, uid 65532, no capabilities); the libvirt variant's libraries and libssh too.
-	PROVIDERS="$(PROVIDERS)" images/recipes/operator/smoke.sh
+	PROVIDERS="$(PROVIDERS)" VERSION="$(VERSION)" images/recipes/operator/smoke.sh
 
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd

@@ -37,8 +37,9 @@ IMAGE=${IMAGE:-egress-proxies-operator}
 OUT=${OUT:-$root/bin/images}
 SOURCE=${SOURCE:-https://github.com/egress-proxies/egress-proxies-operator}
 REVISION=${REVISION:-$(git rev-parse HEAD)}
-# Tags are per module (operator/v0.1.0); an untagged tree is its commit.
-VERSION=${VERSION:-$(git describe --tags --match 'operator/v*' --always --dirty | sed 's|^operator/||')}
+# The release, defined once in the VERSION file: the tag dist/install.yaml
+# and the chart name the image by.
+VERSION=${VERSION:-$(cat "$root/VERSION")}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 
 libvirt=0
