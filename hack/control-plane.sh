@@ -6,6 +6,9 @@
 #
 #   export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)
 #   hack/control-plane.sh kubectl   # also builds kubectl of the same version
+#   hack/control-plane.sh node      # also kubectl and the node's binaries:
+#                                   # kubelet, kube-controller-manager,
+#                                   # kube-scheduler, kube-proxy (make e2e)
 #
 # kube-apiserver comes from the module k8s.io/kubernetes, whose staging
 # modules (k8s.io/api, k8s.io/apiserver, …) are required at v0.0.0 and
@@ -19,18 +22,28 @@ STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxies/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
 
-want_kubectl=false
-[ "${1:-}" = kubectl ] && want_kubectl=true
-if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/etcd" ] && { ! $want_kubectl || [ -x "$cache/kubectl" ]; }; then
+# The binaries asked for beyond kube-apiserver; node wants kubectl too.
+extra=()
+case ${1:-} in
+  kubectl) extra=(kubectl) ;;
+  node) extra=(kubectl kubelet kube-controller-manager kube-scheduler kube-proxy) ;;
+esac
+missing=()
+for cmd in kube-apiserver "${extra[@]}"; do
+  [ -x "$cache/$cmd" ] || missing+=("$cmd")
+done
+if [ -x "$cache/etcd" ] && [ ${#missing[@]} -eq 0 ]; then
   echo "$cache"
   exit 0
 fi
 mkdir -p "$cache"
 log() { echo "control-plane: $*" >&2; }
 
-# build_kubernetes <cmd>: builds k8s.io/kubernetes/cmd/<cmd> into the cache.
+# build_kubernetes <cmd>...: builds k8s.io/kubernetes/cmd/<cmd> of each
+# into the cache, in one go build so the commands share their compiled
+# packages (most of Kubernetes is common to all of them).
 build_kubernetes() {
-  local cmd=$1 work; work=$(mktemp -d)
+  local work; work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   cd "$work"
   go mod init local/kube-apiserver-build >/dev/null 2>&1
@@ -42,9 +55,18 @@ build_kubernetes() {
   for m in $staging; do
     go mod edit -replace "$m=$m@$STAGING_VERSION"
   done
-  go get "k8s.io/kubernetes/cmd/$cmd@$K8S_VERSION" >&2
-  CGO_ENABLED=0 go build -trimpath -o "$cache/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
-  mv "$cache/$cmd.tmp" "$cache/$cmd"
+  local pkgs=() cmd
+  for cmd in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$cmd"); done
+  go get "${pkgs[@]/%/@$K8S_VERSION}" >&2
+  # go build -o <dir>/ writes each command under its own name, in the
+  # work tree; each reaches the cache by a rename, so a failed build
+  # leaves no half-written binary there.
+  mkdir out
+  CGO_ENABLED=0 go build -trimpath -o out/ "${pkgs[@]}"
+  for cmd in "$@"; do
+    mv "out/$cmd" "$cache/$cmd.tmp"
+    mv "$cache/$cmd.tmp" "$cache/$cmd"
+  done
 }
 
 build_etcd() {
@@ -70,6 +92,8 @@ GO
 }
 
 [ -x "$cache/etcd" ] || { log "building etcd $ETCD_VERSION"; (build_etcd); }
-[ -x "$cache/kube-apiserver" ] || { log "building kube-apiserver $K8S_VERSION (several minutes the first time)"; (build_kubernetes kube-apiserver); }
-if $want_kubectl && [ ! -x "$cache/kubectl" ]; then log "building kubectl $K8S_VERSION"; (build_kubernetes kubectl); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  log "building ${missing[*]} $K8S_VERSION (several minutes the first time)"
+  (build_kubernetes "${missing[@]}")
+fi
 echo "$cache"
