@@ -14,3 +14,20 @@ E2E_OUTSIDE_IP=192.168.151.1
 E2E_POOL=e2e
 # The private daemon's socket: clients in any namespace reach it by path.
 E2E_URI="qemu:///system?socket=$E2E_STATE/lv/run/libvirt-sock"
+
+# The single-node Kubernetes cluster (hack/e2e/node-up.sh): its state lives
+# in $E2E_NODE_STATE, its addresses exist only inside the namespace. The
+# node address sits on the namespace's loopback device: these kernels have
+# no dummy interface driver (CONFIG_DUMMY is off).
+E2E_NODE_STATE=$E2E_STATE/node
+E2E_NODE_NAME=${E2E_NODE_NAME:-egress-e2e-node}
+E2E_NODE_IP=10.10.0.1
+# Pod addresses are routed, not masqueraded: a proxy VM sees the Pod's own.
+E2E_POD_CIDR=10.244.0.0/24
+E2E_SERVICE_CIDR=10.96.0.0/16
+E2E_API_SERVICE_IP=10.96.0.1
+E2E_DNS_IP=10.96.0.10
+# The cgroup under which the kubelet puts every Pod (in each hierarchy),
+# so two lanes or another kubelet on the machine never share one.
+E2E_CGROUP_ROOT=/$E2E_NETNS
+E2E_KUBECONFIG=$E2E_NODE_STATE/pki/admin.kubeconfig
