@@ -6,7 +6,9 @@
 #   3. builds the operator with -tags libvirt and the test driver
 #      (operator/test/e2e, tag e2e), and the control plane (cached);
 #   4. starts a private libvirtd, virtlogd, NAT network and pool in a
-#      network namespace of its own (hack/e2e/libvirt-up.sh);
+#      network namespace of its own (hack/e2e/libvirt-up.sh), and a real
+#      single-node Kubernetes cluster in it (hack/e2e/node-up.sh), which
+#      a Pod proves usable (hack/e2e/node-check.sh);
 #   5. runs the driver inside that namespace: control plane, operator,
 #      a Proxy to Ready, traffic through it, a refused client, delete;
 #   6. tears everything down, also when a step failed, after printing
@@ -37,8 +39,10 @@ case $image_time in 0.*) image_time="$image_time (cached)" ;; esac
 log "guest image $image ($image_time)"
 
 # 3. Binaries, built here: the namespace cannot download anything.
-KUBEBUILDER_ASSETS=$(hack/control-plane.sh)
+# The node's binaries and images come with the control plane's, cached.
+KUBEBUILDER_ASSETS=$(hack/control-plane.sh node)
 export KUBEBUILDER_ASSETS
+hack/e2e/node/images.sh > /dev/null
 mkdir -p bin
 (cd operator && go build -tags libvirt -o ../bin/egress-proxies-operator-libvirt ./cmd)
 (cd operator && go test -c -tags e2e -o ../bin/e2e.test ./test/e2e)
@@ -64,11 +68,16 @@ finish() {
       [ -f "$f" ] && { echo "----- QEMU log $f"; tail -n 30 "$f"; }
     done
     [ -f "$E2E_STATE/operator.log" ] && { echo "----- operator log (last 200 lines)"; tail -n 200 "$E2E_STATE/operator.log"; }
+    for f in "$E2E_STATE"/node/log/*.log; do
+      [ -f "$f" ] && { echo "----- node: $f (last 30 lines)"; tail -n 30 "$f"; }
+    done
   fi
   local timings t
   timings=""
   [ -f "$E2E_STATE/timings" ] && timings=$(tr '\n' ' ' < "$E2E_STATE/timings")
+  [ -f "$E2E_STATE/node/timings" ] && timings="$(tr '\n' ' ' < "$E2E_STATE/node/timings")$timings"
   t=$(now)
+  hack/e2e/node-down.sh 9>&-
   hack/e2e/libvirt-down.sh 9>&-
   log "teardown $(secs "$t" "$(now)")"
   if [ "$status" -eq 0 ]; then
@@ -79,8 +88,11 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM # so an interrupted lane is torn down too
 # The daemons and the driver's children must not inherit the lock (9>&-).
-hack/e2e/libvirt-down.sh 9>&- # a lane interrupted before its teardown
+hack/e2e/node-down.sh 9>&- # a lane interrupted before its teardown
+hack/e2e/libvirt-down.sh 9>&-
 hack/e2e/libvirt-up.sh 9>&-
+hack/e2e/node-up.sh 9>&-
+hack/e2e/node-check.sh 9>&-
 
 export E2E_URI E2E_POOL E2E_NET E2E_HOST_IP E2E_SUBNET E2E_OUTSIDE_IP E2E_STATE
 export E2E_IMAGE=$image E2E_OPERATOR=$root/bin/egress-proxies-operator-libvirt E2E_CRDS=$root/operator/config/crd/bases
