@@ -75,7 +75,7 @@ log "building the probe"
 (cd "$here/probe" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$work/bin/probe" main.go)
 
 # The repository's image builder (images/oci, docs/operator-image.md).
-(cd "$root/images/oci" && GOWORK=off go build -trimpath -o "$work/oci-image" ./cmd/oci-image)
+(cd "$root" && go build -trimpath -buildvcs=false -o "$work/oci-image" ./images/oci/cmd/oci-image)
 # pack NAME REF USER: an image of the static binary bin/NAME, at /NAME,
 # its entrypoint, run as USER.
 pack() {
