@@ -13,7 +13,8 @@ import (
 
 // Write makes dir hold exactly data (key → content), as the kubelet's
 // atomic writer (k8s.io/kubernetes pkg/volume/util/atomic_writer.go) does:
-// the payload goes into a new timestamped directory `..<time>.<random>`, a
+// the payload goes into a new timestamped directory `..<time>.<random>`
+// (0755, its files 0644: the kubelet's modes with the default defaultMode), a
 // `..data_tmp` symlink to it is renamed over `..data` (the one atomic
 // step), each key is a symlink `<key> -> ..data/<key>`, keys no longer in
 // data lose theirs, and the previous timestamped directory is removed. dir
@@ -28,8 +29,17 @@ func Write(dir string, data map[string]string) error {
 	if err != nil {
 		return err
 	}
+	// Readable by all, whatever the umask, as the kubelet leaves it: a
+	// non-root reader must get through (MkdirTemp makes it 0700).
+	if err := os.Chmod(ts, 0o755); err != nil {
+		return err
+	}
 	for key, content := range data {
-		if err := os.WriteFile(filepath.Join(ts, key), []byte(content), 0o644); err != nil {
+		path := filepath.Join(ts, key)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, 0o644); err != nil { // a Secret volume's defaultMode
 			return err
 		}
 	}

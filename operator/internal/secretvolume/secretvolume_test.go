@@ -40,3 +40,30 @@ func TestWriteLeavesTheKubeletsLayout(t *testing.T) {
 		}
 	}
 }
+
+// The payload is readable by any user, as the kubelet leaves it: its
+// directory 0755 (atomic_writer.go's newTimestampDir chmods it so, "to
+// allow 'group' and 'other' to recurse"), each file 0644 (a Secret
+// volume's defaultMode). A non-root operator reads the Secret through it.
+func TestWriteLeavesThePayloadReadableByAll(t *testing.T) {
+	dir := t.TempDir()
+	if err := Write(dir, map[string]string{"token": "one"}); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := os.Readlink(filepath.Join(dir, "..data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{
+		filepath.Join(dir, payload):          0o755 | os.ModeDir,
+		filepath.Join(dir, payload, "token"): 0o644,
+	} {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", path, info.Mode(), want)
+		}
+	}
+}
