@@ -12,8 +12,17 @@ E2E_SUBNET=192.168.150.0/24
 # route, which is the bridge address.
 E2E_OUTSIDE_IP=192.168.151.1
 E2E_POOL=e2e
-# The private daemon's socket: clients in any namespace reach it by path.
+# The private daemon's socket: clients in any namespace reach it by path
+# (the lane's virsh calls use it).
 E2E_URI="qemu:///system?socket=$E2E_STATE/lv/run/libvirt-sock"
+# The same daemon as a remote host's (hack/e2e/ssh-up.sh): an sshd on the
+# bridge address, a user of its own in the libvirt group, a client key and
+# known_hosts for the operator's qemu+libssh2:// URI.
+E2E_SSH_USER=egress
+E2E_SSH_UID=64100
+E2E_SSH_PORT=22
+E2E_SSH_KEY=$E2E_STATE/ssh/client_ed25519
+E2E_SSH_KNOWN_HOSTS=$E2E_STATE/ssh/known_hosts
 
 # The single-node Kubernetes cluster (hack/e2e/node-up.sh): its state lives
 # in $E2E_NODE_STATE, its addresses exist only inside the namespace. The

@@ -37,8 +37,8 @@ if [ -S "$lv/run/libvirt-sock" ] && timeout 10 virsh -q -c "$E2E_URI" version >/
   done
   timeout 30 virsh -q -c "$E2E_URI" net-destroy "$E2E_NET" >/dev/null 2>&1
 fi
-for name in libvirtd virtlogd; do
-  pidfile=$lv/run/$name.pid
+for pidfile in "$E2E_STATE/ssh/sshd.pid" "$lv/run/libvirtd.pid" "$lv/run/virtlogd.pid"; do
+  name=$(basename "$pidfile" .pid)
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile")
   # A stale pid file may name someone else's process by now: only one in

@@ -8,6 +8,8 @@
 # one), and libvirt's `default` network is removed from the copy, so this
 # daemon never knows it. The namespace has no interface to the outside
 # and no default route: the VMs reach the bridge address and nothing else.
+# Last, hack/e2e/ssh-up.sh opens the daemon to SSH on the bridge address,
+# as a remote libvirt host is, for the operator's qemu+libssh2:// URI.
 #
 #   hack/e2e/libvirt-up.sh        # E2E_STATE and E2E_NETNS from hack/e2e/env.sh
 #   hack/e2e/libvirt-down.sh      # undoes all of it, also after a half-done up
@@ -42,6 +44,28 @@ remember_owner = 0
 security_driver = "none"
 cgroup_controllers = [ ]
 EOF
+# The lane's SSH user (hack/e2e/ssh-up.sh) reaches the read-write socket as
+# a member of the libvirt group. Debian's default is polkit, with a rule
+# letting that group in; no polkitd runs here, so the socket's group and
+# mode are the check instead, as on a host without polkit.
+cat >> "$lv/etc/libvirtd.conf" <<'EOF'
+
+# egress-proxies e2e: the libvirt group's members, without polkit.
+unix_sock_group = "libvirt"
+unix_sock_rw_perms = "0770"
+auth_unix_rw = "none"
+EOF
+
+# The lane host's users: the machine's, and the SSH user of ssh-up.sh with
+# a group of its own and the libvirt group as a supplementary one (what a
+# real host's user needs), no home directory. Only the daemons' and the
+# sshd's mount namespaces see these copies: libvirtd names each client by
+# its user record, and no user is added to the machine.
+libvirt_gid=$(getent group libvirt | cut -d: -f3) || { log "no libvirt group (Debian's libvirt-daemon-system makes it)"; exit 1; }
+cp /etc/passwd "$lv/passwd"
+echo "$E2E_SSH_USER:x:$E2E_SSH_UID:$E2E_SSH_UID:egress-proxies e2e:/nonexistent:/bin/sh" >> "$lv/passwd"
+awk -F: -v OFS=: -v u="$E2E_SSH_USER" -v g="$libvirt_gid" '$3 == g { $4 = ($4 == "" ? u : $4 "," u) } 1' /etc/group > "$lv/group"
+echo "$E2E_SSH_USER:x:$E2E_SSH_UID:" >> "$lv/group"
 
 ip netns add "$E2E_NETNS"
 ip -n "$E2E_NETNS" link set lo up
@@ -55,6 +79,8 @@ ip netns exec "$E2E_NETNS" sh -euc '
   mount --bind "$lv/lib" /var/lib/libvirt
   mount --bind "$lv/cache" /var/cache/libvirt
   mount --bind "$lv/log" /var/log/libvirt
+  mount --bind "$lv/passwd" /etc/passwd
+  mount --bind "$lv/group" /etc/group
   virtlogd -d -p /run/libvirt/virtlogd.pid
   libvirtd -d -p /run/libvirt/libvirtd.pid
 ' sh "$lv"
@@ -85,3 +111,4 @@ ip -n "$E2E_NETNS" addr add "$E2E_OUTSIDE_IP/32" dev "$E2E_BRIDGE"
 virsh pool-define-as "$E2E_POOL" dir --target "$E2E_STATE/pool" >/dev/null
 virsh pool-start "$E2E_POOL" >/dev/null
 log "network $E2E_NET ($E2E_BRIDGE $E2E_HOST_IP, outside client $E2E_OUTSIDE_IP) and pool $E2E_POOL ($E2E_STATE/pool) ready"
+"$here/ssh-up.sh"

@@ -6,11 +6,14 @@
 #   3. builds the operator with -tags libvirt and the test driver
 #      (operator/test/e2e, tag e2e), and the control plane (cached);
 #   4. starts a private libvirtd, virtlogd, NAT network and pool in a
-#      network namespace of its own (hack/e2e/libvirt-up.sh), and a real
-#      single-node Kubernetes cluster in it (hack/e2e/node-up.sh), which
-#      a Pod proves usable (hack/e2e/node-check.sh);
-#   5. runs the driver inside that namespace: control plane, operator,
-#      a Proxy to Ready, traffic through it, a refused client, delete;
+#      network namespace of its own, with an sshd in front of them
+#      (hack/e2e/libvirt-up.sh, ssh-up.sh), and a real single-node
+#      Kubernetes cluster in it (hack/e2e/node-up.sh), which a Pod proves
+#      usable (hack/e2e/node-check.sh);
+#   5. runs the driver inside that namespace: control plane, operator
+#      (as its Pod runs it: non-root, read-only root, the SSH key from a
+#      Secret-like directory, libvirt over qemu+libssh2://), a Proxy to
+#      Ready, traffic through it, a refused client, delete;
 #   6. tears everything down, also when a step failed, after printing
 #      the guests' serial consoles and the operator's log on failure.
 # Nothing leaves loopback and the namespace; libvirt's `default` network
@@ -29,7 +32,7 @@ lane_start=$(now)
 # 1. Packages, with no service started (apt-ensure.sh: the root libvirtd
 # must never run here).
 hack/apt-ensure.sh libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config \
-  dnsmasq-base iptables iproute2 qemu-system-x86 qemu-utils gcc libc6-dev
+  dnsmasq-base iptables iproute2 qemu-system-x86 qemu-utils gcc libc6-dev openssh-server
 
 # 2. The guest image (build.sh installs its own build dependencies).
 t=$(now)
@@ -47,9 +50,9 @@ mkdir -p bin
 (cd operator && go build -tags libvirt -o ../bin/egress-proxies-operator-libvirt ./cmd)
 (cd operator && go test -c -tags e2e -o ../bin/e2e.test ./test/e2e)
 
-# One lane per machine at a time: the namespace and state directory have
-# fixed names, and the clean-up of an interrupted lane below must not
-# tear down a running one.
+# One lane per state directory at a time: its namespace and directory are
+# named by E2E_NETNS and E2E_STATE (hack/e2e/env.sh), and the clean-up of
+# an interrupted lane below must not tear down a running one.
 exec 9>"$E2E_STATE.lock"
 if ! flock -n 9; then
   log "another lane runs; waiting for it (at most 30 min)"
@@ -95,6 +98,7 @@ hack/e2e/node-up.sh 9>&-
 hack/e2e/node-check.sh 9>&-
 
 export E2E_URI E2E_POOL E2E_NET E2E_HOST_IP E2E_SUBNET E2E_OUTSIDE_IP E2E_STATE
+export E2E_SSH_USER E2E_SSH_PORT E2E_SSH_KEY E2E_SSH_KNOWN_HOSTS
 export E2E_IMAGE=$image E2E_OPERATOR=$root/bin/egress-proxies-operator-libvirt E2E_CRDS=$root/operator/config/crd/bases
 ip netns exec "$E2E_NETNS" "$root/bin/e2e.test" -test.v -test.count=1 -test.timeout=25m 9>&-
 status=0
