@@ -27,6 +27,11 @@ type lane struct {
 	// Operator the operator binary built with -tags libvirt; CRDs the CRD
 	// directory.
 	State, Image, Operator, CRDs string
+	// SSHUser and SSHPort are the lane's sshd on HostIP (hack/e2e/ssh-up.sh),
+	// through which the operator reaches the same daemon as a remote host's;
+	// SSHKey and SSHKnownHosts are the client key and the known_hosts file
+	// naming the sshd's host key, which go into the credentials Secret.
+	SSHUser, SSHPort, SSHKey, SSHKnownHosts string
 }
 
 func laneFromEnv(t *testing.T) lane {
@@ -42,6 +47,7 @@ func laneFromEnv(t *testing.T) lane {
 		URI: get("E2E_URI"), Pool: get("E2E_POOL"), Network: get("E2E_NET"),
 		HostIP: get("E2E_HOST_IP"), Subnet: get("E2E_SUBNET"), OutsideIP: get("E2E_OUTSIDE_IP"),
 		State: get("E2E_STATE"), Image: get("E2E_IMAGE"), Operator: get("E2E_OPERATOR"), CRDs: get("E2E_CRDS"),
+		SSHUser: get("E2E_SSH_USER"), SSHPort: get("E2E_SSH_PORT"), SSHKey: get("E2E_SSH_KEY"), SSHKnownHosts: get("E2E_SSH_KNOWN_HOSTS"),
 	}
 	get("KUBEBUILDER_ASSETS")
 	return l

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -22,10 +21,11 @@ const (
 )
 
 // writeProvidersConfig writes a providers config with one libvirt provider
-// for the lane's daemon: TCG domains (KVM cannot boot a stock guest on
-// these machines), the guest image fetched from imageURL, serial consoles
-// logged for run.sh to print on failure.
-func writeProvidersConfig(t *testing.T, l lane, imageURL, imageSHA256 string) string {
+// for the lane's daemon, reached at uri: TCG domains (KVM cannot boot a
+// stock guest on these machines), the guest image fetched from imageURL,
+// serial consoles logged for run.sh to print on failure. The file is 0644,
+// as the kubelet mounts a ConfigMap, for the non-root operator to read.
+func writeProvidersConfig(t *testing.T, l lane, uri, imageURL, imageSHA256 string) string {
 	t.Helper()
 	if err := os.MkdirAll(l.serialLogDir(), 0o755); err != nil {
 		t.Fatal(err)
@@ -46,29 +46,48 @@ providers:
         %s: {cpus: 2, memoryMiB: 1024}
       images:
         %s: {url: %q, sha256: %s, format: qcow2}
-`, l.Subnet, providerName, l.serialLogDir(), region, l.URI, l.Pool, l.Network, machineType, imageKey, imageURL, imageSHA256)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+`, l.Subnet, providerName, l.serialLogDir(), region, uri, l.Pool, l.Network, machineType, imageKey, imageURL, imageSHA256)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// startOperator runs the operator binary (built with -tags libvirt) with
-// the providers config against the local control plane, logging to
+// startOperator runs the operator binary (built with -tags libvirt) as its
+// Pod would (asPod: non-root, read-only root filesystem but for a
+// temporary directory, HOME=/) with the providers config and the
+// credentials directory, against the local control plane, logging to
 // operator.log in the lane's directory (run.sh prints it on failure). It
 // is stopped at cleanup with SIGTERM, as a Deployment would stop it.
-func startOperator(t *testing.T, l lane, kubeconfig, providersConfig string) {
+func startOperator(t *testing.T, l lane, kubeconfig, providersConfig, credentialsDir string) {
 	t.Helper()
 	logPath := filepath.Join(l.State, "operator.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// In the Pod, a ServiceAccount token; here the admin kubeconfig, made
+	// the operator's to read.
+	if err := os.Chown(kubeconfig, operatorUID, operatorUID); err != nil {
+		t.Fatal(err)
+	}
+	// The one writable directory, as the emptyDir the Pod needs at /tmp:
+	// the libvirt provider builds each seed ISO in a temporary file
+	// (streamed, never whole in memory); on the read-only root it fails
+	// with "seed for <name>: open /tmp/egress-seed-….iso: read-only file
+	// system".
+	tmp := filepath.Join(l.State, "operator-tmp")
+	if err := os.Mkdir(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, 0o777); err != nil { // an emptyDir's mode, whatever the umask
+		t.Fatal(err)
+	}
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/", "TMPDIR=" + tmp, "KUBECONFIG=" + kubeconfig}
 	// Not t.Context(): that ends before the cleanups, and the operator
 	// must outlive it to be stopped gently below.
-	cmd := exec.CommandContext(context.Background(), l.Operator, "--providers-config", providersConfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd := asPod(context.Background(), env, []string{tmp}, l.Operator, "--providers-config", providersConfig,
+		"--credentials-dir", credentialsDir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start the operator: %v", err)

@@ -37,8 +37,9 @@ func TestProxyBecomesAVM(t *testing.T) {
 	k8s, kubeconfig := startCluster(t, l)
 	imageURL, imageSHA := serveImage(t, l.Image)
 	org := startOrigin(t, l.HostIP)
-	startOperator(t, l, kubeconfig, writeProvidersConfig(t, l, imageURL, imageSHA))
-	t.Logf("control plane, image server, origin %s and operator up after %s", org.URL, since(begin))
+	credentials, uri := writeCredentials(t, l)
+	startOperator(t, l, kubeconfig, writeProvidersConfig(t, l, uri, imageURL, imageSHA), credentials)
+	t.Logf("control plane, image server, origin %s and operator (libvirt at %s) up after %s", org.URL, uri, since(begin))
 
 	ctx := t.Context()
 	proxy := &v1alpha1.Proxy{
