@@ -49,10 +49,12 @@ type Config struct {
 
 // Region is one libvirt daemon and where on it the provider works.
 type Region struct {
-	// URI is the connection URI: qemu:///system, qemu+ssh://user@host/system?keyfile=…,
-	// qemu+tls://host/system. The credentials are the transport's (socket
-	// permissions, SSH key, TLS client certificate); never put a password
-	// in the URI.
+	// URI is the connection URI: qemu:///system,
+	// qemu+libssh2://user@host/system?sshauth=privkey&keyfile=…&known_hosts=…
+	// (not qemu+libssh://, whose calls hang when several run at once:
+	// docs/libvirt-provider.md), qemu+tls://host/system. The credentials are
+	// the transport's (socket permissions, SSH key, TLS client certificate);
+	// never put a password in the URI.
 	URI string `json:"uri"`
 	// Pool is the storage pool that holds the base image volumes, the
 	// instances' overlays and their seeds. Give the operator a pool of its
