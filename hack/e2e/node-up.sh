@@ -159,8 +159,11 @@ start kube-scheduler "$bin/kube-scheduler" \
 start containerd containerd --config "$S/containerd/config.toml"
 ctrd() { in_node ctr --address "$S/containerd/containerd.sock" "$@"; }
 wait_for containerd 30 ctrd version
-# The CRI plugin sees images in containerd's k8s.io namespace.
-for image in "$images"/*.tar; do
+# The CRI plugin sees images in containerd's k8s.io namespace. No
+# registry is reachable: the node's own images, and those the lane built
+# (E2E_NODE_IMAGES, image tarballs: the operator's), are imported as a
+# user without a registry imports them (docs/install.md).
+for image in "$images"/*.tar ${E2E_NODE_IMAGES:-}; do
   ctrd -n k8s.io images import "$image" > /dev/null
 done
 log "containerd ready, images imported ($(since "$start_all"))"

@@ -9,6 +9,8 @@
 //	    account (token and CA as the kubelet mounts them), who it is;
 //	  - GETs each URL (a "probe serve" outside the cluster) and expects it
 //	    to have seen the Pod's own address: nothing is masqueraded.
+//	probe through PROXY URL   GETs URL through the forward proxy PROXY
+//	                          (the end-to-end test's client Pod; through.go).
 //
 // Only the standard library, so it builds anywhere and its image is one
 // static binary.
@@ -35,7 +37,7 @@ const (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: probe serve ADDR | probe check URL...")
+		fmt.Fprintln(os.Stderr, "usage: probe serve ADDR | probe check URL... | probe through PROXY URL")
 		os.Exit(2)
 	}
 	var err error
@@ -44,8 +46,14 @@ func main() {
 		err = serve(os.Args[2])
 	case "check":
 		err = check(os.Args[2:])
+	case "through":
+		if len(os.Args) != 4 {
+			err = fmt.Errorf("through: want PROXY URL, got %q", os.Args[2:])
+			break
+		}
+		err = through(os.Args[2], os.Args[3], 2*time.Minute)
 	default:
-		err = fmt.Errorf("unknown mode %q: want serve or check", os.Args[1])
+		err = fmt.Errorf("unknown mode %q: want serve, check or through", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)

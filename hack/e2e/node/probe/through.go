@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+)
+
+// through is the lane's client Pod (operator/test/e2e): one GET of target
+// through the forward proxy at proxy, e.g. http://egress.default.svc:3128,
+// retried on connection errors until an HTTP answer comes or limit
+// passes (the proxy's Service may lag its Ready condition by a moment).
+// It prints "status: <status>", "via: <Via>" and the body; anything but a
+// 200 is an error, so the Pod's phase says the outcome and its log why.
+func through(proxy, target string, limit time.Duration) error {
+	proxyURL, err := url.Parse(proxy)
+	if err != nil || proxyURL.Host == "" {
+		return fmt.Errorf("proxy %q: not a URL with a host", proxy)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true,
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		code, err := getThrough(ctx, c, target)
+		if err == nil {
+			if code != http.StatusOK {
+				return fmt.Errorf("GET %s through %s: status %d", target, proxy, code)
+			}
+			return nil
+		}
+		fmt.Fprintf(os.Stderr, "attempt %d: %v\n", attempt, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no answer through %s after %s: %w", proxy, limit, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func getThrough(ctx context.Context, c *http.Client, target string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("status: %s\nvia: %s\n%s\n", resp.Status, resp.Header.Get("Via"), body)
+	return resp.StatusCode, nil
+}
