@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The end-to-end lane (make e2e): a Proxy becomes a real QEMU VM that
-# proxies traffic. On a fresh Debian 12 machine, as root:
+# The end-to-end lane (make e2e): the operator installed as users install
+# it, on a real Kubernetes node, turns a Proxy into a real QEMU VM that a
+# client Pod uses. On a fresh Debian 12 machine, as root:
 #   1. installs the Debian packages it needs, with no service started;
 #   2. builds the guest image (images/recipes/debian-proxy, cached);
-#   3. builds the operator with -tags libvirt and the test driver
-#      (operator/test/e2e, tag e2e), and the control plane (cached);
+#   3. builds the operator's libvirt image (make image-operator), the
+#      release manifest (make release-manifests), the node's binaries and
+#      images (cached) and the test driver (operator/test/e2e, tag e2e);
 #   4. starts a private libvirtd, virtlogd, NAT network and pool in a
 #      network namespace of its own, with an sshd in front of them
 #      (hack/e2e/libvirt-up.sh, ssh-up.sh), and a real single-node
-#      Kubernetes cluster in it (hack/e2e/node-up.sh), which a Pod proves
-#      usable (hack/e2e/node-check.sh);
-#   5. runs the driver inside that namespace: control plane, operator
-#      (as its Pod runs it: non-root, read-only root, the SSH key from a
-#      Secret-like directory, libvirt over qemu+libssh2://), a Proxy to
-#      Ready, traffic through it, a refused client, delete;
+#      Kubernetes cluster in it (hack/e2e/node-up.sh) with the operator's
+#      image imported, which a Pod proves usable (hack/e2e/node-check.sh);
+#   5. runs the driver inside that namespace: kubectl apply of
+#      dist/install.yaml, the providers config and the credentials Secret
+#      (make libvirt-secret; libvirt over qemu+libssh2://), a Proxy to
+#      Ready, a client Pod through its Service, a refused client, the
+#      leader killed during a second Proxy's provisioning, delete;
 #   6. tears everything down, also when a step failed, after printing
 #      the guests' serial consoles and the operator's log on failure.
 # Nothing leaves loopback and the namespace; libvirt's `default` network
@@ -45,9 +48,16 @@ log "guest image $image ($image_time)"
 # The node's binaries and images come with the control plane's, cached.
 KUBEBUILDER_ASSETS=$(hack/control-plane.sh node)
 export KUBEBUILDER_ASSETS
-hack/e2e/node/images.sh > /dev/null
+node_images=$(hack/e2e/node/images.sh)
+# The operator as users get it: the libvirt build's image, imported into
+# the node's containerd, and the release manifest.
+t=$(now)
+operator_image_tar=$(make --no-print-directory -s image-operator PROVIDERS=libvirt)
+version=$(cat VERSION)
+operator_image_time=$(secs "$t" "$(now)")
+log "operator image $operator_image_tar ($operator_image_time)"
+make --no-print-directory -s release-manifests
 mkdir -p bin
-(cd operator && go build -tags libvirt -o ../bin/egress-proxies-operator-libvirt ./cmd)
 (cd operator && go test -c -tags e2e -o ../bin/e2e.test ./test/e2e)
 
 # One lane per state directory at a time: its namespace and directory are
@@ -84,7 +94,7 @@ finish() {
   hack/e2e/libvirt-down.sh 9>&-
   log "teardown $(secs "$t" "$(now)")"
   if [ "$status" -eq 0 ]; then
-    log "timings: image build $image_time; ${timings}lane total $(secs "$lane_start" "$(now)")"
+    log "timings: image build $image_time; operator image $operator_image_time; ${timings}lane total $(secs "$lane_start" "$(now)")"
     log "ok"
   fi
 }
@@ -94,11 +104,14 @@ trap 'exit 130' INT TERM # so an interrupted lane is torn down too
 hack/e2e/node-down.sh 9>&- # a lane interrupted before its teardown
 hack/e2e/libvirt-down.sh 9>&-
 hack/e2e/libvirt-up.sh 9>&-
-hack/e2e/node-up.sh 9>&-
+E2E_NODE_IMAGES=$operator_image_tar hack/e2e/node-up.sh 9>&-
 hack/e2e/node-check.sh 9>&-
 
-export E2E_URI E2E_POOL E2E_NET E2E_HOST_IP E2E_SUBNET E2E_OUTSIDE_IP E2E_STATE
+export E2E_URI E2E_POOL E2E_NET E2E_HOST_IP E2E_SUBNET E2E_OUTSIDE_IP E2E_POD_CIDR E2E_STATE E2E_KUBECONFIG
 export E2E_SSH_USER E2E_SSH_PORT E2E_SSH_KEY E2E_SSH_KNOWN_HOSTS
-export E2E_IMAGE=$image E2E_OPERATOR=$root/bin/egress-proxies-operator-libvirt E2E_CRDS=$root/operator/config/crd/bases
+export E2E_IMAGE=$image E2E_ROOT=$root E2E_KUBECTL=$KUBEBUILDER_ASSETS/kubectl E2E_MANIFEST=$root/dist/install.yaml
+export E2E_OPERATOR_IMAGE=egress-proxies-operator:$version-libvirt
+E2E_CLIENT_IMAGE=$(. "$node_images/refs" && echo "$PROBE_IMAGE")
+export E2E_CLIENT_IMAGE
 ip netns exec "$E2E_NETNS" "$root/bin/e2e.test" -test.v -test.count=1 -test.timeout=25m 9>&-
 status=0

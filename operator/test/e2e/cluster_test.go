@@ -3,48 +3,31 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
 )
 
-// startCluster starts kube-apiserver and etcd (from KUBEBUILDER_ASSETS,
-// as make dev does) with the CRDs installed, stopped at cleanup. It
-// returns a client and the path of an admin kubeconfig for the operator.
-func startCluster(t *testing.T, l lane) (client.Client, string) {
+// connect returns clients of the lane's node (hack/e2e/node-up.sh) as its
+// admin: the test's identity, never the operator's, which runs under its
+// own ServiceAccount with the generated RBAC only.
+func connect(t *testing.T, l lane) (client.Client, kubernetes.Interface) {
 	t.Helper()
-	env := &envtest.Environment{CRDDirectoryPaths: []string{l.CRDs}, ErrorIfCRDPathMissing: true}
-	// The namespace has no default route, from which kube-apiserver would
-	// otherwise pick the address it advertises; loopback is refused for
-	// the kubernetes Service's endpoints, which nothing here uses.
-	env.ControlPlane.GetAPIServer().Configure().
-		Set("advertise-address", "127.0.0.1").
-		Set("endpoint-reconciler-type", "none")
-	cfg, err := env.Start()
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.Kubeconfig)
 	if err != nil {
-		t.Fatalf("control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := env.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(l.State, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
-		t.Fatal(err)
+		t.Fatalf("kubeconfig %s: %v", l.Kubeconfig, err)
 	}
 	k8s, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k8s, kubeconfig
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k8s, cs
 }

@@ -1,11 +1,13 @@
 //go:build e2e
 
-// Package e2e is the end-to-end test of the whole product on a real
-// libvirt: a Proxy becomes a QEMU VM that proxies traffic. It runs only
-// through hack/e2e/run.sh (make e2e), inside the network namespace that
-// hack/e2e/libvirt-up.sh made, where a private libvirtd serves a NAT
-// network and a storage pool; the lane's settings come from E2E_*
-// variables that run.sh sets.
+// Package e2e is the end-to-end test of the whole product, installed as
+// users install it: a real single-node Kubernetes cluster
+// (hack/e2e/node-up.sh) runs the operator's image as a Pod from
+// dist/install.yaml, under its own ServiceAccount and generated RBAC, and
+// a Proxy becomes a QEMU VM on a private libvirt that a client Pod uses
+// through the Proxy's Service. It runs only through hack/e2e/run.sh (make
+// e2e), inside the lane's network namespace; the lane's settings come
+// from E2E_* variables that run.sh sets.
 package e2e
 
 import (
@@ -16,22 +18,27 @@ import (
 
 // lane is what run.sh prepared.
 type lane struct {
-	// URI reaches the private libvirtd; Pool and Network are its pool and
-	// NAT network.
+	// URI reaches the private libvirtd through its socket (the test's own
+	// virsh checks); Pool and Network are its pool and NAT network.
 	URI, Pool, Network string
-	// HostIP is the bridge's address (the origin server listens there),
-	// Subnet the network the Proxy allows, OutsideIP an address on the
-	// bridge outside it (the client the proxy must refuse).
-	HostIP, Subnet, OutsideIP string
-	// State is the lane's directory; Image the guest image (qcow2);
-	// Operator the operator binary built with -tags libvirt; CRDs the CRD
-	// directory.
-	State, Image, Operator, CRDs string
+	// HostIP is the bridge's address (the origin and image servers listen
+	// there), Subnet the VMs' network, OutsideIP an address on the bridge
+	// outside the Proxy's allowed clients (the client the proxy must
+	// refuse), PodCIDR the node's Pod network.
+	HostIP, Subnet, OutsideIP, PodCIDR string
+	// State is the lane's directory; Image the guest image (qcow2); Root
+	// the repository (make libvirt-secret runs there).
+	State, Image, Root string
 	// SSHUser and SSHPort are the lane's sshd on HostIP (hack/e2e/ssh-up.sh),
-	// through which the operator reaches the same daemon as a remote host's;
+	// through which the operator reaches the daemon as a remote host's;
 	// SSHKey and SSHKnownHosts are the client key and the known_hosts file
 	// naming the sshd's host key, which go into the credentials Secret.
 	SSHUser, SSHPort, SSHKey, SSHKnownHosts string
+	// Kubeconfig is the node's admin (the test's identity), Kubectl its
+	// kubectl, Manifest the release manifest (dist/install.yaml),
+	// OperatorImage the operator's libvirt image and ClientImage the
+	// client Pod's, both imported into the node's containerd.
+	Kubeconfig, Kubectl, Manifest, OperatorImage, ClientImage string
 }
 
 func laneFromEnv(t *testing.T) lane {
@@ -43,16 +50,16 @@ func laneFromEnv(t *testing.T) lane {
 		}
 		return v
 	}
-	l := lane{
+	return lane{
 		URI: get("E2E_URI"), Pool: get("E2E_POOL"), Network: get("E2E_NET"),
-		HostIP: get("E2E_HOST_IP"), Subnet: get("E2E_SUBNET"), OutsideIP: get("E2E_OUTSIDE_IP"),
-		State: get("E2E_STATE"), Image: get("E2E_IMAGE"), Operator: get("E2E_OPERATOR"), CRDs: get("E2E_CRDS"),
+		HostIP: get("E2E_HOST_IP"), Subnet: get("E2E_SUBNET"), OutsideIP: get("E2E_OUTSIDE_IP"), PodCIDR: get("E2E_POD_CIDR"),
+		State: get("E2E_STATE"), Image: get("E2E_IMAGE"), Root: get("E2E_ROOT"),
 		SSHUser: get("E2E_SSH_USER"), SSHPort: get("E2E_SSH_PORT"), SSHKey: get("E2E_SSH_KEY"), SSHKnownHosts: get("E2E_SSH_KNOWN_HOSTS"),
+		Kubeconfig: get("E2E_KUBECONFIG"), Kubectl: get("E2E_KUBECTL"), Manifest: get("E2E_MANIFEST"),
+		OperatorImage: get("E2E_OPERATOR_IMAGE"), ClientImage: get("E2E_CLIENT_IMAGE"),
 	}
-	get("KUBEBUILDER_ASSETS")
-	return l
 }
 
-// serialLogDir is where the provider logs each domain's serial console;
-// run.sh prints it when the lane fails.
+// serialLogDir is where the provider has the daemon log each domain's
+// serial console; run.sh prints it when the lane fails.
 func (l lane) serialLogDir() string { return filepath.Join(l.State, "serial") }

@@ -3,11 +3,11 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,63 +53,59 @@ providers:
 	return path
 }
 
-// startOperator runs the operator binary (built with -tags libvirt) as its
-// Pod would (asPod: non-root, read-only root filesystem but for a
-// temporary directory, HOME=/) with the providers config and the
-// credentials directory, against the local control plane, logging to
-// operator.log in the lane's directory (run.sh prints it on failure). It
-// is stopped at cleanup with SIGTERM, as a Deployment would stop it.
-func startOperator(t *testing.T, l lane, kubeconfig, providersConfig, credentialsDir string) {
+// The names dist/install.yaml gives the operator's objects.
+const (
+	installNamespace = "egress-proxies-system"
+	deployment       = "egress-proxies-controller-manager"
+	configMap        = "egress-proxies-providers-config"
+	operatorLabel    = "app.kubernetes.io/name=egress-proxies-operator"
+	leaseName        = "egress-proxies-operator.egressproxies.io"
+)
+
+// installOperator installs the operator as docs/install.md tells a user
+// to, with no registry: kubectl apply of the release manifest, the
+// providers config replaced by this lane's, the credentials Secret that
+// make libvirt-secret prints, and the libvirt build's image (imported
+// into the node by run.sh) set on the Deployment; then waits for the
+// rollout. It returns how long that took from the apply.
+func installOperator(t *testing.T, l lane, providersConfig string) time.Duration {
 	t.Helper()
-	logPath := filepath.Join(l.State, "operator.log")
-	logFile, err := os.Create(logPath)
+	start := time.Now()
+	kubectl(t, l, nil, "apply", "--server-side", "-f", l.Manifest)
+	cm := kubectl(t, l, nil, "-n", installNamespace, "create", "configmap", configMap,
+		"--from-file=providers.yaml="+providersConfig, "--dry-run=client", "-o", "yaml")
+	kubectl(t, l, []byte(cm), "apply", "--server-side", "--force-conflicts", "-f", "-")
+	kubectl(t, l, []byte(libvirtSecret(t, l)), "apply", "--server-side", "-f", "-")
+	kubectl(t, l, nil, "-n", installNamespace, "set", "image", "deployment/"+deployment, "manager="+l.OperatorImage)
+	kubectl(t, l, nil, "-n", installNamespace, "rollout", "status", "deployment/"+deployment, "--timeout=5m")
+	return time.Since(start)
+}
+
+// libvirtSecret runs make libvirt-secret with the lane's SSH client key
+// and known_hosts and returns the Secret it prints.
+func libvirtSecret(t *testing.T, l lane) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "make", "-s", "--no-print-directory", "-C", l.Root, "libvirt-secret",
+		"LIBVIRT_SSH_KEY_FILE="+l.SSHKey, "LIBVIRT_KNOWN_HOSTS_FILE="+l.SSHKnownHosts)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("make libvirt-secret: %v: %s", err, stderr.String())
 	}
-	// In the Pod, a ServiceAccount token; here the admin kubeconfig, made
-	// the operator's to read.
-	if err := os.Chown(kubeconfig, operatorUID, operatorUID); err != nil {
-		t.Fatal(err)
+	if !strings.Contains(string(out), "kind: Secret") {
+		t.Fatalf("make libvirt-secret printed no Secret:\n%s", out)
 	}
-	// The one writable directory, as the emptyDir the Pod needs at /tmp:
-	// the libvirt provider builds each seed ISO in a temporary file
-	// (streamed, never whole in memory); on the read-only root it fails
-	// with "seed for <name>: open /tmp/egress-seed-….iso: read-only file
-	// system".
-	tmp := filepath.Join(l.State, "operator-tmp")
-	if err := os.Mkdir(tmp, 0o777); err != nil {
-		t.Fatal(err)
+	return string(out)
+}
+
+// saveOperatorLogs writes every operator Pod's log to operator.log in the
+// lane's directory, which run.sh prints when the lane fails.
+func saveOperatorLogs(t *testing.T, l lane) {
+	out, err := kubectlErr(t, l, nil, "-n", installNamespace, "logs", "-l", operatorLabel,
+		"--all-containers", "--prefix", "--tail=-1", "--max-log-requests=10")
+	if err != nil {
+		out += "\n" + err.Error()
 	}
-	if err := os.Chmod(tmp, 0o777); err != nil { // an emptyDir's mode, whatever the umask
-		t.Fatal(err)
-	}
-	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/", "TMPDIR=" + tmp, "KUBECONFIG=" + kubeconfig}
-	// Not t.Context(): that ends before the cleanups, and the operator
-	// must outlive it to be stopped gently below.
-	cmd := asPod(context.Background(), env, []string{tmp}, l.Operator, "--providers-config", providersConfig,
-		"--credentials-dir", credentialsDir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the operator: %v", err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		_ = logFile.Close()
-	})
-	// An invalid config stops the operator at once: fail with its words.
-	select {
-	case <-exited:
-		out, _ := os.ReadFile(logPath)
-		t.Fatalf("the operator exited at start (%v):\n%s", waitErr, out)
-	case <-time.After(3 * time.Second):
-	}
+	_ = os.WriteFile(filepath.Join(l.State, "operator.log"), []byte(out), 0o644)
 }

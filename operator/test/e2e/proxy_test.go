@@ -27,30 +27,27 @@ import (
 
 const proxyPort = 3128
 
-// TestProxyBecomesAVM applies a Proxy with no cloud-init of its own and
-// follows it to a running QEMU domain whose proxy carries a request to the
-// origin on the bridge, refuses a client outside its allowed networks,
-// and leaves no domain or volume behind when the Proxy is deleted.
+// TestProxyBecomesAVM installs the operator from the release manifest as
+// a Pod of the lane's node, applies a Proxy with no cloud-init of its own
+// and follows it to a running QEMU domain whose proxy carries a request
+// from a client Pod, through the Proxy's Service name, to the origin on
+// the bridge; refuses a client outside its allowed networks; survives
+// the leader's crash in the middle of a second Proxy's provisioning with
+// one VM for it; and leaves no domain or volume behind when the Proxies
+// are deleted.
 func TestProxyBecomesAVM(t *testing.T) {
 	l := laneFromEnv(t)
 	begin := time.Now()
-	k8s, kubeconfig := startCluster(t, l)
-	imageURL, imageSHA := serveImage(t, l.Image)
+	k8s, cs := connect(t, l)
+	imageURL, imageSHA := serveImage(t, l.Image, l.HostIP)
 	org := startOrigin(t, l.HostIP)
-	credentials, uri := writeCredentials(t, l)
-	startOperator(t, l, kubeconfig, writeProvidersConfig(t, l, uri, imageURL, imageSHA), credentials)
-	t.Logf("control plane, image server, origin %s and operator (libvirt at %s) up after %s", org.URL, uri, since(begin))
+	t.Cleanup(func() { saveOperatorLogs(t, l) })
+	installed := installOperator(t, l, writeProvidersConfig(t, l, podURI(l), imageURL, imageSHA))
+	t.Logf("operator installed from %s and rolled out in %s (libvirt at %s); origin %s",
+		l.Manifest, installed.Round(time.Millisecond), podURI(l), org.URL)
 
 	ctx := t.Context()
-	proxy := &v1alpha1.Proxy{
-		ObjectMeta: metav1.ObjectMeta{Name: "egress", Namespace: "default"},
-		Spec: v1alpha1.ProxySpec{
-			Provider:       providerName,
-			Placement:      v1alpha1.Placement{Region: region, MachineType: machineType, Image: imageKey},
-			Port:           proxyPort,
-			AllowedClients: []v1alpha1.CIDR{v1alpha1.CIDR(l.Subnet)},
-		},
-	}
+	proxy := newProxy("egress", l)
 	if err := k8s.Create(ctx, proxy); err != nil {
 		t.Fatalf("create the Proxy: %v", err)
 	}
@@ -72,63 +69,133 @@ func TestProxyBecomesAVM(t *testing.T) {
 		}
 	}
 
-	// A request through the proxy reaches the origin, from the VM.
-	path := "/through-the-proxy"
-	resp := firstProxied(t, addr, org.URL+path, "", 2*time.Minute)
+	// A client Pod reaches the origin through the Proxy's Service name:
+	// cluster DNS, the Service and EndpointSlice the operator wrote, the
+	// node's kube-proxy, and the route from the Pod network to the VM.
+	podPath := "/from-a-pod"
+	serviceURL := fmt.Sprintf("http://%s.%s.svc:%d", proxy.Name, proxy.Namespace, proxyPort)
+	ok, out, podTook := runClientPod(ctx, t, cs, l, proxy.Namespace, "client", serviceURL, org.URL+podPath)
 	firstAt := time.Now()
-	t.Logf("first proxied request %s after Ready: %s %q", firstAt.Sub(readyAt).Round(time.Millisecond), resp.status, resp.body)
-	if resp.code != http.StatusOK || resp.body != org.body(path) {
-		t.Errorf("through the proxy: %s %q, want 200 %q", resp.status, resp.body, org.body(path))
+	t.Logf("client Pod through %s: %s after Ready, the Pod ran %s:\n%s", serviceURL,
+		firstAt.Sub(readyAt).Round(time.Millisecond), podTook.Round(time.Millisecond), out)
+	if !ok || !strings.Contains(out, "status: 200 OK") || !strings.Contains(out, org.body(podPath)) {
+		t.Errorf("the client Pod did not get the origin's answer through %s:\n%s", serviceURL, out)
 	}
-	if got := org.sources(path); !slices.Equal(got, []string{addr}) {
-		t.Errorf("the origin saw the request from %v, want only from the VM %s", got, addr)
+	if got := org.sources(podPath); !slices.Equal(got, []string{addr}) {
+		t.Errorf("the origin saw the Pod's request from %v, want only from the VM %s", got, addr)
 	}
 	// The proxy announces itself as HTTP requires (RFC 9110 §7.6.3): Via
 	// names the host the operator's cloud-init set, the Proxy's name, so
 	// the answer came through the proxy the operator configured, not
 	// Debian's stock one (port 8888, loopback only).
-	if via := resp.header.Get("Via"); !strings.Contains(via, proxy.Name) || !strings.Contains(via, "tinyproxy") {
-		t.Errorf("Via %q: want the proxy's hostname %q and tinyproxy", via, proxy.Name)
+	if !strings.Contains(out, "via: ") || !strings.Contains(out, proxy.Name) || !strings.Contains(out, "tinyproxy") {
+		t.Errorf("the answer's Via does not name the proxy %q and tinyproxy:\n%s", proxy.Name, out)
 	}
 
 	// A client outside the allowed networks is refused by the proxy.
 	refusedPath := "/from-outside"
 	refused := firstProxied(t, addr, org.URL+refusedPath, l.OutsideIP, time.Minute)
 	if refused.code != http.StatusForbidden {
-		t.Errorf("from %s, outside %s: %s %q, want 403", l.OutsideIP, l.Subnet, refused.status, refused.body)
+		t.Errorf("from %s, outside %s and %s: %s %q, want 403", l.OutsideIP, l.Subnet, l.PodCIDR, refused.status, refused.body)
 	}
 	if got := org.sources(refusedPath); len(got) != 0 {
 		t.Errorf("the origin saw the refused client's request from %v", got)
 	}
-	t.Logf("from %s (outside %s): %s", l.OutsideIP, l.Subnet, refused.status)
+	t.Logf("from %s (outside the allowed clients): %s", l.OutsideIP, refused.status)
 
 	// The health checker reaches the same daemon and finds it usable.
 	checkProviderHealth(ctx, t, k8s, time.Minute)
 
-	// Deleting the Proxy deletes the domain, its overlay and its seed.
+	// The leader crashes while a second Proxy is provisioning: the other
+	// replica takes the Lease and finishes it, with one VM.
+	second := newProxy("egress-2", l)
+	if err := k8s.Create(ctx, second); err != nil {
+		t.Fatalf("create the second Proxy: %v", err)
+	}
+	secondCreated := time.Now()
+	waitPhase(ctx, t, k8s, client.ObjectKeyFromObject(second), v1alpha1.PhaseProvisioning, 2*time.Minute)
+	killed, next, takeover := killLeader(ctx, t, cs)
+	t.Logf("killed the leader %s %s after the second Proxy's create; %s took the Lease %s later",
+		killed, since(secondCreated), next, takeover.Round(time.Millisecond))
+	secondReady, _, _ := waitReady(ctx, t, k8s, client.ObjectKeyFromObject(second), 15*time.Minute)
+	secondReadyAt := time.Now()
+	t.Logf("second Proxy Ready at %s (VM %s) %s after create", secondReady.Status.Address,
+		secondReady.Status.Instance.Name, secondReadyAt.Sub(secondCreated).Round(time.Millisecond))
+	if ds, want := domains(t, l), []string{instance, secondReady.Status.Instance.Name}; !sameSet(ds, want) {
+		t.Errorf("domains after the leader's crash: %v, want exactly %v", ds, want)
+	}
+
+	// Deleting the Proxies deletes their domains, overlays and seeds.
 	deleting := time.Now()
-	if err := k8s.Delete(ctx, proxy); err != nil {
-		t.Fatalf("delete the Proxy: %v", err)
-	}
-	waitGone(ctx, t, k8s, client.ObjectKeyFromObject(proxy), 5*time.Minute)
-	deleted := time.Now()
-	if ds := domains(t, l); slices.Contains(ds, instance) {
-		t.Errorf("domain %s is still defined after the Proxy was deleted: %v", instance, ds)
-	}
-	vols = volumes(t, l)
-	for _, v := range []string{overlay, seed} {
-		if slices.Contains(vols, v) {
-			t.Errorf("volume %s is still in pool %s after the Proxy was deleted: %v", v, l.Pool, vols)
+	for _, p := range []*v1alpha1.Proxy{proxy, second} {
+		if err := k8s.Delete(ctx, p); err != nil {
+			t.Fatalf("delete the Proxy %s: %v", p.Name, err)
 		}
 	}
-	t.Logf("Proxy deleted in %s; left in pool %s: %v", deleted.Sub(deleting).Round(time.Millisecond), l.Pool, vols)
+	for _, p := range []*v1alpha1.Proxy{proxy, second} {
+		waitGone(ctx, t, k8s, client.ObjectKeyFromObject(p), 5*time.Minute)
+	}
+	deleted := time.Now()
+	if ds := domains(t, l); len(ds) != 0 {
+		t.Errorf("domains left after the Proxies were deleted: %v", ds)
+	}
+	vols = volumes(t, l)
+	for _, v := range vols {
+		if strings.HasSuffix(v, "-seed.iso") || v == overlay {
+			t.Errorf("volume %s is still in pool %s after the Proxies were deleted: %v", v, l.Pool, vols)
+		}
+	}
+	t.Logf("Proxies deleted in %s; left in pool %s: %v", deleted.Sub(deleting).Round(time.Millisecond), l.Pool, vols)
 
-	timings := fmt.Sprintf("created_to_ready=%s (create_returned=%s address=%s)\nready_to_first_request=%s\ndelete=%s\ndriver_total=%s\n",
-		readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second), addressed.Sub(created).Round(time.Second),
-		firstAt.Sub(readyAt).Round(time.Millisecond),
+	timings := fmt.Sprintf("install_to_rolled_out=%s\ncreated_to_ready=%s (create_returned=%s address=%s)\nready_to_pod_answer=%s (pod ran %s)\n"+
+		"leader_takeover=%s\nsecond_created_to_ready=%s\ndelete=%s\ndriver_total=%s\n",
+		installed.Round(time.Millisecond), readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second),
+		addressed.Sub(created).Round(time.Second), firstAt.Sub(readyAt).Round(time.Millisecond), podTook.Round(time.Millisecond),
+		takeover.Round(time.Millisecond), secondReadyAt.Sub(secondCreated).Round(time.Millisecond),
 		deleted.Sub(deleting).Round(time.Millisecond), since(begin))
 	if err := os.WriteFile(filepath.Join(l.State, "timings"), []byte(timings), 0o644); err != nil {
 		t.Error(err)
+	}
+}
+
+// newProxy is a Proxy on the lane's libvirt that lets the VM network and
+// the node's Pods use it.
+func newProxy(name string, l lane) *v1alpha1.Proxy {
+	return &v1alpha1.Proxy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1alpha1.ProxySpec{
+			Provider:       providerName,
+			Placement:      v1alpha1.Placement{Region: region, MachineType: machineType, Image: imageKey},
+			Port:           proxyPort,
+			AllowedClients: []v1alpha1.CIDR{v1alpha1.CIDR(l.Subnet), v1alpha1.CIDR(l.PodCIDR)},
+		},
+	}
+}
+
+// sameSet reports whether a and b hold the same names, in any order.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// waitPhase polls the Proxy until it reaches phase.
+func waitPhase(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, phase v1alpha1.ProxyPhase, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		var p v1alpha1.Proxy
+		if err := k8s.Get(ctx, key, &p); err != nil {
+			t.Fatalf("get the Proxy: %v", err)
+		}
+		if p.Status.Phase == phase {
+			return
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("the Proxy %s is %q after %s, want %s", key, p.Status.Phase, limit, phase)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

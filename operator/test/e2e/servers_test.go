@@ -14,9 +14,10 @@ import (
 	"testing"
 )
 
-// serveImage serves the guest image over HTTP on the namespace's loopback,
-// for the provider's image fetch, and returns its URL and SHA-256.
-func serveImage(t *testing.T, path string) (string, string) {
+// serveImage serves the guest image over HTTP on hostIP, as a user's
+// image server: the operator's Pod fetches it from there. It returns the
+// URL and the image's SHA-256.
+func serveImage(t *testing.T, path, hostIP string) (string, string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -28,7 +29,7 @@ func serveImage(t *testing.T, path string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", net.JoinHostPort(hostIP, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,77 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// runClientPod runs the proxy client (operator/test/e2e/proxyclient) as a
+// Pod in namespace ns, sending GET target through proxyURL, and returns
+// whether it succeeded (a 200), what it printed and how long the Pod took
+// from create to its end. The Pod runs as a non-root user with a
+// read-only root, as an application Pod in a locked-down namespace would.
+func runClientPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, l lane, ns, name, proxyURL, target string) (bool, string, time.Duration) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: "client", Image: l.ClientImage, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"-proxy", proxyURL, "-target", target, "-timeout", "2m"},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+	start := time.Now()
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the client Pod: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	var phase corev1.PodPhase
+	for {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get the client Pod: %v", err)
+		}
+		phase = p.Status.Phase
+		if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+			break
+		}
+		if time.Since(start) > 4*time.Minute {
+			t.Fatalf("the client Pod is %s after %s: %+v", phase, since(start), p.Status.ContainerStatuses)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	took := time.Since(start)
+	logs, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).Stream(ctx)
+	if err != nil {
+		t.Fatalf("the client Pod's log: %v", err)
+	}
+	defer func() { _ = logs.Close() }()
+	out, err := io.ReadAll(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return phase == corev1.PodSucceeded, string(out), took
+}
