@@ -20,7 +20,7 @@ vm_ns=$E2E_NETNS-vm
 vm_ip=192.168.150.2
 work=$(mktemp -d)
 probe_bin=$work/probe
-(cd "$here/node/probe" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$probe_bin" main.go)
+(cd "$here/node/probe" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$probe_bin" ./*.go)
 
 pids=()
 cleanup() {
