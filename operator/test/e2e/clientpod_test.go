@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// runClientPod runs the proxy client (operator/test/e2e/proxyclient) as a
-// Pod in namespace ns, sending GET target through proxyURL, and returns
+// runClientPod runs the proxy client (`probe through`, hack/e2e/node/probe)
+// as a Pod in namespace ns, sending GET target through proxyURL, and returns
 // whether it succeeded (a 200), what it printed and how long the Pod took
 // from create to its end. The Pod runs as a non-root user with a
 // read-only root, as an application Pod in a locked-down namespace would.
@@ -33,7 +33,7 @@ func runClientPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, l 
 			},
 			Containers: []corev1.Container{{
 				Name: "client", Image: l.ClientImage, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"-proxy", proxyURL, "-target", target, "-timeout", "2m"},
+				Args: []string{"through", proxyURL, target},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

@@ -113,7 +113,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		t.Fatalf("create the second Proxy: %v", err)
 	}
 	secondCreated := time.Now()
-	waitPhase(ctx, t, k8s, client.ObjectKeyFromObject(second), v1alpha1.PhaseProvisioning, 2*time.Minute)
+	waitCreating(ctx, t, k8s, client.ObjectKeyFromObject(second), 2*time.Minute)
 	killed, next, takeover := killLeader(ctx, t, cs)
 	t.Logf("killed the leader %s %s after the second Proxy's create; %s took the Lease %s later",
 		killed, since(secondCreated), next, takeover.Round(time.Millisecond))
@@ -180,8 +180,11 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// waitPhase polls the Proxy until it reaches phase.
-func waitPhase(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, phase v1alpha1.ProxyPhase, limit time.Duration) {
+// waitCreating polls the Proxy until the operator has begun to make its
+// VM: its Ready condition says Provisioning, which the operator sets
+// before it calls Create (the message says "creating instance" while the
+// call runs).
+func waitCreating(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, limit time.Duration) {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -189,13 +192,15 @@ func waitPhase(ctx context.Context, t *testing.T, k8s client.Client, key client.
 		if err := k8s.Get(ctx, key, &p); err != nil {
 			t.Fatalf("get the Proxy: %v", err)
 		}
-		if p.Status.Phase == phase {
+		cond := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		if cond != nil && cond.Reason == v1alpha1.ReasonProvisioning {
+			t.Logf("+%s %s %s: %s", since(start), p.Status.Phase, cond.Reason, cond.Message)
 			return
 		}
 		if time.Since(start) > limit {
-			t.Fatalf("the Proxy %s is %q after %s, want %s", key, p.Status.Phase, limit, phase)
+			t.Fatalf("the Proxy %s is not provisioning after %s: %+v", key, limit, p.Status)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
