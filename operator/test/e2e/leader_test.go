@@ -60,7 +60,7 @@ func killLeader(ctx context.Context, t *testing.T, cs kubernetes.Interface) (kil
 	if err != nil {
 		t.Fatalf("delete the leader Pod %s: %v", killed, err)
 	}
-	t.Logf("killed the leader %s (processes %v)", killed, pids)
+	t.Logf("killed the leader %s (processes %v) and deleted its Pod", killed, pids)
 	for {
 		if next = leader(ctx, t, cs); next != "" && next != killed {
 			return killed, next, time.Since(start)

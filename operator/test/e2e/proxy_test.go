@@ -115,8 +115,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 	secondCreated := time.Now()
 	waitCreating(ctx, t, k8s, client.ObjectKeyFromObject(second), 2*time.Minute)
 	killed, next, takeover := killLeader(ctx, t, cs)
-	t.Logf("killed the leader %s %s after the second Proxy's create; %s took the Lease %s later",
-		killed, since(secondCreated), next, takeover.Round(time.Millisecond))
+	t.Logf("%s took the Lease %s after the leader %s was killed", next, takeover.Round(time.Millisecond), killed)
 	secondReady, _, _ := waitReady(ctx, t, k8s, client.ObjectKeyFromObject(second), 15*time.Minute)
 	secondReadyAt := time.Now()
 	t.Logf("second Proxy Ready at %s (VM %s) %s after create", secondReady.Status.Address,
