@@ -1,12 +1,9 @@
 package main
 
 import (
-	"os"
 	"regexp"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
@@ -43,17 +40,7 @@ var commentedEntry = regexp.MustCompile(`^(\s*)# - name: (\S+)$`)
 // uncommented, passes its provider's own validation: a user who uncomments
 // one gets placeholders to fill, not a config error.
 func TestShippedProviderBlocksValidate(t *testing.T) {
-	raw, err := os.ReadFile("../config/manager/providers_config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := yaml.Unmarshal(raw, &cm); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(cm.Data["providers.yaml"], "\n")
+	lines := strings.Split(shippedConfig(t), "\n")
 	found := 0
 	for i := 0; i < len(lines); i++ {
 		m := commentedEntry.FindStringSubmatch(lines[i])
