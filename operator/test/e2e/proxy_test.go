@@ -17,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -135,6 +138,12 @@ func TestProxyBecomesAVM(t *testing.T) {
 		waitGone(ctx, t, k8s, client.ObjectKeyFromObject(p), 5*time.Minute)
 	}
 	deleted := time.Now()
+	// The node's garbage collector (kube-controller-manager) removes the
+	// Services and EndpointSlices through their owner references.
+	for _, p := range []*v1alpha1.Proxy{proxy, second} {
+		waitServiceCollected(ctx, t, cs, p, 2*time.Minute)
+	}
+	t.Logf("Services and EndpointSlices of both Proxies collected %s after the delete", since(deleting))
 	if ds := domains(t, l); len(ds) != 0 {
 		t.Errorf("domains left after the Proxies were deleted: %v", ds)
 	}
@@ -177,6 +186,30 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// waitServiceCollected polls until the Proxy's Service and its
+// EndpointSlices are gone.
+func waitServiceCollected(ctx context.Context, t *testing.T, cs kubernetes.Interface, p *v1alpha1.Proxy, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		_, err := cs.CoreV1().Services(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("get the Service %s: %v", p.Name, err)
+		}
+		eps, lerr := cs.DiscoveryV1().EndpointSlices(p.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + p.Name})
+		if lerr != nil {
+			t.Fatalf("list the EndpointSlices of %s: %v", p.Name, lerr)
+		}
+		if apierrors.IsNotFound(err) && len(eps.Items) == 0 {
+			return
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("the Service %s or its %d EndpointSlices are still there %s after the Proxy went", p.Name, len(eps.Items), limit)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // waitCreating polls the Proxy until the operator has begun to make its
