@@ -108,6 +108,8 @@ func TestProxyBecomesAVM(t *testing.T) {
 
 	// The health checker reaches the same daemon and finds it usable.
 	checkProviderHealth(ctx, t, k8s, time.Minute)
+	// The metrics endpoint answers its scrapers, and only them.
+	checkMetrics(t, l)
 
 	// The leader crashes while a second Proxy is provisioning: the other
 	// replica takes the Lease and finishes it, with one VM.

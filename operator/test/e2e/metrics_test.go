@@ -1,0 +1,62 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	metricsService = "egress-proxies-controller-manager-metrics-service"
+	metricsReader  = "egress-proxies-metrics-reader"
+)
+
+// checkMetrics scrapes the operator through its metrics Service as a
+// user's Prometheus would: with the token of a ServiceAccount bound to the
+// shipped metrics-reader ClusterRole it gets the operator's metrics; with
+// no token it is refused (the operator asks the API server who calls,
+// TokenReview, and whether it may, SubjectAccessReview). The certificate
+// is the operator's self-signed one (docs/install.md, metrics), so it is
+// not verified here.
+func checkMetrics(t *testing.T, l lane) {
+	t.Helper()
+	kubectl(t, l, nil, "-n", installNamespace, "create", "serviceaccount", "e2e-scraper")
+	kubectl(t, l, nil, "create", "clusterrolebinding", "e2e-scraper", "--clusterrole="+metricsReader,
+		"--serviceaccount="+installNamespace+":e2e-scraper")
+	token := strings.TrimSpace(kubectl(t, l, nil, "-n", installNamespace, "create", "token", "e2e-scraper"))
+	ip := kubectl(t, l, nil, "-n", installNamespace, "get", "service", metricsService, "-o", "jsonpath={.spec.clusterIP}")
+	url := "https://" + net.JoinHostPort(ip, "8443") + "/metrics"
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed serving certificate
+	}}
+	scrape := func(bearer string) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("scrape %s: %v", url, err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := scrape(""); code != http.StatusUnauthorized {
+		t.Errorf("an anonymous scrape of %s: %d %.200q, want 401", url, code, body)
+	}
+	code, body := scrape(token)
+	if code != http.StatusOK || !strings.Contains(body, "egressproxies_proxies") {
+		t.Errorf("a scrape of %s as a metrics-reader: %d %.300q, want 200 with egressproxies_proxies", url, code, body)
+	}
+	t.Logf("metrics Service %s: anonymous refused, metrics-reader %d (%d bytes)", url, code, len(body))
+}
