@@ -17,8 +17,8 @@ const (
 	metricsReader  = "egress-proxies-metrics-reader"
 )
 
-// checkMetrics scrapes the operator through its metrics Service as a
-// user's Prometheus would: with the token of a ServiceAccount bound to the
+// checkMetrics scrapes the operator at an endpoint of its metrics Service
+// as a user's Prometheus would: with the token of a ServiceAccount bound to the
 // shipped metrics-reader ClusterRole it gets the operator's metrics; with
 // no token it is refused (the operator asks the API server who calls,
 // TokenReview, and whether it may, SubjectAccessReview). The certificate
@@ -30,8 +30,14 @@ func checkMetrics(t *testing.T, l lane) {
 	kubectl(t, l, nil, "create", "clusterrolebinding", "e2e-scraper", "--clusterrole="+metricsReader,
 		"--serviceaccount="+installNamespace+":e2e-scraper")
 	token := strings.TrimSpace(kubectl(t, l, nil, "-n", installNamespace, "create", "token", "e2e-scraper"))
-	ip := kubectl(t, l, nil, "-n", installNamespace, "get", "service", metricsService, "-o", "jsonpath={.spec.clusterIP}")
-	url := "https://" + net.JoinHostPort(ip, "8443") + "/metrics"
+	// An endpoint of the Service, a Pod: the lane's namespace has no
+	// default route, so a ClusterIP is reachable from Pods only.
+	ips := strings.Fields(kubectl(t, l, nil, "-n", installNamespace, "get", "endpointslices",
+		"-l", "kubernetes.io/service-name="+metricsService, "-o", "jsonpath={.items[*].endpoints[*].addresses[0]}"))
+	if len(ips) == 0 {
+		t.Fatalf("the metrics Service %s has no endpoints", metricsService)
+	}
+	url := "https://" + net.JoinHostPort(ips[0], "8443") + "/metrics"
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed serving certificate
 	}}
@@ -58,5 +64,5 @@ func checkMetrics(t *testing.T, l lane) {
 	if code != http.StatusOK || !strings.Contains(body, "egressproxies_proxies") {
 		t.Errorf("a scrape of %s as a metrics-reader: %d %.300q, want 200 with egressproxies_proxies", url, code, body)
 	}
-	t.Logf("metrics Service %s: anonymous refused, metrics-reader %d (%d bytes)", url, code, len(body))
+	t.Logf("metrics at %s (%d endpoints): anonymous refused, metrics-reader %d (%d bytes)", url, len(ips), code, len(body))
 }
