@@ -45,8 +45,11 @@ func runClientPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, l 
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create the client Pod: %v", err)
 	}
+	// The test's context has ended when cleanups run: the delete needs
+	// one of its own that the test's end does not cancel.
+	cleanupCtx := context.WithoutCancel(ctx)
 	t.Cleanup(func() {
-		_ = cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		_ = cs.CoreV1().Pods(ns).Delete(cleanupCtx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	})
 	var phase corev1.PodPhase
 	for {
