@@ -109,7 +109,7 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:                 metricsServer(o),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        "egress-proxies-operator.egressproxies.io",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// A replica stopped gently (a rollout, a drain) hands the Lease
 		// over at once instead of making the other wait out its 15 s;
@@ -165,6 +165,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	return mgr.Start(ctx)
 }
+
+// leaderElectionID names the Lease the replicas elect their leader with.
+const leaderElectionID = "egress-proxies-operator.egressproxies.io"
 
 // NewScheme returns a scheme with the Kubernetes types and this API.
 func NewScheme() *runtime.Scheme {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -19,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -126,6 +129,16 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 		stop()
 		if err := <-done; err != nil {
 			t.Errorf("the operator stopped with %v", err)
+		}
+		// Stopped gently, the leader hands its Lease over (with the
+		// shipped Role's rights): a rollout's next replica need not wait
+		// out the Lease's duration.
+		var lease coordinationv1.Lease
+		key := client.ObjectKey{Namespace: in.Namespace, Name: leaderElectionID}
+		if err := admin.Get(context.Background(), key, &lease); err != nil {
+			t.Errorf("the leader Lease: %v", err)
+		} else if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+			t.Errorf("the Lease is still held by %q after the operator stopped: the next replica waits out its %ds", *h, ptr.Deref(lease.Spec.LeaseDurationSeconds, 0))
 		}
 	})
 
