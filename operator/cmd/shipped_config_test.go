@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metricstest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
@@ -96,7 +96,7 @@ func TestDefaultBuildStartsWithTheShippedConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	probeAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	probeAddr, metricsAddr := metricstest.FreeAddr(t), metricstest.FreeAddr(t)
 	cmd := exec.CommandContext(context.WithoutCancel(t.Context()), bin,
 		"--kubeconfig", filepath.Join(dir, "kubeconfig"),
 		"--providers-config", filepath.Join(dir, "providers.yaml"),
@@ -171,17 +171,6 @@ func status(t *testing.T, c *http.Client, url string) (int, error) {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-// freeAddr is a loopback address with a port nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // lockedBuffer collects a process's output, written and read from

@@ -2,19 +2,18 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metricstest"
 )
 
 // checkMetricsAuth scrapes the operator's metrics endpoint at addr, served
@@ -44,13 +43,13 @@ func checkMetricsAuth(t *testing.T, admin client.Client, in install, addr string
 		return err == nil
 	})
 	url := "https://" + addr + "/metrics"
-	if anonymous := get(t, url, ""); anonymous.code != http.StatusUnauthorized {
+	if anonymous := metricstest.Scrape(t, url, ""); anonymous.Code != http.StatusUnauthorized {
 		t.Errorf("an anonymous scrape answered %s, want %d", anonymous, http.StatusUnauthorized)
 	}
-	if s := get(t, url, token(t, admin, stranger)); s.code != http.StatusForbidden {
+	if s := metricstest.Scrape(t, url, token(t, admin, stranger)); s.Code != http.StatusForbidden {
 		t.Errorf("a scrape by %s/%s, not bound to metrics-reader, answered %s, want %d", ns, stranger.Name, s, http.StatusForbidden)
 	}
-	if s := get(t, url, token(t, admin, scraper)); s.code != http.StatusOK || !strings.Contains(s.body, "egressproxies_proxies") {
+	if s := metricstest.Scrape(t, url, token(t, admin, scraper)); s.Code != http.StatusOK || !strings.Contains(s.Body, "egressproxies_proxies") {
 		t.Errorf("a scrape by %s/%s, bound to %smetrics-reader, answered %s, want %d with the operator's metrics", ns, scraper.Name, in.NamePrefix, s, http.StatusOK)
 	}
 }
@@ -63,51 +62,4 @@ func token(t *testing.T, admin client.Client, sa *corev1.ServiceAccount) string 
 		t.Fatalf("token of %s/%s: %v", sa.Namespace, sa.Name, err)
 	}
 	return req.Status.Token
-}
-
-// scrape is what a GET answered: code 0 and the error when nothing did.
-type scrape struct {
-	code int
-	body string
-}
-
-func (s scrape) String() string {
-	if s.code == 0 {
-		return "nothing (" + s.body + ")"
-	}
-	return http.StatusText(s.code) + ": " + strings.TrimSpace(s.body[:min(len(s.body), 200)])
-}
-
-// get GETs url with a bearer token (none when empty), trusting any
-// certificate: the endpoint's is self-signed.
-func get(t *testing.T, url, bearer string) scrape {
-	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback test of a self-signed server
-	}}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, http.NoBody)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return scrape{body: err.Error()}
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	return scrape{code: resp.StatusCode, body: string(body)}
-}
-
-// freeAddr is a loopback address with a port nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metricstest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe/probetest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
@@ -110,7 +111,7 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 		UserName: fmt.Sprintf("system:serviceaccount:%s:%scontroller-manager", in.Namespace, in.NamePrefix),
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + in.Namespace, "system:authenticated"},
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := metricstest.FreeAddr(t)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {

@@ -3,13 +3,12 @@
 package e2e
 
 import (
-	"crypto/tls"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metricstest"
 )
 
 const (
@@ -38,31 +37,12 @@ func checkMetrics(t *testing.T, l lane) {
 		t.Fatalf("the metrics Service %s has no endpoints", metricsService)
 	}
 	url := "https://" + net.JoinHostPort(ips[0], "8443") + "/metrics"
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed serving certificate
-	}}
-	scrape := func(bearer string) (int, string) {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("scrape %s: %v", url, err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+	if a := metricstest.Scrape(t, url, ""); a.Code != http.StatusUnauthorized {
+		t.Errorf("an anonymous scrape of %s answered %s, want %d", url, a, http.StatusUnauthorized)
 	}
-	if code, body := scrape(""); code != http.StatusUnauthorized {
-		t.Errorf("an anonymous scrape of %s: %d %.200q, want 401", url, code, body)
+	a := metricstest.Scrape(t, url, token)
+	if a.Code != http.StatusOK || !strings.Contains(a.Body, "egressproxies_proxies") {
+		t.Errorf("a scrape of %s as a metrics-reader answered %s, want %d with egressproxies_proxies", url, a, http.StatusOK)
 	}
-	code, body := scrape(token)
-	if code != http.StatusOK || !strings.Contains(body, "egressproxies_proxies") {
-		t.Errorf("a scrape of %s as a metrics-reader: %d %.300q, want 200 with egressproxies_proxies", url, code, body)
-	}
-	t.Logf("metrics at %s (%d endpoints): anonymous refused, metrics-reader %d (%d bytes)", url, len(ips), code, len(body))
+	t.Logf("metrics at %s (%d endpoints): anonymous refused, metrics-reader %d (%d bytes)", url, len(ips), a.Code, len(a.Body))
 }
