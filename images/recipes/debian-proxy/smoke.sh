@@ -34,7 +34,9 @@ runcmd:
   - - bash
     - -c
     - |
-      sleep 2
+      # tinyproxy may take more than a moment to listen on a loaded
+      # machine under TCG (a fixed 2 s wait once read "proxy=[]").
+      for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/3128) 2>/dev/null && break; sleep 1; done
       exec 3<>/dev/tcp/127.0.0.1/3128
       printf 'HEAD / HTTP/1.0\r\n\r\n' >&3
       read -r status <&3
