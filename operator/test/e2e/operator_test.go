@@ -23,8 +23,8 @@ const (
 // writeProvidersConfig writes a providers config with one libvirt provider
 // for the lane's daemon, reached at uri: TCG domains (KVM cannot boot a
 // stock guest on these machines), the guest image fetched from imageURL,
-// serial consoles logged for run.sh to print on failure. The file is 0644,
-// as the kubelet mounts a ConfigMap, for the non-root operator to read.
+// serial consoles logged for run.sh to print on failure. installOperator
+// puts the file in the providers ConfigMap.
 func writeProvidersConfig(t *testing.T, l lane, uri, imageURL, imageSHA256 string) string {
 	t.Helper()
 	if err := os.MkdirAll(l.serialLogDir(), 0o755); err != nil {
