@@ -61,15 +61,11 @@ func killLeader(ctx context.Context, t *testing.T, cs kubernetes.Interface) (kil
 		t.Fatalf("delete the leader Pod %s: %v", killed, err)
 	}
 	t.Logf("killed the leader %s (processes %v) and deleted its Pod", killed, pids)
-	for {
-		if next = leader(ctx, t, cs); next != "" && next != killed {
-			return killed, next, time.Since(start)
-		}
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("no other Pod took the Lease %s %s after %s was killed", leaseName, since(start), killed)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	within(t, 2*time.Minute, 200*time.Millisecond, "another Pod takes the Lease "+leaseName+" after "+killed+" was killed", func() (bool, string) {
+		next = leader(ctx, t, cs)
+		return next != "" && next != killed, "held by " + next
+	})
+	return killed, next, time.Since(start)
 }
 
 // podProcesses lists the processes in a Pod's cgroup: the kubelet's

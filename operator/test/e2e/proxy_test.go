@@ -194,8 +194,7 @@ func sameSet(a, b []string) bool {
 // EndpointSlices are gone.
 func waitServiceCollected(ctx context.Context, t *testing.T, cs kubernetes.Interface, p *v1alpha1.Proxy, limit time.Duration) {
 	t.Helper()
-	start := time.Now()
-	for {
+	within(t, limit, 500*time.Millisecond, "the Service "+p.Name+" and its EndpointSlices are collected", func() (bool, string) {
 		_, err := cs.CoreV1().Services(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("get the Service %s: %v", p.Name, err)
@@ -204,14 +203,9 @@ func waitServiceCollected(ctx context.Context, t *testing.T, cs kubernetes.Inter
 		if lerr != nil {
 			t.Fatalf("list the EndpointSlices of %s: %v", p.Name, lerr)
 		}
-		if apierrors.IsNotFound(err) && len(eps.Items) == 0 {
-			return
-		}
-		if time.Since(start) > limit {
-			t.Fatalf("the Service %s or its %d EndpointSlices are still there %s after the Proxy went", p.Name, len(eps.Items), limit)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return apierrors.IsNotFound(err) && len(eps.Items) == 0,
+			fmt.Sprintf("Service gone: %t, EndpointSlices left: %d", apierrors.IsNotFound(err), len(eps.Items))
+	})
 }
 
 // waitCreating polls the Proxy until the operator has begun to make its
@@ -221,21 +215,18 @@ func waitServiceCollected(ctx context.Context, t *testing.T, cs kubernetes.Inter
 func waitCreating(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, limit time.Duration) {
 	t.Helper()
 	start := time.Now()
-	for {
+	within(t, limit, 50*time.Millisecond, "the Proxy "+key.String()+" is provisioning", func() (bool, string) {
 		var p v1alpha1.Proxy
 		if err := k8s.Get(ctx, key, &p); err != nil {
 			t.Fatalf("get the Proxy: %v", err)
 		}
 		cond := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-		if cond != nil && cond.Reason == v1alpha1.ReasonProvisioning {
-			t.Logf("+%s %s %s: %s", since(start), p.Status.Phase, cond.Reason, cond.Message)
-			return
+		if cond == nil || cond.Reason != v1alpha1.ReasonProvisioning {
+			return false, fmt.Sprintf("%+v", p.Status)
 		}
-		if time.Since(start) > limit {
-			t.Fatalf("the Proxy %s is not provisioning after %s: %+v", key, limit, p.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		t.Logf("+%s %s %s: %s", since(start), p.Status.Phase, cond.Reason, cond.Message)
+		return true, ""
+	})
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
@@ -319,20 +310,13 @@ func checkProviderHealth(ctx context.Context, t *testing.T, k8s client.Client, l
 // waitGone polls until the Proxy is gone (its finalizer ran).
 func waitGone(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, limit time.Duration) {
 	t.Helper()
-	start := time.Now()
-	for {
+	within(t, limit, 500*time.Millisecond, "the Proxy "+key.String()+" is gone after delete", func() (bool, string) {
 		err := k8s.Get(ctx, key, &v1alpha1.Proxy{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if err != nil {
+		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("get the Proxy: %v", err)
 		}
-		if time.Since(start) > limit {
-			t.Fatalf("the Proxy is still there %s after delete", limit)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return apierrors.IsNotFound(err), "still there"
+	})
 }
 
 type answer struct {
