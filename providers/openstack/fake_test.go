@@ -199,8 +199,11 @@ func (k control) CreateLegacy(_ context.Context, req contract.CreateRequest) (co
 	}
 	id := k.c.fake.CreateServer(osfake.ServerSpec{
 		Name: req.Name, Region: pl.region.Name,
-		Tags:     []string{tagManaged, tagUIDPrefix + req.UID},
-		Metadata: map[string]string{contract.LabelManaged: contract.LegacyManagedValue, contract.LabelUID: req.UID},
+		Tags: []string{tagManaged, tagUIDPrefix + req.UID},
+		// That release sent the contract's keys with their "/", which
+		// Nova refuses: no such server exists on a real cloud. Its marks
+		// are written in the keys Nova takes (metaKey).
+		Metadata: map[string]string{metaKey(contract.LabelManaged): contract.LegacyManagedValue, metaKey(contract.LabelUID): req.UID},
 		UserData: base64.StdEncoding.EncodeToString(req.CloudInit),
 	})
 	return contract.Instance{ProviderID: ids.Format(pl.regionKey, id)}, nil

@@ -30,8 +30,8 @@ func TestOwnerIsTheManagedMark(t *testing.T) {
 	if !slices.Contains(s.Tags, "egressproxies-managed") || !slices.Contains(s.Tags, "egressproxies-owner-"+testOwner) {
 		t.Errorf("tags %v lack egressproxies-managed and egressproxies-owner-%s", s.Tags, testOwner)
 	}
-	if s.Metadata[contract.LabelManaged] != testOwner {
-		t.Errorf("metadata %v: %s is not %s", s.Metadata, contract.LabelManaged, testOwner)
+	if s.Metadata["egressproxies.io:managed"] != testOwner {
+		t.Errorf("metadata %v: egressproxies.io:managed is not %s", s.Metadata, testOwner)
 	}
 	if inst.Owner != testOwner {
 		t.Errorf("Create returned Owner %q, want %q", inst.Owner, testOwner)

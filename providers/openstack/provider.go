@@ -33,8 +33,9 @@ const Type = "openstack"
 // The marks. Nova tags cannot hold "/" or "," and are at most 60
 // characters, so the contract's keys are mapped (gc-mark: native-labels;
 // ListByTag filters on them with tags=); metadata carries the contract's
-// own keys and values beside them: LabelManaged's value, the Owner, is
-// read from there, as a long Owner's tag holds only part of it.
+// keys and values beside them, "/" written as ":" (metaKey): LabelManaged's
+// value, the Owner, is read from there, as a long Owner's tag holds only
+// part of it.
 //
 // tagManaged is on every server this operator made, whatever its
 // release; tagOwnerPrefix+<owner> names the install and entry that made
@@ -404,11 +405,19 @@ func markTags(req contract.CreateRequest) []string {
 	return []string{tagManaged, ownerTag(req.Owner), tagUIDPrefix + req.UID}
 }
 
-// markMetadata is the metadata Create writes: the contract's marks as they
-// are.
+// markMetadata is the metadata Create writes: the contract's marks, their
+// keys as metaKey writes them.
 func markMetadata(req contract.CreateRequest) map[string]string {
-	return map[string]string{contract.LabelManaged: req.Owner, contract.LabelUID: req.UID}
+	return map[string]string{metaKey(contract.LabelManaged): req.Owner, metaKey(contract.LabelUID): req.UID}
 }
+
+// metaKey is a contract label as a Nova metadata key: Nova's schema takes
+// keys of ^[a-zA-Z0-9-_:. ]{1,255}$ only (nova/api/validation/
+// parameter_types.py, metadata) and refuses the whole create for any
+// other, so the "/" of "egressproxies.io/managed" becomes ":". No server
+// ever carried the contract's keys as they are: Nova refused every create
+// that sent them, so there is nothing to read under the old keys.
+func metaKey(label string) string { return strings.ReplaceAll(label, "/", ":") }
 
 // ownerTag is the owner's tag: the Owner whole when it fits Nova's 60
 // characters (an Owner of up to 40), else its first 31 characters, '-'
@@ -424,7 +433,7 @@ func ownerTag(owner string) string {
 }
 
 // ownerOf reads LabelManaged's value back from the server's metadata.
-func ownerOf(s servers.Server) string { return s.Metadata[contract.LabelManaged] }
+func ownerOf(s servers.Server) string { return s.Metadata[metaKey(contract.LabelManaged)] }
 
 func owned(s servers.Server, uid string) bool {
 	return s.Tags != nil && containsAll(*s.Tags, []string{tagManaged, tagUIDPrefix + uid})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -78,8 +79,10 @@ func TestCreateMarksTheServer(t *testing.T) {
 			t.Errorf("tags %v: missing or too long %q", s.Tags, tag)
 		}
 	}
-	if s.Metadata[contract.LabelManaged] != req.Owner || s.Metadata[contract.LabelUID] != req.UID {
-		t.Errorf("metadata %v lacks the marks", s.Metadata)
+	// Nova's metadata keys cannot hold "/" (the fake enforces its schema).
+	want := map[string]string{"egressproxies.io:managed": req.Owner, "egressproxies.io:proxy-uid": req.UID}
+	if !maps.Equal(s.Metadata, want) {
+		t.Errorf("metadata %v, want %v", s.Metadata, want)
 	}
 }
 

@@ -36,6 +36,26 @@
 //   - Image API v2, List images and Show image:
 //     https://docs.openstack.org/api-ref/image/v2/#images
 //
+// Where the reference is vague, the fake follows the source of Nova Zed
+// (26.x, Debian 12's packages, which the real-cloud lane runs), cited as
+// nova/<file> <function or name>:
+//
+//   - The create body (schema.go): nova/api/openstack/compute/schemas/servers.py
+//     create … create_v290 (which property from which microversion,
+//     additionalProperties False at both levels, required name, flavorRef
+//     and from 2.37 networks), nova/api/validation/parameter_types.py
+//     metadata (keys ^[a-zA-Z0-9-_:. ]{1,255}$, no "/"; string values of
+//     at most 255), tag (1 to 60 characters, no "," or "/"; at most 50,
+//     nova/objects/instance.py MAX_TAG_COUNT), name (printable, no
+//     leading or trailing whitespace: nova.exception.InvalidName), user_data
+//     (base64 as Python's b64decode reads it, at most 65535 characters);
+//     the 400 texts are nova/api/validation/validators.py
+//     _SchemaValidator.validate's, checked against that validator run on
+//     the same bodies. More than 128 metadata items is
+//     MetadataLimitExceeded, 403 (nova/compute/api.py
+//     _check_metadata_properties_quota; servers.py create maps OverQuota
+//     to 403).
+//
 // What it leaves out: Neutron (a server's address comes from the fake's
 // own pool on its one network), Cinder, Placement and the scheduler (a
 // capacity failure is injected with FailNextBuild), admin-only filters,

@@ -165,41 +165,19 @@ func (c *Cloud) finishBuild(s *server, now time.Time) {
 	}
 }
 
-// createRequest is the server create body, {"server": {...}}.
-type createRequest struct {
-	Server map[string]json.RawMessage `json:"server"`
-}
-
-// createKeys are the create body's properties the fake knows, with the
-// microversion each needs (the request schema rejects the others).
-var createKeys = map[string]int{
-	"name": 1, "imageRef": 1, "flavorRef": 1, "networks": 1, "security_groups": 1, "user_data": 1,
-	"availability_zone": 1, "metadata": 1, "config_drive": 1, "key_name": 1, "adminPass": 1,
-	"min_count": 1, "max_count": 1, "OS-DCF:diskConfig": 1, "block_device_mapping_v2": 1,
-	"accessIPv4": 1, "accessIPv6": 1, "description": 19, "tags": 52, "hostname": 90,
-}
-
-var (
-	tagRE      = regexp.MustCompile(`^[^,/]{1,60}$`)
-	metaKeyRE  = regexp.MustCompile(`^[a-zA-Z0-9-_:. /]{1,255}$`)
-	base64Like = regexp.MustCompile(`^[A-Za-z0-9+/]*={0,2}$`)
-)
-
 func invalidInput(w http.ResponseWriter, field, detail string) {
 	novaError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input for field/attribute %s. %s", field, detail))
 }
 
 func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microversion, region string) {
-	var req createRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Server == nil {
+	var req map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req == nil {
 		novaError(w, http.StatusBadRequest, "The request body is invalid.")
 		return
 	}
-	for _, k := range slices.Sorted(mapsKeys(req.Server)) {
-		if min, ok := createKeys[k]; !ok || !v.atLeast(min) {
-			novaError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input for field/attribute server. Value: {...}. Additional properties are not allowed ('%s' was unexpected)", k))
-			return
-		}
+	if msg := checkCreate(req, v); msg != "" {
+		novaError(w, http.StatusBadRequest, msg)
+		return
 	}
 	var body struct {
 		Name           string                  `json:"name"`
@@ -212,42 +190,16 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 		Metadata       map[string]string       `json:"metadata"`
 		Tags           []string                `json:"tags"`
 	}
-	raw, _ := json.Marshal(req.Server)
-	if err := json.Unmarshal(raw, &body); err != nil {
+	if err := json.Unmarshal(req["server"], &body); err != nil {
 		novaError(w, http.StatusBadRequest, "Invalid input for field/attribute server. "+err.Error())
 		return
 	}
-	switch {
-	case len(body.Name) < 1 || len(body.Name) > 255 || strings.TrimSpace(body.Name) != body.Name:
-		invalidInput(w, "name", fmt.Sprintf("Value: %s. '%s' does not match '^(?! )[[:print:]]{1,255}(?<! )$'", body.Name, body.Name))
-		return
-	case v.atLeast(37) && len(body.Networks) == 0:
-		invalidInput(w, "server", "Value: {...}. 'networks' is a required property")
-		return
-	case len(body.Tags) > 50:
-		invalidInput(w, "tags", "Value: [...]. [...] is too long")
-		return
-	case body.UserData != nil && (len(*body.UserData) > 65535):
-		invalidInput(w, "user_data", fmt.Sprintf("Value: %s. '%s' is too long", *body.UserData, *body.UserData))
-		return
-	case body.UserData != nil && !base64Like.MatchString(*body.UserData):
-		invalidInput(w, "user_data", fmt.Sprintf("Value: %s. '%s' is not a 'base64'", *body.UserData, *body.UserData))
-		return
-	case len(body.Metadata) > 128:
+	if len(body.Metadata) > 128 {
+		// The metadata_items quota (nova/compute/api.py
+		// _check_metadata_properties_quota: MetadataLimitExceeded, an
+		// OverQuota, which servers.py create answers with 403).
 		novaError(w, http.StatusForbidden, "Maximum number of metadata items exceeds 128")
 		return
-	}
-	for _, t := range body.Tags {
-		if !tagRE.MatchString(t) {
-			invalidInput(w, "tags/0", fmt.Sprintf("Value: %s. '%s' does not match '^[^,/]*$'", t, t))
-			return
-		}
-	}
-	for k, val := range body.Metadata {
-		if !metaKeyRE.MatchString(k) || len(val) > 255 {
-			invalidInput(w, "metadata", fmt.Sprintf("Value: %s. '%s' does not match any of the regexes: '^[a-zA-Z0-9-_:. /]{1,255}$'", k, k))
-			return
-		}
 	}
 	if body.Zone != "" && !slices.Contains(c.opts.Zones, body.Zone) {
 		novaError(w, http.StatusBadRequest, "The requested availability zone is not available")
@@ -596,26 +548,21 @@ func (c *Cloud) serverTags(w http.ResponseWriter, r *http.Request, v microversio
 		return
 	case http.MethodPut:
 		var body struct {
-			Tags []string `json:"tags"`
+			Tags json.RawMessage `json:"tags"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Tags == nil {
 			invalidInput(w, "tags", "'tags' is a required property")
 			return
 		}
-		if len(body.Tags) > 50 {
-			invalidInput(w, "tags", "Value: [...]. [...] is too long")
+		var tags []string
+		if msg := checkTags(body.Tags); msg != "" || json.Unmarshal(body.Tags, &tags) != nil {
+			novaError(w, http.StatusBadRequest, msg)
 			return
-		}
-		for _, t := range body.Tags {
-			if !tagRE.MatchString(t) {
-				invalidInput(w, "tags/0", fmt.Sprintf("Value: %s. '%s' does not match '^[^,/]*$'", t, t))
-				return
-			}
 		}
 		if !tagsEditable(w, s, "update tags") {
 			return
 		}
-		s.tags = slices.Compact(slices.Sorted(slices.Values(body.Tags)))
+		s.tags = slices.Compact(slices.Sorted(slices.Values(tags)))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tags": s.tags})
 }
@@ -644,8 +591,10 @@ func (c *Cloud) serverTag(w http.ResponseWriter, r *http.Request, v microversion
 		if !tagsEditable(w, s, "update tag") {
 			return
 		}
-		if !tagRE.MatchString(tag) {
-			novaError(w, http.StatusBadRequest, fmt.Sprintf("Tag '%s' is invalid. It must be a non empty string without characters '/' and ','. Validation error message: '%s' does not match '^[^,/]*$'", tag, tag))
+		// nova/api/openstack/compute/server_tags.py update.
+		quoted, _ := json.Marshal(tag)
+		if msg := checkTag(quoted); msg != "" {
+			novaError(w, http.StatusBadRequest, fmt.Sprintf("Tag '%s' is invalid. It must be a non empty string without characters '/' and ','. Validation error message: %s", tag, msg))
 			return
 		}
 		if len(s.tags) >= 50 {
@@ -689,7 +638,7 @@ func (c *Cloud) serverMetadata(w http.ResponseWriter, r *http.Request, _ microve
 		}
 		for k, val := range body.Metadata {
 			if !metaKeyRE.MatchString(k) || len(val) > 255 {
-				invalidInput(w, "metadata", fmt.Sprintf("Value: %s. '%s' does not match any of the regexes: '^[a-zA-Z0-9-_:. /]{1,255}$'", k, k))
+				novaError(w, http.StatusBadRequest, schemaError("metadata", nil, fmt.Sprintf("%s does not match any of the regexes: '%s'", pyString(k), metadataKeyPattern)))
 				return
 			}
 		}
