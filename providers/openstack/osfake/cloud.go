@@ -41,8 +41,12 @@ type Options struct {
 	// are unlimited.
 	Quota Quota
 	// MaxMicroversion is the highest compute microversion served. Default
-	// 2.96 (Nova 2024.1).
+	// 2.93, Nova Zed's (nova/api/openstack/api_version_request.py
+	// _MAX_API_VERSION), the release the real-cloud lane runs.
 	MaxMicroversion string
+	// MaxLimit is Nova's [api]max_limit, the most items one page of a
+	// list holds. Default 1000, Nova's.
+	MaxLimit int
 }
 
 // Flavor is a Nova flavor.
@@ -111,7 +115,10 @@ func New(opts Options) *Cloud {
 		opts.TokenTTL = time.Hour
 	}
 	if opts.MaxMicroversion == "" {
-		opts.MaxMicroversion = "2.96"
+		opts.MaxMicroversion = "2.93"
+	}
+	if opts.MaxLimit == 0 {
+		opts.MaxLimit = 1000
 	}
 	c := &Cloud{opts: opts, servers: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID()}
 	mux := http.NewServeMux()

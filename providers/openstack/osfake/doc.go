@@ -55,6 +55,15 @@
 //     MetadataLimitExceeded, 403 (nova/compute/api.py
 //     _check_metadata_properties_quota; servers.py create maps OverQuota
 //     to 403).
+//   - Microversions: at most 2.93 by default, Nova Zed's
+//     (nova/api/openstack/api_version_request.py _MAX_API_VERSION); a
+//     version above answers 406 with InvalidGlobalAPIVersion's text.
+//   - Server lists page at Options.MaxLimit, Nova's [api]max_limit (1000):
+//     nova/api/openstack/common.py get_limit_and_marker takes
+//     min(limit, max_limit), and ViewBuilder._get_collection_links adds a
+//     "next" link to every full page, the last one too, whose next page
+//     is empty; an unknown marker is 400 "marker [<id>] not found"
+//     (compute/servers.py _get_servers).
 //
 // What it leaves out: Neutron (a server's address comes from the fake's
 // own pool on its one network), Cinder, Placement and the scheduler (a

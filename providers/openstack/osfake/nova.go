@@ -415,14 +415,16 @@ func (c *Cloud) listServers(detail bool) novaHandler {
 			// Before 2.26 the tag filters are unknown and ignored.
 			tags, tagsAny, notTags, notTagsAny = nil, nil, nil, nil
 		}
-		limit := 1000
+		// nova/api/openstack/common.py get_limit_and_marker: the page
+		// holds min(limit, [api]max_limit) servers.
+		limit := c.opts.MaxLimit
 		if l := q.Get("limit"); l != "" {
 			n, err := strconv.Atoi(l)
 			if err != nil || n < 0 {
 				invalidInput(w, "limit", "Value: "+l+". '"+l+"' does not match '^[0-9]*$'")
 				return
 			}
-			limit = min(n, 1000)
+			limit = min(n, limit)
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -465,7 +467,10 @@ func (c *Cloud) listServers(detail bool) novaHandler {
 			}
 		}
 		out["servers"] = items
-		if len(page) > 0 && len(page) == limit && len(all) > limit {
+		// common.py ViewBuilder._get_collection_links: a full page links
+		// to the next even when no server is left, whose page is then
+		// empty and has no link.
+		if limit > 0 && len(page) == limit {
 			next := *r.URL
 			nq := next.Query()
 			nq.Set("marker", page[len(page)-1].id)

@@ -192,7 +192,7 @@ func TestMicroversions(t *testing.T) {
 	if status, h, _ := raw(t, c, compute, "GET", "servers", "", ""); status != 200 || h.Get("X-OpenStack-Nova-API-Version") != "2.1" {
 		t.Errorf("no version asked: %d, served %q, want 2.1", status, h.Get("X-OpenStack-Nova-API-Version"))
 	}
-	if status, _, body := raw(t, c, compute, "GET", "servers", "2.200", ""); status != 406 || !strings.Contains(body, "Version 2.200 is not supported by the API. Minimum is 2.1 and maximum is 2.96.") {
+	if status, _, body := raw(t, c, compute, "GET", "servers", "2.200", ""); status != 406 || !strings.Contains(body, "Version 2.200 is not supported by the API. Minimum is 2.1 and maximum is 2.93.") {
 		t.Errorf("2.200: %d %s", status, body)
 	}
 	create := fmt.Sprintf(`{"server": {"name": "t", "flavorRef": "1", "imageRef": %q, "networks": "none", "tags": ["a"]}}`, c.Options().Images[0].ID)
@@ -457,4 +457,40 @@ for line in sys.stdin:
 		t.Fatalf("Nova's validator answered %d of %d bodies: %s", len(details), len(bodies), out)
 	}
 	return details
+}
+
+// TestPagesAsNovaDoes: a page holds at most [api]max_limit servers, and a
+// full page links to the next one even when it is the last
+// (nova/api/openstack/common.py get_limit_and_marker,
+// ViewBuilder._get_collection_links).
+func TestPagesAsNovaDoes(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.MaxLimit = 2 })
+	for _, n := range []string{"a", "b", "c", "d"} {
+		create(t, c, compute, n, "x")
+	}
+	path := "servers/detail?tags=x"
+	var sizes []int
+	for path != "" && len(sizes) < 5 {
+		status, _, body := raw(t, c, compute, "GET", path, "2.52", "")
+		var page struct {
+			Servers []struct{ ID string }
+			Links   []struct{ Rel, Href string } `json:"servers_links"`
+		}
+		if err := json.Unmarshal([]byte(body), &page); status != 200 || err != nil {
+			t.Fatalf("GET %s: %d %s", path, status, body)
+		}
+		sizes = append(sizes, len(page.Servers))
+		path = ""
+		for _, l := range page.Links {
+			if l.Rel == "next" {
+				path = strings.TrimPrefix(l.Href, compute.Endpoint)
+			}
+		}
+	}
+	if fmt.Sprint(sizes) != "[2 2 0]" {
+		t.Errorf("pages of %v servers, want [2 2 0] (a full page links on)", sizes)
+	}
+	if status, _, body := raw(t, c, compute, "GET", "servers?limit=5", "2.52", ""); status != 200 || !strings.Contains(body, `"servers_links"`) || strings.Count(body, `"id"`) != 2 {
+		t.Errorf("limit above max_limit: %d %s, want a page of 2 with a next link", status, body)
+	}
 }
