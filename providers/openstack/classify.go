@@ -24,11 +24,17 @@ func classify(err error) error {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &fault):
-		if fault.Capacity() {
+		switch {
+		case fault.Capacity():
 			return contract.Quota(err)
+		case fault.BuildFailed:
+			// The build was refused for what was asked (a flavor disk
+			// smaller than the image, an image Nova cannot use, a port
+			// that will not bind): the same request fails the same way.
+			return contract.Permanent(err)
 		}
-		// Another build failure: the server is deleted and the next
-		// Create makes it again.
+		// A server that ran and then failed: the next Create makes a
+		// fresh one.
 		return err
 	case errors.As(err, &reauth):
 		// gophercloud's reauthentication error does not unwrap: its two
@@ -57,6 +63,14 @@ func classify(err error) error {
 // (MetadataLimitExceeded).
 var quotaRE = regexp.MustCompile(`(?i)quota exceeded|maximum number of [a-z ]+ exceed`)
 
+// neverHealsRE matches the 409s that waiting does not clear (Nova Zed):
+// a server someone locked (nova/compute/api.py check_instance_lock,
+// InstanceIsLocked; only a person unlocks it), a security group name that
+// matches several groups (nova/network/neutron.py, NoUniqueMatch) and
+// more than one network to choose from (NetworkAmbiguous), both from
+// servers.py create.
+var neverHealsRE = regexp.MustCompile(`Instance [0-9a-f-]+ is locked|Multiple security groups found matching|More than one possible network found`)
+
 func classifyStatus(err error, code gophercloud.ErrUnexpectedResponseCode) error {
 	switch s := code.Actual; {
 	case s == 404:
@@ -75,9 +89,12 @@ func classifyStatus(err error, code gophercloud.ErrUnexpectedResponseCode) error
 		// gophercloud logs in again on a 401 by itself; one that reaches
 		// here is a credential Keystone refuses.
 		return contract.Permanent(err)
+	case s == 409 && neverHealsRE.Match(code.Body):
+		return contract.Permanent(err)
 	case s == 409, s == 429, s >= 500:
-		// A locked server or a task in progress, a rate limit, a server
-		// fault: all pass.
+		// A task in progress (InstanceInvalidState), a placement hiccup
+		// (AllocationDeleteFailed), a rate limit, a server fault: all
+		// pass.
 		return err
 	case s >= 400:
 		// 400 (a request Nova's schema refuses, a flavor or image it
@@ -104,16 +121,26 @@ func classOf(c contract.Class) error {
 type FaultError struct {
 	ServerID string
 	Fault    servers.Fault
+	// BuildFailed tells that the server never launched: its build failed.
+	BuildFailed bool
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("server %s is in ERROR: %s (fault code %d)", e.ServerID, e.Fault.Message, e.Fault.Code)
+	what := "is in ERROR"
+	if e.BuildFailed {
+		what = "failed to build"
+	}
+	return fmt.Sprintf("server %s %s: %s (Nova fault code %d)", e.ServerID, what, e.Fault.Message, e.Fault.Code)
 }
 
-// capacityRE matches the faults of a build no host could take: the
-// scheduler's NoValidHost, and MaxRetriesExceeded after every host tried
-// failed.
-var capacityRE = regexp.MustCompile(`No valid host was found|Exceeded maximum number of retries|` + quotaRE.String())
+// capacityRE matches the faults of a build the cloud had no room for
+// (nova/exception.py): NoValidHost from the scheduler, MaxRetriesExceeded
+// after every host tried failed, NoMoreFixedIps (the subnet is full; the
+// compute manager wraps it in BuildAbortException), and the quota texts.
+// Every other fault of a build (BuildAbortException for a flavor disk or
+// memory too small, an image not active or unacceptable, a network that
+// cannot be allocated; PortBindingFailed) fails again the same way.
+var capacityRE = regexp.MustCompile(`No valid host was found|Exceeded maximum number of retries|No fixed IP addresses available|` + quotaRE.String())
 
 // Capacity tells whether the fault says the cloud has no room.
 func (e *FaultError) Capacity() bool { return capacityRE.MatchString(e.Fault.Message) }

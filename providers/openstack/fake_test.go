@@ -306,7 +306,7 @@ func (k control) FailNext(op contracttest.Op, class error) error {
 	case errors.Is(class, contract.ErrPermanent):
 		k.c.fake.FailNext(m[0], m[1], 403, fmt.Sprintf(`{"forbidden": {"code": 403, "message": "Policy doesn't allow %s to be performed."}}`, policy[op]))
 	case op == contracttest.OpDelete:
-		k.c.fake.FailNext(m[0], m[1], 409, osfake.ConflictBody)
+		k.c.fake.FailNext(m[0], m[1], 409, osfake.AllocationConflictBody)
 	default:
 		k.c.fake.FailNext(m[0], m[1], 503, osfake.UnavailableBody)
 	}

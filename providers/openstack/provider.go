@@ -82,8 +82,8 @@ var (
 //     user_data, in one request (microversion 2.52);
 //  4. read it back for its state and creation time.
 //
-// A server found in ERROR is deleted and its fault returned (a capacity
-// fault as ErrQuota), so the next Create boots a fresh one.
+// A server found in ERROR is deleted and its fault returned (see
+// instanceOrFault), so a later Create boots a fresh one.
 func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	plan, err := p.plan(req)
 	if err != nil {
@@ -206,15 +206,20 @@ func earliest(found []servers.Server, req contract.CreateRequest) (servers.Serve
 }
 
 // instanceOrFault returns the server as an Instance. Nova never retries an
-// ERROR server, so one whose build failed for want of capacity is deleted
-// and its fault returned as ErrQuota: the operator backs off and creates
-// again once Get reports it gone. For Create (anyFault) every ERROR server
-// is deleted and its fault returned, so Create never hands back a dead
-// server; Get reports other ERROR servers as Stopped, which the operator
-// replaces.
+// ERROR server, so one whose build failed is deleted and its fault
+// returned: for want of capacity as ErrQuota (the operator backs off and
+// creates again once Get reports it gone), for any other reason as
+// ErrPermanent (the same request fails the same way: the Proxy shows
+// Nova's fault and the operator tries again only after its permanent
+// wait, rather than replacing the server in a loop). For Create (anyFault)
+// every ERROR server is deleted and its fault returned, so Create never
+// hands back a dead server; Get reports a server that ran and then went
+// to ERROR as Stopped, which the operator replaces.
 func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s servers.Server, anyFault bool) (contract.Instance, error) {
-	fault := &FaultError{ServerID: s.ID, Fault: s.Fault}
-	if s.Status != "ERROR" || s.TaskState == "deleting" || (!anyFault && !fault.Capacity()) {
+	// A build that failed never launched (nova/compute/manager.py sets
+	// launched_at only once the hypervisor has spawned the guest).
+	fault := &FaultError{ServerID: s.ID, Fault: s.Fault, BuildFailed: s.LaunchedAt.IsZero()}
+	if s.Status != "ERROR" || s.TaskState == "deleting" || (!anyFault && !fault.Capacity() && !fault.BuildFailed) {
 		return instance(regionKey, s), nil
 	}
 	log := logr.FromContextOrDiscard(ctx)

@@ -267,33 +267,56 @@ func TestCheckerReportsRegionsAndQuota(t *testing.T) {
 	}
 }
 
-// Create never hands back a dead server: one whose build failed for
-// another reason is deleted and the failure returned as transient, and the
-// next Create boots a fresh one. Get reports such a server as Stopped.
-func TestCreateReplacesAFailedBuild(t *testing.T) {
+// A build that fails for a reason other than capacity (here the compute
+// host's BuildAbortException for a flavor disk smaller than the image,
+// nova/compute/manager.py _build_and_run_instance) fails again the same
+// way: Get and Create report it as ErrPermanent with Nova's fault and
+// delete the dead server, so the operator shows the fault and tries again
+// only after its long permanent wait, instead of replacing the server in
+// a loop. A server that ran and then went to ERROR is Stopped: replaced.
+func TestBuildFailureIsPermanent(t *testing.T) {
 	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds = true })
 	p := c.provider(t)
 	ctx := context.Background()
 	req := request("proxy-failed")
-	const fault = "Build of instance aborted: Failed to allocate the network(s), not rescheduling."
-	c.fake.FailNextBuild(fault)
+	const fault = "Build of instance 3f2a aborted: Flavor's disk is too small for requested image. Flavor disk is 1073741824 bytes, image is 2147483648 bytes."
+	for _, via := range []string{"Get", "Create"} {
+		c.fake.FailNextBuild(fault)
+		inst, err := p.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, id, _ := ids.Parse(inst.ProviderID)
+		if err := c.fake.FinishBuild(id); err != nil {
+			t.Fatal(err)
+		}
+		if via == "Get" {
+			_, err = p.Get(ctx, inst.ProviderID)
+		} else {
+			_, err = p.Create(ctx, req)
+		}
+		var fe *FaultError
+		if !errors.Is(err, contract.ErrPermanent) || !errors.As(err, &fe) || !strings.Contains(err.Error(), fault) {
+			t.Errorf("%s of the failed build = %v; want ErrPermanent with Nova's fault", via, err)
+		}
+		if s, ok := c.fake.Lookup(id); ok && s.TaskState != "deleting" {
+			t.Errorf("%s left the ERROR server as it was: %+v", via, s)
+		}
+		_ = c.fake.RemoveServer(id) // the delete's end, if it has not come
+	}
 	inst, err := p.Create(ctx, req)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || inst.State != contract.StateProvisioning {
+		t.Fatalf("the next Create = %+v, %v; want a fresh server", inst, err)
 	}
 	_, id, _ := ids.Parse(inst.ProviderID)
 	if err := c.fake.FinishBuild(id); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.Get(ctx, inst.ProviderID); err != nil || got.State != contract.StateStopped || !strings.Contains(got.Message, fault) {
-		t.Errorf("Get of the failed build = %+v, %v; want Stopped with the fault", got, err)
+	if err := c.fake.SetStatus(id, "ERROR", "error", ""); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := p.Create(ctx, req); err == nil || contract.ClassOf(err) != contract.ClassTransient || !strings.Contains(err.Error(), fault) {
-		t.Errorf("Create over the failed build = %v, want a transient error with the fault", err)
-	}
-	again, err := p.Create(ctx, req)
-	if err != nil || again.ProviderID == inst.ProviderID || again.State != contract.StateProvisioning {
-		t.Errorf("the next Create = %+v, %v; want a fresh server", again, err)
+	if got, err := p.Get(ctx, inst.ProviderID); err != nil || got.State != contract.StateStopped {
+		t.Errorf("Get of a server that ran and went to ERROR = %+v, %v; want Stopped", got, err)
 	}
 }
 
@@ -431,5 +454,31 @@ func TestCreateResumesFromAColdStart(t *testing.T) {
 				t.Errorf("call %d of %d cut (after %v): Nova holds %d servers named %s, Create returned %s", n, steps, after, len(got), req.Name, inst.ProviderID)
 			}
 		}
+	}
+}
+
+// A server someone locked refuses its delete with 409 until a person
+// unlocks it (nova/compute/api.py check_instance_lock): Delete reports it
+// as ErrPermanent, not as a conflict that passes, and deletes the server
+// once it is unlocked.
+func TestDeleteOfALockedServerIsPermanent(t *testing.T) {
+	c := startCloud(t)
+	p := c.provider(t)
+	ctx := context.Background()
+	inst, err := p.Create(ctx, request("proxy-locked"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := ids.Parse(inst.ProviderID)
+	unlock, err := c.fake.LockServer(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, inst.ProviderID); !errors.Is(err, contract.ErrPermanent) || !strings.Contains(err.Error(), "is locked") {
+		t.Errorf("Delete of a locked server = %v, want ErrPermanent saying it is locked", err)
+	}
+	unlock()
+	if err := p.Delete(ctx, inst.ProviderID); err != nil {
+		t.Errorf("Delete once unlocked = %v", err)
 	}
 }

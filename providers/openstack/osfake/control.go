@@ -23,6 +23,10 @@ const (
 	NotFoundBody = `{"itemNotFound": {"code": 404, "message": "Instance 9b7c1c42-5c0e-4d0b-a0f6-46a4b8a5e0f3 could not be found."}}`
 	// ConflictBody is Nova's 409 for a locked server.
 	ConflictBody = `{"conflictingRequest": {"code": 409, "message": "Instance 9b7c1c42-5c0e-4d0b-a0f6-46a4b8a5e0f3 is locked"}}`
+	// AllocationConflictBody is Nova's 409 for a delete whose Placement
+	// allocations could not be removed (nova.exception.AllocationDeleteFailed,
+	// servers.py delete): it passes.
+	AllocationConflictBody = `{"conflictingRequest": {"code": 409, "message": "Failed to delete allocations for consumer 9b7c1c42-5c0e-4d0b-a0f6-46a4b8a5e0f3. Error: {\"errors\": [{\"status\": 503, \"title\": \"Service Unavailable\"}]}"}}`
 	// RateLimitBody is the 429 of a rate-limiting front (Nova's own
 	// rate limiter used 413 with the same body).
 	RateLimitBody = `{"overLimit": {"code": 429, "message": "This request was rate-limited.", "retryAfter": "2"}}`
@@ -68,8 +72,9 @@ func (c *Cloud) CutCall(n int, after bool) {
 }
 
 // Reset drops every fault, lost answer, cut and failing build still
-// queued, accepts the credentials again, releases the locks HoldBuild set
-// and lets deletes BeginDelete holds finish: the cloud behaves again. The
+// queued, accepts the credentials again, releases the builds HoldBuild
+// holds and the locks LockServer set, and lets deletes BeginDelete holds
+// finish: the cloud behaves again. The
 // gate is the caller's (SetGate) and stays as it is.
 func (c *Cloud) Reset() {
 	c.mu.Lock()
@@ -77,7 +82,7 @@ func (c *Cloud) Reset() {
 	c.faults, c.drops, c.cut, c.buildFail, c.reject = nil, nil, cut{}, "", false
 	now := time.Now()
 	for _, s := range c.servers {
-		s.locked = false
+		s.held, s.locked = false, false
 		if s.deleting && s.deleteDone.IsZero() {
 			s.deleteDone = now.Add(c.opts.DeleteDelay)
 		}
@@ -154,7 +159,7 @@ func (c *Cloud) withServer(id string, fn func(*server)) error {
 func (c *Cloud) FinishBuild(id string) error {
 	return c.withServer(id, func(s *server) {
 		if s.status == statusBuild {
-			s.locked = false
+			s.held = false
 			c.finishBuild(s, time.Now().UTC())
 		}
 	})
@@ -167,12 +172,20 @@ func (c *Cloud) HoldBuild(id string) (release func(), err error) {
 	err = c.withServer(id, func(s *server) {
 		building = s.status == statusBuild
 		if building {
-			s.locked, s.taskState = true, "spawning"
+			s.held, s.taskState = true, "spawning"
 		}
 	})
 	if err == nil && !building {
 		err = fmt.Errorf("osfake: server %s is no longer BUILD", id)
 	}
+	return func() { _ = c.withServer(id, func(s *server) { s.held = false }) }, err
+}
+
+// LockServer locks the server as Nova's lock action does (POST
+// /servers/{id}/action {"lock": null}, by a person or an admin): its
+// delete is refused with 409 until unlock.
+func (c *Cloud) LockServer(id string) (unlock func(), err error) {
+	err = c.withServer(id, func(s *server) { s.locked = true })
 	return func() { _ = c.withServer(id, func(s *server) { s.locked = false }) }, err
 }
 

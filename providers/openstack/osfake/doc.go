@@ -55,6 +55,18 @@
 //     MetadataLimitExceeded, 403 (nova/compute/api.py
 //     _check_metadata_properties_quota; servers.py create maps OverQuota
 //     to 403).
+//   - Delete (nova/compute/api.py delete): any state, a building server
+//     included (check_instance_state(vm_state=None, task_state=None,
+//     must_have_launched=False)); only a locked server is refused, 409
+//     "Instance <id> is locked" (check_instance_lock, InstanceIsLocked);
+//     a repeat delete of a deleting server is accepted and ignored
+//     (_delete: "Instance is already in deleting state"). Nova's lock
+//     (LockServer) is apart from a held build (HoldBuild).
+//   - A failed build (FailNextBuild) is ERROR with launched_at null and a
+//     fault of code 500 whose message Nova shows to the project's users
+//     (views/servers.py _get_fault hides only the details);
+//     nova/exception.py gives the texts: NoValidHost "No valid host was
+//     found. …", BuildAbortException "Build of instance <id> aborted: …".
 //   - Microversions: at most 2.93 by default, Nova Zed's
 //     (nova/api/openstack/api_version_request.py _MAX_API_VERSION); a
 //     version above answers 406 with InvalidGlobalAPIVersion's text.

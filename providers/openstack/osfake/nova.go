@@ -30,7 +30,8 @@ type server struct {
 	buildDone              time.Time // when BUILD ends; zero while held
 	fail                   string    // the fault message a failing build ends with
 	faultAt                time.Time
-	locked                 bool
+	held                   bool      // the build is held (HoldBuild)
+	locked                 bool      // Nova's lock (LockServer)
 	deleteDone             time.Time // when a delete ends; zero while held
 	deleting               bool
 }
@@ -144,7 +145,7 @@ func (c *Cloud) advance(now time.Time) {
 			delete(c.servers, id)
 			continue
 		}
-		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.locked {
+		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.held {
 			c.finishBuild(s, now)
 		}
 	}
@@ -506,6 +507,11 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microvers
 	if s == nil {
 		return
 	}
+	// nova/compute/api.py delete: check_instance_lock refuses a locked
+	// server to anyone but an admin (InstanceIsLocked, 409 from
+	// servers.py delete); check_instance_state(vm_state=None,
+	// task_state=None, must_have_launched=False) lets every state through,
+	// a building one included.
 	if s.locked {
 		novaError(w, http.StatusConflict, fmt.Sprintf("Instance %s is locked", s.id))
 		return

@@ -494,3 +494,34 @@ func TestPagesAsNovaDoes(t *testing.T) {
 		t.Errorf("limit above max_limit: %d %s, want a page of 2 with a next link", status, body)
 	}
 }
+
+// TestDeleteChecksOnlyTheLock: Nova deletes a server in any state, a
+// building one included, and refuses only a locked one (nova/compute/api.py
+// delete: check_instance_lock, check_instance_state(vm_state=None,
+// task_state=None, must_have_launched=False)).
+func TestDeleteChecksOnlyTheLock(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds = true; o.DeleteDelay = time.Hour })
+	building := create(t, c, compute, "building")
+	if _, err := c.HoldBuild(building); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := raw(t, c, compute, "DELETE", "servers/"+building, "2.52", ""); status != 204 {
+		t.Errorf("delete of a spawning server: %d %s, want 204", status, body)
+	}
+	locked := create(t, c, compute, "locked")
+	unlock, err := c.LockServer(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, compute, locked); s.Locked == nil || !*s.Locked {
+		t.Errorf("a locked server shows locked %v", s.Locked)
+	}
+	want := `{"conflictingRequest":{"code":409,"message":"Instance ` + locked + ` is locked"}}`
+	if status, _, body := raw(t, c, compute, "DELETE", "servers/"+locked, "2.52", ""); status != 409 || strings.TrimSpace(body) != want {
+		t.Errorf("delete of a locked server: %d %s, want 409 %s", status, body, want)
+	}
+	unlock()
+	if status, _, body := raw(t, c, compute, "DELETE", "servers/"+locked, "2.52", ""); status != 204 {
+		t.Errorf("delete once unlocked: %d %s, want 204", status, body)
+	}
+}
