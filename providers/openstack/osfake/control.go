@@ -120,6 +120,10 @@ func (c *Cloud) RejectCredentials(reject bool) {
 	}
 }
 
+// RevokeTokens revokes every token issued, as Keystone's DELETE
+// /v3/auth/tokens does for one (the API answers it too, revokeToken).
+func (c *Cloud) RevokeTokens() { c.ExpireTokens() }
+
 // ExpireTokens ends every token's life now, as Keystone's expiry does.
 func (c *Cloud) ExpireTokens() {
 	c.mu.Lock()

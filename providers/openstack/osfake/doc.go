@@ -55,6 +55,16 @@
 //     MetadataLimitExceeded, 403 (nova/compute/api.py
 //     _check_metadata_properties_quota; servers.py create maps OverQuota
 //     to 403).
+//   - Tokens: DELETE /v3/auth/tokens revokes the X-Subject-Token (204;
+//     404 TokenNotFound for an unknown one; keystone/api/auth.py
+//     AuthTokenResource.delete, keystone/token/provider.py revoke_token);
+//     Nova and Glance answer a revoked, expired or unknown token as
+//     keystonemiddleware/auth_token AuthProtocol.process_request does:
+//     401 {"error": {"code": 401, "title": "Unauthorized", "message": "The
+//     request you have made requires authentication."}} with
+//     WWW-Authenticate: Keystone uri="…". Unlike keystonemiddleware, the
+//     fake keeps no token cache (token_cache_time): a revoked token is
+//     refused at once.
 //   - Delete (nova/compute/api.py delete): any state, a building server
 //     included (check_instance_state(vm_state=None, task_state=None,
 //     must_have_launched=False)); only a locked server is refused, 409

@@ -19,6 +19,32 @@ func (c *Cloud) routeKeystone(mux *http.ServeMux) {
 	mux.HandleFunc("GET /identity/{$}", c.identityVersions)
 	mux.HandleFunc("GET /identity/v3/{$}", c.identityVersions)
 	mux.HandleFunc("POST /identity/v3/auth/tokens", c.issueToken)
+	mux.HandleFunc("DELETE /identity/v3/auth/tokens", c.revokeToken)
+}
+
+// revokeToken is DELETE /v3/auth/tokens (keystone/api/auth.py
+// AuthTokenResource.delete): the caller's valid X-Auth-Token revokes the
+// X-Subject-Token (policy identity:revoke_token lets a user revoke its own
+// tokens; the fake has one user), 204; an unknown subject is
+// TokenNotFound, 404 (keystone/token/provider.py revoke_token validates it
+// first). From then on the services answer the token with
+// keystonemiddleware's 401. Real keystonemiddleware caches a validated
+// token for [keystone_authtoken]token_cache_time (300 s by default), so a
+// service may still take a revoked token that long; the fake does not.
+func (c *Cloud) revokeToken(w http.ResponseWriter, r *http.Request) {
+	if !c.authorized(w, r) {
+		return
+	}
+	subject := r.Header.Get("X-Subject-Token")
+	c.mu.Lock()
+	_, ok := c.tokens[subject]
+	delete(c.tokens, subject)
+	c.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"code": 404, "title": "Not Found", "message": "Could not find token: " + subject + "."}})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // identityVersions is the version document ChooseVersion reads when the

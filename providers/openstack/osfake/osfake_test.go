@@ -525,3 +525,40 @@ func TestDeleteChecksOnlyTheLock(t *testing.T) {
 		t.Errorf("delete once unlocked: %d %s, want 204", status, body)
 	}
 }
+
+// TestRevokedTokenIsRefused: DELETE /v3/auth/tokens revokes the subject
+// token (204; an unknown one is 404 TokenNotFound), and Nova then answers
+// it with keystonemiddleware's 401 and its WWW-Authenticate header.
+func TestRevokedTokenIsRefused(t *testing.T) {
+	c, compute := start(t, nil)
+	revoke := func(subject string) (int, string) {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodDelete, c.AuthURL()+"/auth/tokens", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Auth-Token", compute.TokenID)
+		req.Header.Set("X-Subject-Token", subject)
+		resp, err := c.Server.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := revoke("0123"); status != 404 || !strings.Contains(body, `"message":"Could not find token: 0123."`) {
+		t.Errorf("revoke an unknown token: %d %s", status, body)
+	}
+	if status, body := revoke(compute.TokenID); status != 204 {
+		t.Fatalf("revoke the own token: %d %s", status, body)
+	}
+	status, h, body := raw(t, c, compute, "GET", "servers", "2.52", "")
+	if status != 401 || !strings.HasPrefix(h.Get("WWW-Authenticate"), `Keystone uri="`) ||
+		body != `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}` {
+		t.Errorf("Nova with a revoked token: %d %v %s", status, h, body)
+	}
+	// gophercloud logs in again on the 401 (AllowReauth) and retries.
+	if _, err := servers.List(compute, nil).AllPages(context.Background()); err != nil {
+		t.Errorf("gophercloud after the revocation: %v", err)
+	}
+}
