@@ -75,7 +75,7 @@ var (
 // each step resumes a cut-off attempt, template entry 10):
 //  1. list the region's servers tagged with the marks (tags=), managed
 //     by any owner (the previous release's too); one of this name that is
-//     not being deleted → resume; an unmarked server of the same name is
+//     not deleted or being deleted → resume; an unmarked server of the same name is
 //     never listed, so never adopted;
 //  2. resolve the flavor and image by name (cached);
 //  3. create it, with the marks as tags and metadata and the cloud-init as
@@ -192,13 +192,19 @@ func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err err
 }
 
 // earliest is the oldest server of the request's name carrying its marks
-// and not being deleted: the one an earlier attempt made (two exist only
-// if two Creates for one Proxy raced; the other is collected).
+// and not deleted or being deleted: the one an earlier attempt made (two
+// exist only if two Creates for one Proxy raced; the other is collected).
+// A soft-deleted server (SOFT_DELETED, on a cloud with
+// reclaim_instance_interval) is still listed with its tags and no task, so
+// the state, not only task_state, tells it apart.
 func earliest(found []servers.Server, req contract.CreateRequest) (servers.Server, bool) {
 	var best servers.Server
 	ok := false
 	for _, s := range found {
-		if s.Name == req.Name && s.TaskState != "deleting" && owned(s, req.UID) && (!ok || s.Created.Before(best.Created)) {
+		if state, _, _ := stateOf(s); state == contract.StateTerminated {
+			continue
+		}
+		if s.Name == req.Name && owned(s, req.UID) && (!ok || s.Created.Before(best.Created)) {
 			best, ok = s, true
 		}
 	}

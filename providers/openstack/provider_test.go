@@ -482,3 +482,27 @@ func TestDeleteOfALockedServerIsPermanent(t *testing.T) {
 		t.Errorf("Delete once unlocked = %v", err)
 	}
 }
+
+// On a cloud that keeps deleted servers for a while ([DEFAULT]
+// reclaim_instance_interval > 0), Nova's delete is a soft delete
+// (compute/servers.py _delete calls compute_api.soft_delete): the server
+// stays listed, tags and all, as SOFT_DELETED with no task. Create must
+// not resume it as the Proxy's server: it boots a fresh one.
+func TestCreateDoesNotResumeASoftDeletedServer(t *testing.T) {
+	c := startCloud(t)
+	p := c.provider(t)
+	ctx := context.Background()
+	req := request("proxy-soft")
+	old, err := p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := ids.Parse(old.ProviderID)
+	if err := c.fake.SetStatus(id, "SOFT_DELETED", "soft-delete", ""); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := p.Create(ctx, req)
+	if err != nil || inst.ProviderID == old.ProviderID || inst.State == contract.StateTerminated {
+		t.Errorf("Create over a soft-deleted server = %+v, %v; want a fresh server", inst, err)
+	}
+}

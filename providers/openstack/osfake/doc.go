@@ -77,6 +77,13 @@
 //     (views/servers.py _get_fault hides only the details);
 //     nova/exception.py gives the texts: NoValidHost "No valid host was
 //     found. …", BuildAbortException "Build of instance <id> aborted: …".
+//   - List filters (nova/db/main/api.py _get_instances_by_filters…):
+//     tags=a,b keeps servers with every tag (a JOIN per tag), tags-any
+//     with any, not-tags drops servers with every one, not-tags-any with
+//     any; compute/servers.py _get_servers splits the values on ",".
+//     Build requests (servers not yet scheduled) are filtered alike
+//     (nova/objects/build_request.py _pass_exact_filters), so a server is
+//     listed by its tags from the moment the create was accepted.
 //   - Microversions: at most 2.93 by default, Nova Zed's
 //     (nova/api/openstack/api_version_request.py _MAX_API_VERSION); a
 //     version above answers 406 with InvalidGlobalAPIVersion's text.
