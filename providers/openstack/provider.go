@@ -115,8 +115,39 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if err != nil {
 		return contract.Instance{}, err
 	}
+	id, err := p.createServer(ctx, plan, req, flavorID, imageID)
+	if isStatus(err, 400) {
+		// A flavor or image replaced under its name (an image rotated:
+		// the old one deleted, Nova answers "Can not find requested
+		// image"): look them up afresh, and submit once more if that
+		// finds other IDs. The 400 stands when it does not.
+		p.forgetRefs(plan.regionKey)
+		f, i, rerr := p.resolve(ctx, plan)
+		if rerr != nil {
+			return contract.Instance{}, rerr
+		}
+		if f != flavorID || i != imageID {
+			log.V(contract.LogStep).Info("flavor or image replaced under its name; creating with the new", "flavor", f, "image", i)
+			flavorID, imageID = f, i
+			id, err = p.createServer(ctx, plan, req, flavorID, imageID)
+		}
+	}
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	log.V(contract.LogOutcome).Info("created instance", "server", id, "flavor", flavorID, "image", imageID)
+	s, err := p.getServer(ctx, plan.regionKey, id)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	return p.instanceOrFault(ctx, plan.regionKey, s, true)
+}
+
+// createServer submits the server: one POST /servers with everything in
+// it, so the server is never visible without its marks.
+func (p *Provider) createServer(ctx context.Context, plan plan, req contract.CreateRequest, flavorID, imageID string) (string, error) {
 	var id string
-	err = p.do(ctx, "CreateServer", plan.regionKey, func(ctx context.Context, c *clients) error {
+	err := p.do(ctx, "CreateServer", plan.regionKey, func(ctx context.Context, c *clients) error {
 		s, err := servers.Create(ctx, c.compute, servers.CreateOpts{
 			Name: req.Name, FlavorRef: flavorID, ImageRef: imageID, AvailabilityZone: plan.zone,
 			Networks:       []servers.Network{{UUID: plan.region.Network}},
@@ -134,19 +165,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		id = s.ID
 		return nil
 	})
-	if isStatus(err, 400) {
-		// A flavor or image replaced under its name: look them up afresh.
-		p.forgetRefs(plan.regionKey)
-	}
-	if err != nil {
-		return contract.Instance{}, err
-	}
-	log.V(contract.LogOutcome).Info("created instance", "server", id, "flavor", flavorID, "image", imageID)
-	s, err := p.getServer(ctx, plan.regionKey, id)
-	if err != nil {
-		return contract.Instance{}, err
-	}
-	return p.instanceOrFault(ctx, plan.regionKey, s, true)
+	return id, err
 }
 
 // keyLocks is one lock per key, made on first use and dropped when no

@@ -506,3 +506,32 @@ func TestCreateDoesNotResumeASoftDeletedServer(t *testing.T) {
 		t.Errorf("Create over a soft-deleted server = %+v, %v; want a fresh server", inst, err)
 	}
 }
+
+// An image rotated under its name (the old one deleted, a new one
+// uploaded) leaves the provider's cached ID stale: Nova refuses the create
+// with 400 "Can not find requested image" (servers.py create,
+// ImageNotFound). Create looks the name up again and, finding another ID,
+// submits once more, rather than returning a permanent error the operator
+// would wait 30 minutes on.
+func TestCreateFollowsARotatedImage(t *testing.T) {
+	c := startCloud(t)
+	p := c.provider(t)
+	ctx := context.Background()
+	if _, err := p.Create(ctx, request("proxy-before")); err != nil {
+		t.Fatal(err)
+	}
+	newID, err := c.fake.ReplaceImage("debian-12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("proxy-after")
+	req.UID = "6e2d8c1a-9b3f-4e5d-8a7c-1b2c3d4e5f60"
+	if _, err := p.Create(ctx, req); err != nil {
+		t.Fatalf("Create after the image was rotated = %v, want the new image used", err)
+	}
+	for _, s := range c.fake.Servers() {
+		if s.Name == req.Name && s.ImageID != newID {
+			t.Errorf("server %s boots image %s, want the new %s", s.Name, s.ImageID, newID)
+		}
+	}
+}

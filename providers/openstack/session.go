@@ -46,7 +46,7 @@ type Provider struct {
 	method string
 	// refs caches flavor and image IDs by region and name: they rarely
 	// change, and a Create that Nova refuses with 400 drops the region's
-	// entries so they are looked up afresh.
+	// entries, looks them up afresh and, if they changed, submits again.
 	refs map[string]string
 }
 

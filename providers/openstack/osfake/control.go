@@ -139,6 +139,31 @@ func (c *Cloud) SetGate(gate func(*http.Request) error) {
 	c.gate = gate
 }
 
+// ReplaceImage deletes the image of that name and uploads another under
+// it, as a person rotating an image does: the old ID is gone (Nova's
+// create answers it 400 "Can not find requested image", ImageNotFound in
+// servers.py create), the name finds the new one, whose ID it returns.
+func (c *Cloud) ReplaceImage(name string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := newUUID()
+	var images []Image
+	found := false
+	for _, img := range c.opts.Images {
+		if img.Name == name {
+			found = true
+			continue
+		}
+		images = append(images, img)
+	}
+	if !found {
+		return "", fmt.Errorf("osfake: no image %q", name)
+	}
+	images = append(images, Image{ID: id, Name: name, Status: "active"})
+	c.opts.Images = images
+	return id, nil
+}
+
 // SetQuota changes the project's compute quota.
 func (c *Cloud) SetQuota(q Quota) {
 	c.mu.Lock()
@@ -234,7 +259,7 @@ func (c *Cloud) CreateServer(spec ServerSpec) string {
 	now := time.Now().UTC()
 	s := &server{
 		id: newUUID(), name: spec.Name, region: spec.Region, zone: c.opts.Zones[0], flavor: c.opts.Flavors[0],
-		imageID: c.opts.Images[0].ID, status: statusBuild, vmState: "building", taskState: "scheduling",
+		imageID: c.images()[0].ID, status: statusBuild, vmState: "building", taskState: "scheduling",
 		tags: slices.Clone(spec.Tags), metadata: map[string]string{}, userData: spec.UserData,
 		securityGroups: []string{"default"}, created: now.Truncate(time.Second), updated: now,
 	}
@@ -259,6 +284,7 @@ func (c *Cloud) CreateServer(spec ServerSpec) string {
 // ServerInfo is what the control reads of a server.
 type ServerInfo struct {
 	ID, Name, Region, Status, TaskState string
+	ImageID                             string
 	Tags                                []string
 	Metadata                            map[string]string
 	Addresses                           []string
@@ -274,7 +300,7 @@ func (c *Cloud) Servers() []ServerInfo {
 	var out []ServerInfo
 	for _, s := range c.servers {
 		ud, _ := s.userDataBytes()
-		out = append(out, ServerInfo{ID: s.id, Name: s.name, Region: s.region, Status: s.status, TaskState: s.taskState,
+		out = append(out, ServerInfo{ID: s.id, Name: s.name, Region: s.region, Status: s.status, TaskState: s.taskState, ImageID: s.imageID,
 			Tags: slices.Clone(s.tags), Metadata: s.metadata, Addresses: slices.Clone(s.addresses), UserData: ud})
 	}
 	slices.SortFunc(out, func(a, b ServerInfo) int {

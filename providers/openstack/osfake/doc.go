@@ -106,5 +106,6 @@
 // when a request arrives, so the fake runs no goroutines. The control
 // methods (HoldBuilds, FinishBuild, BeginDelete, SetAddresses, SetStatus,
 // FailNext, DropNextResponse, CutCall, FailNextBuild, RejectCredentials,
-// SetGate, RemoveServer, Reset) put it in the states a test needs.
+// RevokeTokens, LockServer, ReplaceImage, SetGate, RemoveServer, Reset)
+// put it in the states a test needs.
 package osfake

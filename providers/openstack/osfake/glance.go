@@ -41,8 +41,16 @@ func (c *Cloud) imageVersions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusMultipleChoices, map[string]any{"versions": versions})
 }
 
+// images is Glance's image list now. ReplaceImage swaps the slice, never
+// changes it, so the caller may range over it unlocked.
+func (c *Cloud) images() []Image {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opts.Images
+}
+
 func (c *Cloud) image(ref string) (Image, bool) {
-	for _, img := range c.opts.Images {
+	for _, img := range c.images() {
 		if img.ID == ref || strings.HasSuffix(ref, "/images/"+img.ID) {
 			return img, true
 		}
@@ -64,7 +72,7 @@ func (c *Cloud) imageView(img Image) map[string]any {
 func (c *Cloud) listImages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	images := []any{}
-	for _, img := range c.opts.Images {
+	for _, img := range c.images() {
 		if (q.Get("name") != "" && q.Get("name") != img.Name) || (q.Get("status") != "" && q.Get("status") != img.Status) {
 			continue
 		}
