@@ -116,7 +116,7 @@ func TestClassify(t *testing.T) {
 		{Name: "409 security group name ambiguous", Err: captured(t, 409, `{"conflictingRequest": {"code": 409, "message": "Multiple security groups found matching 'proxy'. Use an ID to be more specific."}}`), Want: contract.ErrPermanent, Source: "nova/network/neutron.py _process_security_groups (NoUniqueMatch)"},
 		{Name: "409 network ambiguous", Err: captured(t, 409, `{"conflictingRequest": {"code": 409, "message": "More than one possible network found. Specify network ID(s) to select which one(s) to connect to."}}`), Want: contract.ErrPermanent, Source: "nova.exception.NetworkAmbiguous, servers.py create"},
 		{Name: "409 allocation delete failed", Err: captured(t, 409, osfake.AllocationConflictBody), Want: nil, Source: "nova.exception.AllocationDeleteFailed, servers.py delete"},
-		{Name: "400 bad flavor", Err: captured(t, 400, `{"badRequest": {"code": 400, "message": "Invalid flavorRef provided."}}`), Want: contract.ErrPermanent, Source: faults + "servers create, FlavorNotFound"},
+		{Name: "400 bad flavor", Err: captured(t, 400, `{"badRequest": {"code": 400, "message": "Flavor 99 could not be found."}}`), Want: contract.ErrPermanent, Source: "nova/api/openstack/compute/servers.py create, FlavorNotFound"},
 		{Name: "406 microversion", Err: captured(t, 406, `{"computeFault": {"code": 406, "message": "Version 2.99 is not supported by the API. Minimum is 2.1 and maximum is 2.96."}}`), Want: contract.ErrPermanent, Source: "Compute API guide, Microversions"},
 		{Name: "500 computeFault", Err: captured(t, 500, osfake.ServerErrorBody), Want: nil, Source: faults + "an unexpected API error"},
 		{Name: "503 unavailable", Err: captured(t, 503, osfake.UnavailableBody), Want: nil, Source: faults + "serviceUnavailable"},

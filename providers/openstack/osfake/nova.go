@@ -206,13 +206,19 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 		novaError(w, http.StatusBadRequest, "The requested availability zone is not available")
 		return
 	}
+	// servers.py create: FlavorNotFound and ImageNotActive are 400 with
+	// their own texts (nova/exception.py), ImageNotFound is 400 "Can not
+	// find requested image".
 	flavor, ok := c.flavor(body.FlavorRef)
 	if !ok {
-		novaError(w, http.StatusBadRequest, "Invalid flavorRef provided.")
+		novaError(w, http.StatusBadRequest, fmt.Sprintf("Flavor %s could not be found.", body.FlavorRef))
 		return
 	}
-	if img, ok := c.image(body.ImageRef); !ok || img.Status != "active" {
+	if img, ok := c.image(body.ImageRef); !ok {
 		novaError(w, http.StatusBadRequest, "Can not find requested image")
+		return
+	} else if img.Status != "active" {
+		novaError(w, http.StatusBadRequest, fmt.Sprintf("Image %s is not active.", img.ID))
 		return
 	}
 	var nets []struct {

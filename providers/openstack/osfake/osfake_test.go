@@ -216,7 +216,8 @@ func TestRequestValidation(t *testing.T) {
 		{"comma in a tag", body(`, "tags": ["a,b"]`), `does not match '^[^,/]*$'`, 400},
 		{"61-character tag", body(`, "tags": ["` + strings.Repeat("t", 61) + `"]`), `is too long`, 400},
 		{"user_data too long", body(`, "user_data": "` + strings.Repeat("QUFB", 16384) + `"`), `is too long`, 400},
-		{"unknown flavor", strings.Replace(body(""), `"flavorRef": "1"`, `"flavorRef": "99"`, 1), "Invalid flavorRef provided.", 400},
+		{"unknown flavor", strings.Replace(body(""), `"flavorRef": "1"`, `"flavorRef": "99"`, 1), "Flavor 99 could not be found.", 400},
+		{"unknown image", strings.Replace(body(""), img, "00000000-0000-4000-8000-000000000000", 1), "Can not find requested image", 400},
 		{"unknown zone", body(`, "availability_zone": "mars"`), "The requested availability zone is not available", 400},
 		{"no networks", fmt.Sprintf(`{"server": {"name": "t", "flavorRef": "1", "imageRef": %q}}`, img), "'networks' is a required property", 400},
 	} {
