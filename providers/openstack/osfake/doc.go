@@ -56,7 +56,7 @@
 //     _check_metadata_properties_quota; servers.py create maps OverQuota
 //     to 403).
 //   - Tokens: DELETE /v3/auth/tokens revokes the X-Subject-Token (204;
-//     404 TokenNotFound for an unknown one; keystone/api/auth.py
+//     404 "Could not recognize Fernet token" for an unknown one; keystone/api/auth.py
 //     AuthTokenResource.delete, keystone/token/provider.py revoke_token);
 //     Nova and Glance answer a revoked, expired or unknown token as
 //     keystonemiddleware/auth_token AuthProtocol.process_request does:

@@ -11,9 +11,14 @@ type token struct {
 	expires time.Time
 }
 
-// Keystone's own 401 body; keystonemiddleware in front of Nova and Glance
-// answers an invalid token with the same.
+// unauthorizedBody is keystonemiddleware's 401 in front of Nova and Glance
+// (keystonemiddleware/auth_token AuthProtocol.process_request, written by
+// jsonutils.dumps: spaced, in this order); Keystone's own 401 for a
+// refused login has the same fields written by flask, compact and sorted
+// (keystoneUnauthorized). Both seen on the real services (Zed).
 const unauthorizedBody = `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}`
+
+var keystoneUnauthorized = map[string]any{"error": map[string]any{"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}
 
 func (c *Cloud) routeKeystone(mux *http.ServeMux) {
 	mux.HandleFunc("GET /identity/{$}", c.identityVersions)
@@ -25,9 +30,9 @@ func (c *Cloud) routeKeystone(mux *http.ServeMux) {
 // revokeToken is DELETE /v3/auth/tokens (keystone/api/auth.py
 // AuthTokenResource.delete): the caller's valid X-Auth-Token revokes the
 // X-Subject-Token (policy identity:revoke_token lets a user revoke its own
-// tokens; the fake has one user), 204; an unknown subject is
-// TokenNotFound, 404 (keystone/token/provider.py revoke_token validates it
-// first). From then on the services answer the token with
+// tokens; the fake has one user), 204; an unknown subject is 404 (keystone/
+// token/provider.py revoke_token validates it first; with Fernet tokens,
+// Keystone's default, "Could not recognize Fernet token"). From then on the services answer the token with
 // keystonemiddleware's 401. Real keystonemiddleware caches a validated
 // token for [keystone_authtoken]token_cache_time (300 s by default), so a
 // service may still take a revoked token that long; the fake does not.
@@ -41,7 +46,9 @@ func (c *Cloud) revokeToken(w http.ResponseWriter, r *http.Request) {
 	delete(c.tokens, subject)
 	c.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"code": 404, "title": "Not Found", "message": "Could not find token: " + subject + "."}})
+		// A Fernet token Keystone cannot decrypt (the fake's tokens are
+		// never Fernet: any unknown one is such).
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"code": 404, "title": "Not Found", "message": "Could not recognize Fernet token"}})
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -104,9 +111,9 @@ func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	if method == "" || rejected {
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("WWW-Authenticate", `Keystone uri="`+c.Server.URL+`/identity"`)
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(unauthorizedBody))
+		// Keystone names its own v3 endpoint.
+		w.Header().Set("WWW-Authenticate", `Keystone uri="`+c.AuthURL()+`"`)
+		writeJSON(w, http.StatusUnauthorized, keystoneUnauthorized)
 		return
 	}
 	now := time.Now().UTC()
