@@ -377,6 +377,7 @@ func TestCreateSchemaIsNovas(t *testing.T) {
 		status           int
 	}{
 		{"metadata key with a slash", body(`, "metadata": {"egressproxies.io/managed": "o"}`), `Invalid input for field/attribute metadata. Value: {'egressproxies.io/managed': 'o'}. 'egressproxies.io/managed' does not match any of the regexes: '^[a-zA-Z0-9-_:. ]{1,255}$'`, 400},
+		{"the old marks", body(`, "metadata": {"egressproxies.io/managed": "o", "egressproxies.io/proxy-uid": "u"}`), `Invalid input for field/attribute metadata. Value: {'egressproxies.io/managed': 'o', 'egressproxies.io/proxy-uid': 'u'}. 'egressproxies.io/managed', 'egressproxies.io/proxy-uid' do not match any of the regexes: '^[a-zA-Z0-9-_:. ]{1,255}$'`, 400},
 		{"empty metadata key", body(`, "metadata": {"": "o"}`), `Invalid input for field/attribute metadata. Value: {'': 'o'}. '' does not match any of the regexes`, 400},
 		{"metadata value of 256", body(`, "metadata": {"k": "` + strings.Repeat("v", 256) + `"}`), `is too long`, 400},
 		{"metadata value not a string", body(`, "metadata": {"k": 1}`), `Invalid input for field/attribute k. Value: 1. 1 is not of type 'string'`, 400},

@@ -154,10 +154,22 @@ func checkMetadata(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &m) != nil || m == nil {
 		return schemaError("metadata", raw, pyRepr(raw, true)+" is not of type 'object'")
 	}
+	// jsonschema's additionalProperties names every key that matches no
+	// pattern, sorted ("'a', 'b' do not match …").
+	var extras []string
 	for _, k := range slices.Sorted(mapsKeys(m)) {
 		if !metaKeyRE.MatchString(k) {
-			return schemaError("metadata", raw, fmt.Sprintf("%s does not match any of the regexes: '%s'", pyString(k), metadataKeyPattern))
+			extras = append(extras, pyString(k))
 		}
+	}
+	if len(extras) > 0 {
+		verb := "does"
+		if len(extras) > 1 {
+			verb = "do"
+		}
+		return schemaError("metadata", raw, fmt.Sprintf("%s %s not match any of the regexes: '%s'", strings.Join(extras, ", "), verb, metadataKeyPattern))
+	}
+	for _, k := range slices.Sorted(mapsKeys(m)) {
 		var val string
 		if json.Unmarshal(m[k], &val) != nil {
 			return schemaError(k, m[k], pyRepr(m[k], true)+" is not of type 'string'")
