@@ -134,13 +134,17 @@ func (e *FaultError) Error() string {
 }
 
 // capacityRE matches the faults of a build the cloud had no room for
-// (nova/exception.py): NoValidHost from the scheduler, MaxRetriesExceeded
-// after every host tried failed, NoMoreFixedIps (the subnet is full; the
-// compute manager wraps it in BuildAbortException), and the quota texts.
-// Every other fault of a build (BuildAbortException for a flavor disk or
-// memory too small, an image not active or unacceptable, a network that
-// cannot be allocated; PortBindingFailed) fails again the same way.
-var capacityRE = regexp.MustCompile(`No valid host was found|Exceeded maximum number of retries|No fixed IP addresses available|` + quotaRE.String())
+// (nova/exception.py): NoValidHost from the scheduler, NoMoreFixedIps (the
+// subnet is full; the compute manager wraps it in BuildAbortException),
+// and the quota texts. Every other fault of a build fails again the same
+// way: BuildAbortException (a flavor disk or memory too small, an image
+// not active or unacceptable, a network that cannot be allocated) and
+// MaxRetriesExceeded, "Exceeded maximum number of retries. Exhausted all
+// hosts available for retrying build failures" (conductor/manager.py),
+// which is every host failing the build, not a want of room: on the
+// OpenStack lane a port that would not bind (PortBindingFailed in the
+// compute log) reached the user as exactly that.
+var capacityRE = regexp.MustCompile(`No valid host was found|No fixed IP addresses available|` + quotaRE.String())
 
 // Capacity tells whether the fault says the cloud has no room.
 func (e *FaultError) Capacity() bool { return capacityRE.MatchString(e.Fault.Message) }
