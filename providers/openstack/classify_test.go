@@ -117,7 +117,7 @@ func TestClassify(t *testing.T) {
 		{Name: "409 network ambiguous", Err: captured(t, 409, `{"conflictingRequest": {"code": 409, "message": "More than one possible network found. Specify network ID(s) to select which one(s) to connect to."}}`), Want: contract.ErrPermanent, Source: "nova.exception.NetworkAmbiguous, servers.py create"},
 		{Name: "409 allocation delete failed", Err: captured(t, 409, osfake.AllocationConflictBody), Want: nil, Source: "nova.exception.AllocationDeleteFailed, servers.py delete"},
 		{Name: "400 bad flavor", Err: captured(t, 400, `{"badRequest": {"code": 400, "message": "Flavor 99 could not be found."}}`), Want: contract.ErrPermanent, Source: "nova/api/openstack/compute/servers.py create, FlavorNotFound"},
-		{Name: "406 microversion", Err: captured(t, 406, `{"computeFault": {"code": 406, "message": "Version 2.99 is not supported by the API. Minimum is 2.1 and maximum is 2.96."}}`), Want: contract.ErrPermanent, Source: "Compute API guide, Microversions"},
+		{Name: "406 microversion", Err: captured(t, 406, `{"computeFault": {"code": 406, "message": "Version 2.94 is not supported by the API. Minimum is 2.1 and maximum is 2.93."}}`), Want: contract.ErrPermanent, Source: "Nova Zed on the OpenStack lane, GET /servers at 2.94"},
 		{Name: "500 computeFault", Err: captured(t, 500, osfake.ServerErrorBody), Want: nil, Source: faults + "an unexpected API error"},
 		{Name: "503 unavailable", Err: captured(t, 503, osfake.UnavailableBody), Want: nil, Source: faults + "serviceUnavailable"},
 		{Name: "ERROR server, NoValidHost", Err: &FaultError{ServerID: "9b7c1c42", Fault: servers.Fault{Code: 500, Message: osfake.NoValidHost}}, Want: contract.ErrQuota, Source: "Compute API guide, Server concepts (fault of an ERROR server)"},
