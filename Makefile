@@ -27,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack openstack-up openstack-down libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
 all: test
 
 help: ## List the targets.
@@ -147,6 +147,12 @@ proxmox-secret: ## Print the credentials Secret for Proxmox VE from PROXMOX_TOKE
 	hack/credentials-secret.sh proxmox-token-id=$(PROXMOX_TOKEN_ID_FILE) proxmox-token-secret=$(PROXMOX_TOKEN_SECRET_FILE) $(if $(PROXMOX_CA_FILE),proxmox-ca.pem=$(PROXMOX_CA_FILE))
 test-integration-openstack: ## The OpenStack lifecycle against a real cloud named by OPENSTACK_TEST_* (docs/openstack-provider.md).
 	cd providers/openstack && $(GO) test -count=1 -run '^TestIntegration$$' -v .
+
+openstack-up: ## A real OpenStack Zed (Debian 12 packages) in network namespace egress-os, state in /tmp/egress-os; idempotent (root; docs/testing.md).
+	hack/openstack/up.sh
+
+openstack-down: ## Stop the OpenStack of openstack-up and remove its namespace (OS_KEEP_LOGS=1 keeps its logs).
+	hack/openstack/down.sh
 
 openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_CLOUDS_FILE (and OPENSTACK_CA_FILE if set).
 	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))
