@@ -12,7 +12,8 @@ log() { echo "openstack-down: $*" >&2; }
 [ "$(id -u)" -eq 0 ] || { log "must run as root"; exit 1; }
 
 if [ -d "$OS_STATE/run" ]; then
-  for s in $(echo $OS_SERVICES | tr ' ' '\n' | tac); do stop "$s"; done
+  # shellcheck disable=SC2046 # the list splits into names
+  stop $(echo $OS_SERVICES | tr ' ' '\n' | tac)
 fi
 if os_netns_exists; then
   # Children a service left behind (uwsgi workers, epmd, beam helpers).

@@ -22,16 +22,26 @@ start() {
   echo $! > "$OS_STATE/run/$name.pid"
 }
 
-# stop NAME: TERM to the service's session, KILL after 20 s.
+# stop NAME...: TERM to each service's session, KILL to those still
+# running after 20 s (all at once: the clients go before MariaDB and
+# RabbitMQ only by the order of the signals).
 stop() {
-  local pid i
-  pid=$(cat "$OS_STATE/run/$1.pid" 2>/dev/null) || return 0
-  if running "$1"; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 40); do running "$1" || break; sleep 0.5; done
-    running "$1" && { kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; }
-  fi
-  rm -f "$OS_STATE/run/$1.pid"
+  local s pid deadline=$((SECONDS + 20)) left
+  for s in "$@"; do
+    pid=$(cat "$OS_STATE/run/$s.pid" 2>/dev/null) || continue
+    running "$s" && { kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; }
+  done
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    left=""
+    for s in "$@"; do running "$s" && left="$left $s"; done
+    [ -z "$left" ] && break
+    sleep 0.5
+  done
+  for s in "$@"; do
+    pid=$(cat "$OS_STATE/run/$s.pid" 2>/dev/null) || continue
+    running "$s" && { kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; }
+    rm -f "$OS_STATE/run/$s.pid"
+  done
 }
 
 # wait_for WHAT SECONDS CMD...: polls CMD every half second until it

@@ -17,7 +17,7 @@ finish() {
     log "FAILED (status $status); the services' last errors:"
     for f in "$OS_STATE"/logs/*.log; do
       [ -f "$f" ] || continue
-      grep -hE " (ERROR|CRITICAL) " "$f" | tail -n 5 | sed "s|^|$(basename "$f"): |" | cut -c1-400
+      { grep -hE " (ERROR|CRITICAL) " "$f" || true; } | tail -n 5 | sed "s|^|$(basename "$f"): |" | cut -c1-400
     done
     OS_KEEP_LOGS=1 "$here/down.sh"
   else

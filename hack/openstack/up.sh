@@ -29,13 +29,18 @@ PY=/usr/bin/python3 # Debian's, with openstacksdk (not a pyenv shim's)
 
 # 1. Packages, no service started (apt-ensure.sh's policy-rc.d), and no
 # database configured by dbconfig-common at install time.
-if ! "$here/../apt-ensure.sh" $OS_PACKAGES 2>/dev/null; then
-  for p in keystone glance-api glance-common placement-api placement-common neutron-server neutron-common nova-api nova-common; do
-    echo "$p $p/configure_db boolean false"
-    echo "$p $p/dbconfig-install boolean false"
+# The answers are given before the first install (openstack-pkg-tools'
+# questions <package>/configure_db and dbconfig-common's
+# <package>/dbconfig-install).
+for p in $OS_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+  for q in keystone glance-common placement-common neutron-common nova-common; do
+    echo "$q $q/configure_db boolean false"
+    echo "$q $q/dbconfig-install boolean false"
   done | debconf-set-selections
-  "$here/../apt-ensure.sh" $OS_PACKAGES
-fi
+  break
+done
+"$here/../apt-ensure.sh" $OS_PACKAGES
 mkdir -p "$OS_STATE"
 
 # One up at a time per state directory.
