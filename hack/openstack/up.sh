@@ -72,10 +72,13 @@ S=$OS_STATE
 done_mark() { [ -f "$S/done/$1" ]; }
 mark() { mkdir -p "$S/done"; touch "$S/done/$1"; }
 step() { log "$* ($(secs "$t0" "$(now)"))"; }
+# quiet CMD...: the set-up tools' chatter goes to $S/logs/setup.log,
+# shown when one fails.
+quiet() { "$@" >>"$S/logs/setup.log" 2>&1 || { tail -n 30 "$S/logs/setup.log" >&2; return 1; }; }
 
 # 4. MariaDB and RabbitMQ.
 if [ ! -d "$S/mysql/mysql" ]; then
-  mariadb-install-db --defaults-file="$E/mysql/my.cnf" --auth-root-authentication-method=socket >"$S/logs/mariadb-install.out" 2>&1
+  quiet mariadb-install-db --defaults-file="$E/mysql/my.cnf" --auth-root-authentication-method=socket
 fi
 start mariadb mariadbd --defaults-file="$E/mysql/my.cnf"
 wait_for mariadb 60 port_open 3306
@@ -98,14 +101,14 @@ step "MariaDB up; database schemas"
 
 # 5. Schemas, each once (marks in $S/done).
 km() { in_os keystone-manage --config-file "$E/keystone/keystone.conf" "$@"; }
-done_mark db-keystone || { km db_sync; mark db-keystone; }
+done_mark db-keystone || { quiet km db_sync; mark db-keystone; }
 if ! done_mark keystone-keys; then
-  km fernet_setup --keystone-user root --keystone-group root
-  km credential_setup --keystone-user root --keystone-group root
+  quiet km fernet_setup --keystone-user root --keystone-group root
+  quiet km credential_setup --keystone-user root --keystone-group root
   mark keystone-keys
 fi
 if ! done_mark keystone-bootstrap; then
-  km bootstrap --bootstrap-password "$OS_PASSWORD" \
+  quiet km bootstrap --bootstrap-password "$OS_PASSWORD" \
     --bootstrap-admin-url "http://$OS_IP:5000/v3" --bootstrap-public-url "http://$OS_IP:5000/v3" \
     --bootstrap-internal-url "http://$OS_IP:5000/v3" --bootstrap-region-id "$OS_REGION"
   mark keystone-bootstrap
@@ -123,15 +126,15 @@ uwsgi_app() { # NAME PORT WSGI-FILE ENV=VALUE
 }
 uwsgi_app keystone 5000 /usr/bin/keystone-wsgi-public OS_KEYSTONE_CONFIG_DIR="$E/keystone"
 
-done_mark db-placement || { in_os placement-manage --config-file "$E/placement/placement.conf" db sync; mark db-placement; }
-done_mark db-glance || { in_os glance-manage --config-file "$E/glance/glance-api.conf" db_sync >/dev/null; mark db-glance; }
-done_mark db-neutron || { in_os neutron-db-manage --config-file "$E/neutron/neutron.conf" --config-file "$E/neutron/ml2_conf.ini" upgrade heads >/dev/null; mark db-neutron; }
+done_mark db-placement || { quiet in_os placement-manage --config-file "$E/placement/placement.conf" db sync; mark db-placement; }
+done_mark db-glance || { quiet in_os glance-manage --config-file "$E/glance/glance-api.conf" db_sync; mark db-glance; }
+done_mark db-neutron || { quiet in_os neutron-db-manage --config-file "$E/neutron/neutron.conf" --config-file "$E/neutron/ml2_conf.ini" upgrade heads; mark db-neutron; }
 nm() { in_os nova-manage --config-file "$E/nova/nova.conf" "$@"; }
 if ! done_mark db-nova; then
-  nm api_db sync
-  nm cell_v2 map_cell0
-  nm cell_v2 list_cells | grep -q " cell1 " || nm cell_v2 create_cell --name cell1
-  nm db sync
+  quiet nm api_db sync
+  quiet nm cell_v2 map_cell0
+  nm cell_v2 list_cells 2>/dev/null | grep -q " cell1 " || quiet nm cell_v2 create_cell --name cell1
+  quiet nm db sync
   mark db-nova
 fi
 step "schemas done"
