@@ -42,6 +42,12 @@ type Provider struct {
 	// (contract §1.3, §4.1).
 	creating keyLocks
 
+	// wrapTransport, when set (by this package's real-cloud tests), wraps
+	// the HTTP transport under the tracing wrapper: the one place a test
+	// can sit between the provider and a real cloud it does not own, to
+	// count, cut, stall or record the calls.
+	wrapTransport func(http.RoundTripper) http.RoundTripper
+
 	mu     sync.Mutex
 	method string
 	// refs caches flavor and image IDs by region and name: they rarely
@@ -211,7 +217,11 @@ func (p *Provider) httpClient() (http.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = tlsCfg
 	base.ResponseHeaderTimeout = p.cfg.CallTimeout.Duration
-	return http.Client{Transport: otelhttp.NewTransport(base,
+	var rt http.RoundTripper = base
+	if p.wrapTransport != nil {
+		rt = p.wrapTransport(base)
+	}
+	return http.Client{Transport: otelhttp.NewTransport(rt,
 		otelhttp.WithFilter(func(r *http.Request) bool { return trace.SpanFromContext(r.Context()).SpanContext().IsValid() }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "openstack HTTP " + r.Method }),
 	)}, nil
