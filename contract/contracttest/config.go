@@ -57,7 +57,10 @@ type Config struct {
 	// when it is made (ip-source: assigned-at-create, §4.3), so Get may say
 	// Running with that address before any guest reports one. A provider
 	// that discovers the address leaves it false: Running before the guest
-	// reports is then an error.
+	// reports is then an error. With it, the GuestReporter's report plays
+	// the backend finishing the assignment (a real cloud's port, whose
+	// address the control cannot choose), and Running may carry the
+	// backend's address rather than GuestIP.
 	IPAssignedAtCreate bool
 
 	// CallBudget is the longest one provider call may take against a
