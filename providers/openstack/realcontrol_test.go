@@ -1,0 +1,395 @@
+package openstack
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/quotasets"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+)
+
+// realControl is the harness's backend control over the real cloud: what
+// the cloud's operator can do, through the admin API, and the faults of
+// the network between the provider and the APIs, through the wire.
+//
+// Left out, and why (the rules needing them are skipped on the real
+// cloud and run on osfake):
+//   - UnstartedCreator (NeverStartedIsNeverStopped, GetDuringLock): a real
+//     Nova build always ends, ACTIVE or ERROR, within seconds on the
+//     FakeDriver; no API holds a server in BUILD. Locker is left out with
+//     it: GetDuringLock needs both, and Nova's lock action does not hold a
+//     build (TestRealCloudLockedDelete shows what it does hold).
+//   - DeleteStarter (GetDuringDelete): nothing in Nova's API holds a
+//     delete in task_state deleting; the compute service runs it to its
+//     end at once.
+type realControl struct {
+	rc *realCloud
+	t  *testing.T
+
+	mu sync.Mutex
+	// unmarked are the servers CreateUnmarked made: no lifecycle's to
+	// remove, so not in the Inventory.
+	unmarked map[string]bool
+}
+
+var (
+	_ contracttest.GuestReporter      = (*realControl)(nil)
+	_ contracttest.StateInjector      = (*realControl)(nil)
+	_ contracttest.UnmarkedCreator    = (*realControl)(nil)
+	_ contracttest.LegacyCreator      = (*realControl)(nil)
+	_ contracttest.Staller            = (*realControl)(nil)
+	_ contracttest.FaultInjector      = (*realControl)(nil)
+	_ contracttest.CredentialRejecter = (*realControl)(nil)
+	_ contracttest.UserDataReader     = (*realControl)(nil)
+	_ contracttest.CallCounter        = (*realControl)(nil)
+	_ contracttest.CallCutter         = (*realControl)(nil)
+	_ contracttest.Resetter           = (*realControl)(nil)
+	_ contracttest.Inventory          = (*realControl)(nil)
+)
+
+// member is a compute client of the tenant's user, outside the wire: a
+// person using the cloud beside the operator.
+func (k *realControl) member(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	p, err := New(k.rc.tenant.cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.session(ctx, "one")
+	if err != nil {
+		return nil, err
+	}
+	return c.compute, nil
+}
+
+// ReportIP waits for what a guest's report plays on other backends:
+// Nova's build ending with the address Neutron gave the port (the FakeDriver
+// plugs nothing; the address is the port's). The reported ip cannot be
+// given to a real port, so it is not used: the harness runs with
+// IPAssignedAtCreate.
+func (k *realControl) ReportIP(ctx context.Context, providerID, _ string) error {
+	id, err := serverID(providerID)
+	if err != nil {
+		return err
+	}
+	return k.waitServer(ctx, id, func(s *servers.Server) bool {
+		return s.Status == "ACTIVE" && serverIPv4(*s) != ""
+	})
+}
+
+// waitServer polls the server as the admin until done says so, for up to
+// two minutes; a server in ERROR ends the wait with its fault.
+func (k *realControl) waitServer(ctx context.Context, id string, done func(*servers.Server) bool) error {
+	var last *servers.Server
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		s, err := servers.Get(ctx, k.rc.admin.compute, id).Extract()
+		if err != nil {
+			return err
+		}
+		last = s
+		if done(s) {
+			return nil
+		}
+		if s.Status == "ERROR" {
+			return fmt.Errorf("server %s went to ERROR: %s", id, s.Fault.Message)
+		}
+	}
+	return fmt.Errorf("server %s: still %s (task_state %q) after 2 minutes", id, last.Status, last.TaskState)
+}
+
+// SetUnknownState suspends the server (an admin action the FakeDriver
+// carries out): SUSPENDED is not in the provider's table by name, it
+// takes the branch every status it does not know takes. A real Nova makes
+// no status outside its own list, so this is the nearest real one.
+func (k *realControl) SetUnknownState(ctx context.Context, providerID string) error {
+	id, err := serverID(providerID)
+	if err != nil {
+		return err
+	}
+	if err := servers.Suspend(ctx, k.rc.admin.compute, id).ExtractErr(); err != nil {
+		return err
+	}
+	return k.waitServer(ctx, id, func(s *servers.Server) bool { return s.Status == "SUSPENDED" && s.TaskState == "" })
+}
+
+// CreateUnmarked boots a server of that name with the tenant's user, no
+// tags, no metadata, as a person would.
+func (k *realControl) CreateUnmarked(ctx context.Context, name string, pl contract.Placement) (string, error) {
+	id, err := k.boot(ctx, name, nil, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	k.mu.Lock()
+	if k.unmarked == nil {
+		k.unmarked = map[string]bool{}
+	}
+	k.unmarked[id] = true
+	k.mu.Unlock()
+	return ids.Format(pl.Region, id), nil
+}
+
+// boot creates a server as the tenant's user, outside the wire.
+func (k *realControl) boot(ctx context.Context, name string, tags []string, metadata map[string]string, userData []byte) (string, error) {
+	c, err := k.member(ctx)
+	if err != nil {
+		return "", err
+	}
+	cfg := k.rc.tenant.cfg
+	region := cfg.Regions["one"]
+	opts := servers.CreateOpts{
+		Name: name, FlavorRef: k.rc.tenant.flavorID, ImageRef: k.imageID(ctx),
+		AvailabilityZone: region.Zones["zone"], Networks: []servers.Network{{UUID: region.Network}},
+		Tags: tags, Metadata: metadata,
+	}
+	if userData != nil {
+		opts.UserData = []byte(base64.StdEncoding.EncodeToString(userData))
+	}
+	s, err := servers.Create(ctx, c, opts, nil).Extract()
+	if err != nil {
+		return "", err
+	}
+	return s.ID, nil
+}
+
+// imageID resolves the lane's image as the provider does.
+func (k *realControl) imageID(ctx context.Context) string {
+	p, err := New(k.rc.tenant.cfg)
+	if err != nil {
+		return ""
+	}
+	id, err := p.lookupImage(ctx, "one", k.rc.tenant.cfg.Images["proxy"])
+	if err != nil {
+		k.t.Errorf("control: image %s: %v", k.rc.tenant.cfg.Images["proxy"], err)
+	}
+	return id
+}
+
+// DeleteUnmarked removes a server CreateUnmarked made and waits until it
+// is gone; a server that carries marks is not the control's to remove.
+func (k *realControl) DeleteUnmarked(ctx context.Context, providerID string) error {
+	id, err := serverID(providerID)
+	if err != nil {
+		return err
+	}
+	s, err := servers.Get(ctx, k.rc.admin.compute, id).Extract()
+	switch {
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return contract.NotFound(fmt.Errorf("control: no server %s", id))
+	case err != nil:
+		return err
+	case s.Tags != nil && len(*s.Tags) > 0 || len(s.Metadata) > 0:
+		return fmt.Errorf("server %s carries tags %v, metadata %v: not an unmarked server", id, s.Tags, s.Metadata)
+	}
+	if err := servers.Delete(ctx, k.rc.admin.compute, id).ExtractErr(); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	delete(k.unmarked, id)
+	k.mu.Unlock()
+	return nil
+}
+
+// CreateLegacy boots the server as the previous release (contract v0.2)
+// did: the managed and UID tags, no owner tag, the managed mark valued
+// "true", with the provider's own metadata encoding (whatever the keys
+// Nova takes are, the legacy server carries them).
+func (k *realControl) CreateLegacy(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	legacy := req
+	legacy.Owner = contract.LegacyManagedValue
+	id, err := k.boot(ctx, req.Name, []string{tagManaged, tagUIDPrefix + req.UID}, markMetadata(legacy), req.CloudInit)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	return contract.Instance{ProviderID: ids.Format("one", id)}, nil
+}
+
+// Stall holds every call at the wire.
+func (k *realControl) Stall() func() { return k.rc.wire.stall() }
+
+// Calls counts the provider's calls at the wire.
+func (k *realControl) Calls() int { return k.rc.wire.Calls() }
+
+// CutCall cuts the n-th call at the wire with the load balancer's 502.
+func (k *realControl) CutCall(n int, after bool) error {
+	k.rc.wire.cutCall(n, after)
+	return nil
+}
+
+// Reset drops the wire's cut and faults (putting back what a fault's
+// admin change took away), lets stalled calls go, and gives the user back
+// its role and account.
+func (k *realControl) Reset() {
+	k.rc.wire.reset()
+	k.RejectCredentials(false)
+}
+
+// serverPathRE matches the server ID in a Nova URL, for the rewrites.
+var serverPathRE = regexp.MustCompile(`/servers/[0-9a-f-]{36}$`)
+
+// FailNext makes the next call serving op fail with the real service's
+// own error where the control can cause it:
+//   - ErrNotFound (get, delete): the request goes to a server ID that
+//     does not exist, and Nova answers its own 404;
+//   - ErrQuota (create): the admin sets the tenant's instances quota to 0,
+//     Nova refuses the create with its 403, the quota is put back;
+//   - ErrPermanent: create: the admin deletes the tenant's flavor, Nova
+//     refuses the create with its 400, the flavor is made again under its
+//     ID; get, list, delete: the request asks microversion 2.999, and Nova
+//     answers its own 406;
+//   - transient (nil): the load balancer answers 503, as while no API
+//     backend is up; no request reaches the API.
+func (k *realControl) FailNext(op contracttest.Op, class error) error {
+	m := paths[op]
+	f := &wireFault{method: m[0], path: regexp.MustCompile(m[1])}
+	ctx := context.Background()
+	switch {
+	case class == nil:
+		f.status, f.body = http.StatusServiceUnavailable, unavailable
+	case errors.Is(class, contract.ErrNotFound):
+		f.rewrite = func(r *http.Request) { r.URL.Path = serverPathRE.ReplaceAllString(r.URL.Path, "/servers/"+newUUID()) }
+	case errors.Is(class, contract.ErrQuota) && op == contracttest.OpCreate:
+		restore, err := k.zeroQuota(ctx)
+		if err != nil {
+			return err
+		}
+		f.undo = restore
+	case errors.Is(class, contract.ErrPermanent) && op == contracttest.OpCreate:
+		if err := flavors.Delete(ctx, k.rc.admin.compute, k.rc.tenant.flavorID).ExtractErr(); err != nil {
+			return fmt.Errorf("delete flavor %s: %w", k.rc.tenant.flavorName, err)
+		}
+		f.undo = func() { k.rc.tenant.makeFlavor(k.t) }
+	case errors.Is(class, contract.ErrPermanent):
+		f.rewrite = func(r *http.Request) {
+			r.Header.Set("X-OpenStack-Nova-API-Version", "2.999")
+			r.Header.Set("OpenStack-API-Version", "compute 2.999")
+		}
+	default:
+		return fmt.Errorf("control: no real fault of class %s for %s", contract.ClassOf(class), op)
+	}
+	k.rc.wire.add(f)
+	return nil
+}
+
+// zeroQuota sets the tenant's instances quota to 0 and returns what puts
+// the quota back.
+func (k *realControl) zeroQuota(ctx context.Context) (func(), error) {
+	a := k.rc.admin.compute
+	q, err := quotasets.Get(ctx, a, k.rc.tenant.projectID).Extract()
+	if err != nil {
+		return nil, err
+	}
+	zero := 0
+	if _, err := quotasets.Update(ctx, a, k.rc.tenant.projectID, quotasets.UpdateOpts{Instances: &zero}).Extract(); err != nil {
+		return nil, err
+	}
+	was := q.Instances
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if _, err := quotasets.Update(ctx, a, k.rc.tenant.projectID, quotasets.UpdateOpts{Instances: &was}).Extract(); err != nil {
+				k.t.Errorf("control: put back the instances quota: %v", err)
+			}
+		})
+	}, nil
+}
+
+// FailAfterCreate lets Nova create the server and loses its answer at
+// the wire.
+func (k *realControl) FailAfterCreate() error {
+	m := paths[contracttest.OpCreate]
+	k.rc.wire.add(&wireFault{method: m[0], path: regexp.MustCompile(m[1]), lose: true})
+	return nil
+}
+
+// RejectCredentials disables the tenant's user and takes its member role
+// away (Keystone revokes the user's tokens on either:
+// keystone/identity/core.py, Manager.update_user and
+// keystone/assignment/core.py, Manager.remove_role_from_user_and_project),
+// or enables it and grants the role again.
+func (k *realControl) RejectCredentials(reject bool) {
+	ctx := context.Background()
+	enabled := !reject
+	if _, err := users.Update(ctx, k.rc.admin.identity, k.rc.tenant.userID, users.UpdateOpts{Enabled: &enabled}).Extract(); err != nil {
+		k.t.Errorf("control: user %s enabled=%v: %v", k.rc.tenant.name, enabled, err)
+	}
+	k.rc.tenant.grant(k.t, !reject)
+}
+
+// UserData is the user_data Nova hands the guest's metadata service,
+// read by the admin (OS-EXT-SRV-ATTR:user_data, microversion 2.3 and
+// later).
+func (k *realControl) UserData(ctx context.Context, providerID string) ([]byte, error) {
+	id, err := serverID(providerID)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Server struct {
+			UserData *string `json:"OS-EXT-SRV-ATTR:user_data"`
+		} `json:"server"`
+	}
+	if err := servers.Get(ctx, k.rc.admin.compute, id).ExtractInto(&body); err != nil {
+		return nil, err
+	}
+	if body.Server.UserData == nil {
+		return nil, nil
+	}
+	return base64.StdEncoding.DecodeString(*body.Server.UserData)
+}
+
+// Resources lists the tenant's servers and its ports on the network, but
+// the servers CreateUnmarked made while they carry no marks.
+func (k *realControl) Resources(ctx context.Context) ([]string, error) {
+	a := k.rc.admin
+	pages, err := servers.List(a.compute, servers.ListOpts{AllTenants: true, TenantID: k.rc.tenant.projectID}).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all, err := servers.ExtractServers(pages)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	skip := map[string]bool{}
+	for _, s := range all {
+		if k.unmarked[s.ID] && (s.Tags == nil || len(*s.Tags) == 0) && len(s.Metadata) == 0 {
+			skip[s.ID] = true
+			continue
+		}
+		out = append(out, "server "+s.ID+" "+s.Name)
+	}
+	pp, err := ports.List(a.network, ports.ListOpts{ProjectID: k.rc.tenant.projectID, NetworkID: k.rc.tenant.network}).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := ports.ExtractPorts(pp)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if strings.HasPrefix(p.DeviceOwner, "network:") {
+			continue // the network's own ports (DHCP, router) are no lifecycle's
+		}
+		if skip[p.DeviceID] {
+			continue
+		}
+		out = append(out, "port "+p.ID+" of "+p.DeviceID)
+	}
+	return out, nil
+}
