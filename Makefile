@@ -27,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack openstack-up openstack-down libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
 all: test
 
 help: ## List the targets.
@@ -153,6 +153,9 @@ openstack-up: ## A real OpenStack Zed (Debian 12 packages) in network namespace 
 
 openstack-down: ## Stop the OpenStack of openstack-up and remove its namespace (OS_KEEP_LOGS=1 keeps its logs).
 	hack/openstack/down.sh
+
+test-integration-openstack-local: ## The OpenStack provider's harness, lifecycle, real faults and the osfake differential against OpenStack's own services in a network namespace (hack/openstack/; root; docs/testing.md).
+	OPENSTACK_TEST_NO_GUEST=1 hack/openstack/run.sh sh -c 'cd $(CURDIR)/providers/openstack && $(GO) test -count=1 -timeout 60m -run "^(TestIntegration|TestContractRealCloud|TestRealCloud[A-Za-z]*|TestDifferential)$$" -v .'
 
 openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_CLOUDS_FILE (and OPENSTACK_CA_FILE if set).
 	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))
