@@ -48,6 +48,7 @@ func realEnv(t *testing.T) map[string]string {
 type admin struct {
 	identity, compute, network, image *gophercloud.ServiceClient
 	authURL                           string
+	http                              http.Client
 }
 
 func newAdmin(t *testing.T, vars map[string]string) *admin {
@@ -76,7 +77,7 @@ func newAdmin(t *testing.T, vars map[string]string) *admin {
 		t.Fatalf("admin login (cloud %s of %s): %v", vars["ADMIN_CLOUD"], vars["CLOUDS_FILE"], err)
 	}
 	eo := gophercloud.EndpointOpts{Region: vars["REGION"], Availability: gophercloud.AvailabilityPublic}
-	a := &admin{authURL: ao.IdentityEndpoint}
+	a := &admin{authURL: ao.IdentityEndpoint, http: hc}
 	if a.identity, err = openstack.NewIdentityV3(pc, eo); err != nil {
 		t.Fatal(err)
 	}

@@ -316,10 +316,15 @@ func (k *realControl) FailAfterCreate() error {
 }
 
 // RejectCredentials disables the tenant's user and takes its member role
-// away (Keystone revokes the user's tokens on either:
-// keystone/identity/core.py, Manager.update_user and
-// keystone/assignment/core.py, Manager.remove_role_from_user_and_project),
-// or enables it and grants the role again.
+// away, or enables it and grants the role again. Disabling the user
+// persists a revocation event for every token issued to it
+// (keystone/identity/core.py, Manager.update_user), but Nova's
+// keystonemiddleware keeps a token's validation in its cache
+// ([keystone_authtoken] token_cache_time, 300 s by default:
+// keystonemiddleware/auth_token/_opts.py), so Nova goes on accepting a
+// token it has seen for up to that long. The control waits until Nova
+// refuses the provider's last token, as the harness asks for a backend
+// that rejects the credential, and logs how long that took.
 func (k *realControl) RejectCredentials(reject bool) {
 	ctx := context.Background()
 	enabled := !reject
@@ -327,6 +332,40 @@ func (k *realControl) RejectCredentials(reject bool) {
 		k.t.Errorf("control: user %s enabled=%v: %v", k.rc.tenant.name, enabled, err)
 	}
 	k.rc.tenant.grant(k.t, !reject)
+	if !reject {
+		return
+	}
+	token := k.rc.wire.lastToken()
+	if token == "" {
+		return
+	}
+	start := time.Now()
+	for deadline := start.Add(6 * time.Minute); ; time.Sleep(2 * time.Second) {
+		status, err := k.novaStatus(ctx, token)
+		if status == http.StatusUnauthorized {
+			k.t.Logf("control: Nova refused the provider's token %s after the user was disabled", time.Since(start).Round(time.Second))
+			return
+		}
+		if time.Now().After(deadline) {
+			k.t.Errorf("control: Nova still answers %d (%v) to the provider's token %s after the user was disabled", status, err, time.Since(start).Round(time.Second))
+			return
+		}
+	}
+}
+
+// novaStatus is Nova's status for a server list with the token.
+func (k *realControl) novaStatus(ctx context.Context, token string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.rc.admin.compute.ServiceURL("servers")+"?limit=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("X-Auth-Token", token)
+	resp, err := k.rc.admin.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // UserData is the user_data Nova hands the guest's metadata service,
