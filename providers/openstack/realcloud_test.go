@@ -14,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/quotasets"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/projects"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/roles"
@@ -144,6 +145,14 @@ func newTenant(t *testing.T, vars map[string]string, a *admin) *tenant {
 	}
 	tn.memberRoleID = rs[0].ID
 	tn.grant(t, true)
+
+	// Room for the harness: CreateResumesAfterFailure keeps a server for
+	// every cut until the rule ends (about ten), and deleted servers count
+	// until they are gone.
+	many := 40
+	if _, err := quotasets.Update(ctx, a.compute, p.ID, quotasets.UpdateOpts{Instances: &many, Cores: &many}).Extract(); err != nil {
+		t.Fatalf("quota of %s: %v", tn.name, err)
+	}
 
 	tn.flavorName = tn.name
 	tn.flavorID = newUUID()
