@@ -19,6 +19,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
 )
 
 // TestDifferential holds osfake to the real services (issue 15, item 4):
@@ -34,7 +35,9 @@ func TestDifferential(t *testing.T) {
 	rc := startRealCloud(t)
 	real := runSequence(t, rc.provider(t), rc.wire, contract.Placement{Region: "one", Zone: "zone", MachineType: "small", Image: "proxy"})
 
-	fake := startCloud(t)
+	// Builds and deletes that take a while, as the real ones do, so the
+	// fake goes through the same states (task_state spawning, deleting).
+	fake := startCloud(t, func(o *osfake.Options) { o.BuildDelay, o.DeleteDelay = time.Second, time.Second })
 	w := newWire()
 	fp := fake.provider(t)
 	fp.wrapTransport = w.wrap
