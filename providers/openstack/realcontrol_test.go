@@ -376,18 +376,17 @@ func (k *realControl) UserData(ctx context.Context, providerID string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
+	// ExtractInto unwraps the "server" object itself.
 	var body struct {
-		Server struct {
-			UserData *string `json:"OS-EXT-SRV-ATTR:user_data"`
-		} `json:"server"`
+		UserData *string `json:"OS-EXT-SRV-ATTR:user_data"`
 	}
 	if err := servers.Get(ctx, k.rc.admin.compute, id).ExtractInto(&body); err != nil {
 		return nil, err
 	}
-	if body.Server.UserData == nil {
-		return nil, nil
+	if body.UserData == nil {
+		return nil, fmt.Errorf("control: Nova shows the admin no OS-EXT-SRV-ATTR:user_data for server %s", id)
 	}
-	return base64.StdEncoding.DecodeString(*body.Server.UserData)
+	return base64.StdEncoding.DecodeString(*body.UserData)
 }
 
 // Resources lists the tenant's servers and its ports on the network, but
