@@ -293,14 +293,18 @@ func (k *realControl) zeroQuota(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	zero := 0
-	if _, err := quotasets.Update(ctx, a, k.rc.tenant.projectID, quotasets.UpdateOpts{Instances: &zero}).Extract(); err != nil {
+	// force: Nova refuses a limit below what is in use ("Quota limit 0 for
+	// instances must be greater than or equal to already used and
+	// reserved 1", nova/api/openstack/compute/quota_sets.py update) unless
+	// forced; the harness's own server is in use.
+	if _, err := quotasets.Update(ctx, a, k.rc.tenant.projectID, quotasets.UpdateOpts{Instances: &zero, Force: true}).Extract(); err != nil {
 		return nil, err
 	}
 	was := q.Instances
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			if _, err := quotasets.Update(ctx, a, k.rc.tenant.projectID, quotasets.UpdateOpts{Instances: &was}).Extract(); err != nil {
+			if _, err := quotasets.Update(ctx, a, k.rc.tenant.projectID, quotasets.UpdateOpts{Instances: &was, Force: true}).Extract(); err != nil {
 				k.t.Errorf("control: put back the instances quota: %v", err)
 			}
 		})
