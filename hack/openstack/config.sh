@@ -17,6 +17,11 @@ authtoken() {
 www_authenticate_uri = http://$OS_IP:5000
 auth_url = http://$OS_IP:5000
 memcached_servers =
+# Nova keeps a validated token for token_cache_time (300 s by default,
+# keystonemiddleware/auth_token/_opts.py), so a revoked credential works
+# on for up to five minutes. The lane keeps 10 s: the harness's credential
+# rules wait for Nova to refuse, and would wait 5 min each.
+token_cache_time = 10
 auth_type = password
 project_domain_name = Default
 user_domain_name = Default
