@@ -67,9 +67,12 @@ type Network struct {
 	Prefix string
 }
 
-// Quota is a project's compute quota.
+// Quota is a project's compute and security group quota.
 type Quota struct {
 	Instances, Cores, RAM int
+	// ServerGroups is Nova's server_groups quota; SecurityGroups and
+	// SecurityGroupRules Neutron's security_group and security_group_rule.
+	ServerGroups, SecurityGroups, SecurityGroupRules int
 }
 
 // Cloud is one running fake.
@@ -92,6 +95,10 @@ type Cloud struct {
 	ipSeq     int
 	projectID string
 	userID    string
+	// secGroups and serverGroups are Neutron's security groups and Nova's
+	// server groups (neutron.go, servergroups.go), shared by the regions.
+	secGroups    map[string]*secGroup
+	serverGroups map[string]*serverGroup
 }
 
 // New starts a fake cloud; it is closed when the test ends (Close).
@@ -120,11 +127,14 @@ func New(opts Options) *Cloud {
 	if opts.MaxLimit == 0 {
 		opts.MaxLimit = 1000
 	}
-	c := &Cloud{opts: opts, servers: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID()}
+	c := &Cloud{opts: opts, servers: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID(),
+		secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}}
 	mux := http.NewServeMux()
 	c.routeKeystone(mux)
 	c.routeNova(mux)
 	c.routeGlance(mux)
+	c.routeNeutron(mux)
+	c.routeServerGroups(mux)
 	c.Server = httptest.NewTLSServer(c.front(mux))
 	return c
 }

@@ -290,6 +290,12 @@ type ServerInfo struct {
 	Addresses                           []string
 	// UserData is user_data decoded, as the metadata service serves it.
 	UserData []byte
+	// ConfigDrive says it was created with config_drive true; Group is
+	// the server group of its scheduler hint; SecurityGroups are the
+	// groups (names or IDs) it was created with.
+	ConfigDrive    bool
+	Group          string
+	SecurityGroups []string
 }
 
 // Servers lists every server, deleting ones included, sorted by ID.
@@ -301,7 +307,8 @@ func (c *Cloud) Servers() []ServerInfo {
 	for _, s := range c.servers {
 		ud, _ := s.userDataBytes()
 		out = append(out, ServerInfo{ID: s.id, Name: s.name, Region: s.region, Status: s.status, TaskState: s.taskState, ImageID: s.imageID,
-			Tags: slices.Clone(s.tags), Metadata: s.metadata, Addresses: slices.Clone(s.addresses), UserData: ud})
+			Tags: slices.Clone(s.tags), Metadata: s.metadata, Addresses: slices.Clone(s.addresses), UserData: ud,
+			ConfigDrive: s.configDrive, Group: s.group, SecurityGroups: slices.Clone(s.securityGroups)})
 	}
 	slices.SortFunc(out, func(a, b ServerInfo) int {
 		if a.ID < b.ID {

@@ -152,7 +152,7 @@ func (c *Cloud) catalog() []any {
 	identity := map[string]any{"id": hexID(), "type": "identity", "name": "keystone", "endpoints": []any{
 		map[string]any{"id": hexID(), "interface": "public", "region": c.opts.Regions[0], "region_id": c.opts.Regions[0], "url": c.Server.URL + "/identity"},
 	}}
-	return []any{identity, service("compute", "nova", "compute"), service("image", "glance", "image")}
+	return []any{identity, service("compute", "nova", "compute"), service("image", "glance", "image"), service("network", "neutron", "network")}
 }
 
 func suffix(typ string) string {

@@ -34,6 +34,8 @@ type server struct {
 	locked                 bool      // Nova's lock (LockServer)
 	deleteDone             time.Time // when a delete ends; zero while held
 	deleting               bool
+	configDrive            bool
+	group                  string // the server group it was created in
 }
 
 // microversion is a compute API version, major.minor.
@@ -190,6 +192,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 		Zone           string                  `json:"availability_zone"`
 		Metadata       map[string]string       `json:"metadata"`
 		Tags           []string                `json:"tags"`
+		ConfigDrive    *bool                   `json:"config_drive"`
 	}
 	if err := json.Unmarshal(req["server"], &body); err != nil {
 		novaError(w, http.StatusBadRequest, "Invalid input for field/attribute server. "+err.Error())
@@ -239,6 +242,10 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	now := time.Now().UTC()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	group := groupHint(req["os:scheduler_hints"])
+	if !c.createRefsExist(w, body.SecurityGroups, group) {
+		return
+	}
 	if msg := c.overQuota(flavor, region); msg != "" {
 		novaError(w, http.StatusForbidden, msg)
 		return
@@ -260,6 +267,10 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	}
 	if body.UserData != nil {
 		s.userData = *body.UserData
+	}
+	s.configDrive = body.ConfigDrive != nil && *body.ConfigDrive
+	if group != nil {
+		s.group = *group
 	}
 	for _, sg := range body.SecurityGroups {
 		s.securityGroups = append(s.securityGroups, sg.Name)
@@ -356,7 +367,7 @@ func (c *Cloud) view(s *server, v microversion) map[string]any {
 		"metadata": s.metadata, "hostId": "", "image": map[string]any{"id": s.imageID, "links": c.links("images", s.region, s.imageID)[1:]},
 		"flavor": flavor, "created": s.created.Format(time.RFC3339), "updated": s.updated.Format(time.RFC3339),
 		"addresses": addresses, "accessIPv4": "", "accessIPv6": "", "links": c.links("servers", s.region, s.id),
-		"OS-DCF:diskConfig": "MANUAL", "progress": 0, "OS-EXT-AZ:availability_zone": s.zone, "config_drive": "",
+		"OS-DCF:diskConfig": "MANUAL", "progress": 0, "OS-EXT-AZ:availability_zone": s.zone, "config_drive": map[bool]string{true: "True"}[s.configDrive],
 		"key_name": nil, "OS-SRV-USG:launched_at": launched, "OS-SRV-USG:terminated_at": nil, "security_groups": sgs,
 		"OS-EXT-STS:task_state": task, "OS-EXT-STS:vm_state": s.vmState, "OS-EXT-STS:power_state": s.powerState,
 		"os-extended-volumes:volumes_attached": []any{},
