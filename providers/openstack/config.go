@@ -55,6 +55,11 @@ type Region struct {
 	// must allow the proxy's port from the allowed clients (the provider
 	// does not change groups). Default: Nova's "default" group.
 	SecurityGroups []string `json:"securityGroups,omitempty"`
+	// ConfigDrive, ManagedSecurityGroup and ServerGroupPolicy are the
+	// options of options.go.
+	ConfigDrive          bool                  `json:"configDrive,omitempty"`
+	ManagedSecurityGroup *ManagedSecurityGroup `json:"managedSecurityGroup,omitempty"`
+	ServerGroupPolicy    string                `json:"serverGroupPolicy,omitempty"`
 }
 
 var (
@@ -113,6 +118,7 @@ func (c Config) Validate() error {
 				add("regions[%q].securityGroups: %q: want a security group's name", key, sg)
 			}
 		}
+		errs = append(errs, r.validateOptions(key)...)
 	}
 	if len(c.MachineTypes) == 0 {
 		add("machineTypes: at least one is required")

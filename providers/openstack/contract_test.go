@@ -30,3 +30,26 @@ func TestContract(t *testing.T) {
 		WaitTimeout:  20 * time.Second,
 	})
 }
+
+// TestContractWithOptions runs the harness again with every option of
+// options.go on in both regions: a config drive, the managed security
+// group, a server group per Proxy. Nothing the harness asks may change
+// with them, and its inventory counts the server groups, so one left
+// behind by a Delete or a refused Create fails it.
+func TestContractWithOptions(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 20*time.Millisecond })
+	c.withOptions()
+	contracttest.Run(t, contracttest.Config{
+		NewProvider: func(t *testing.T) contract.Provider { return c.provider(t) },
+		Backend:     control{c},
+		Placement:   contract.Placement{Region: "one", Zone: "az2", MachineType: "small", Image: "debian-12"},
+		OtherPlacements: []contract.Placement{
+			{Region: "two", Zone: "az1", MachineType: "small", Image: "debian-12"},
+			{Region: "one", Zone: "az1", MachineType: "small", Image: "debian-12"},
+		},
+		MaxCloudInit: MaxCloudInit,
+		Credential:   testAppCredSecret,
+		CallBudget:   time.Second,
+		WaitTimeout:  20 * time.Second,
+	})
+}

@@ -356,5 +356,10 @@ func (k control) Resources(context.Context) ([]string, error) {
 			out = append(out, "port of "+s.ID+" "+a)
 		}
 	}
+	// A Proxy's server group is its own; the managed security group is
+	// shared by every server of an Owner, made once, and left out.
+	for _, g := range k.c.fake.ServerGroups() {
+		out = append(out, "server group "+g.ID+" "+g.Name)
+	}
 	return out, nil
 }

@@ -115,7 +115,11 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	id, err := p.createServer(ctx, plan, req, flavorID, imageID)
+	ex, err := p.prepareExtras(ctx, plan, req)
+	if err != nil {
+		return contract.Instance{}, err
+	}
+	id, err := p.createServer(ctx, plan, req, ex, flavorID, imageID)
 	if isStatus(err, 400) {
 		// A flavor or image replaced under its name (an image rotated:
 		// the old one deleted, Nova answers "Can not find requested
@@ -129,10 +133,11 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		if f != flavorID || i != imageID {
 			log.V(contract.LogStep).Info("flavor or image replaced under its name; creating with the new", "flavor", f, "image", i)
 			flavorID, imageID = f, i
-			id, err = p.createServer(ctx, plan, req, flavorID, imageID)
+			id, err = p.createServer(ctx, plan, req, ex, flavorID, imageID)
 		}
 	}
 	if err != nil {
+		p.undoExtras(ctx, plan, ex, err)
 		return contract.Instance{}, err
 	}
 	log.V(contract.LogOutcome).Info("created instance", "server", id, "flavor", flavorID, "image", imageID)
@@ -145,10 +150,10 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 
 // createServer submits the server: one POST /servers with everything in
 // it, so the server is never visible without its marks.
-func (p *Provider) createServer(ctx context.Context, plan plan, req contract.CreateRequest, flavorID, imageID string) (string, error) {
+func (p *Provider) createServer(ctx context.Context, plan plan, req contract.CreateRequest, ex extras, flavorID, imageID string) (string, error) {
 	var id string
 	err := p.do(ctx, "CreateServer", plan.regionKey, func(ctx context.Context, c *clients) error {
-		s, err := servers.Create(ctx, c.compute, servers.CreateOpts{
+		opts := servers.CreateOpts{
 			Name: req.Name, FlavorRef: flavorID, ImageRef: imageID, AvailabilityZone: plan.zone,
 			Networks:       []servers.Network{{UUID: plan.region.Network}},
 			SecurityGroups: plan.region.SecurityGroups,
@@ -158,7 +163,8 @@ func (p *Provider) createServer(ctx context.Context, plan plan, req contract.Cre
 			UserData: []byte(base64.StdEncoding.EncodeToString(req.CloudInit)),
 			Tags:     markTags(req),
 			Metadata: markMetadata(req),
-		}, nil).Extract()
+		}
+		s, err := servers.Create(ctx, c.compute, opts, ex.apply(&opts)).Extract()
 		if err != nil {
 			return err
 		}
@@ -329,6 +335,9 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		return nil
 	}
 	ctx = logr.NewContext(ctx, log)
+	if err := p.deleteServerGroupOf(ctx, regionKey, id); err != nil {
+		return err
+	}
 	err = p.deleteServer(ctx, regionKey, id)
 	if errors.Is(err, contract.ErrNotFound) {
 		log.V(contract.LogStep).Info("instance already gone")

@@ -59,6 +59,9 @@ type Provider struct {
 // clients are one region's service clients.
 type clients struct {
 	compute, image *gophercloud.ServiceClient
+	// network is nil when the catalogue has no network endpoint; only a
+	// managed security group needs it (securitygroups.go).
+	network *gophercloud.ServiceClient
 }
 
 // New validates cfg and returns a provider. It neither reads the clouds
@@ -120,7 +123,11 @@ func (p *Provider) regionClients(ctx context.Context, regionKey string) (*client
 			done <- result{err: fmt.Errorf("no %s image v2 endpoint for region %q in the catalogue: %w", eo.Availability, eo.Region, err)}
 			return
 		}
-		done <- result{c: &clients{compute: compute, image: image}}
+		network, err := openstack.NewNetworkV2(pc, eo)
+		if err != nil {
+			network = nil
+		}
+		done <- result{c: &clients{compute: compute, image: image, network: network}}
 	}()
 	select {
 	case r := <-done:

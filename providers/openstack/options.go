@@ -1,0 +1,148 @@
+package openstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/go-logr/logr"
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// The options users of an OpenStack provider expect (the shapes Cluster
+// API Provider OpenStack gives them: configDrive, managed security
+// groups, server groups), set per region: whether a network has a
+// metadata service, which clients reach the servers and how many hosts
+// there are to spread over are properties of a region's network and
+// hosts. docs/openstack-provider-spec.md entry 22 gives the reasons.
+
+// ManagedSecurityGroup has the provider keep one security group per
+// region and Owner (securitygroups.go): an ingress rule opens each
+// Proxy's Port over TCP to every network of AllowedClients, and every
+// server of the region gets the group.
+type ManagedSecurityGroup struct {
+	// AllowedClients are the networks (CIDRs, at most 64) the proxy port
+	// is opened to. The Proxy's own allowedClients are enforced by the
+	// proxy itself (cloud-init); these are the networks the cloud lets
+	// through to it, so list the networks the clients come from (the
+	// cluster's node or egress networks).
+	AllowedClients []string `json:"allowedClients"`
+}
+
+// Server group policies the provider accepts: the point is to spread a
+// Proxy's servers over hosts (affinity would put them on one).
+const (
+	policyAntiAffinity     = "anti-affinity"
+	policySoftAntiAffinity = "soft-anti-affinity"
+)
+
+// maxAllowedClients bounds AllowedClients: each is one rule per port, and
+// Neutron's default quota is 100 rules per project.
+const maxAllowedClients = 64
+
+// validateOptions checks the region's options, each problem naming the
+// field and value.
+func (r Region) validateOptions(key string) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if m := r.ManagedSecurityGroup; m != nil {
+		if len(m.AllowedClients) == 0 {
+			add("regions[%q].managedSecurityGroup.allowedClients: at least one network is required", key)
+		}
+		if len(m.AllowedClients) > maxAllowedClients {
+			add("regions[%q].managedSecurityGroup.allowedClients: %d networks, at most %d", key, len(m.AllowedClients), maxAllowedClients)
+		}
+		for i, cidr := range m.AllowedClients {
+			if msg := clientNetworkProblem(cidr); msg != "" {
+				add("regions[%q].managedSecurityGroup.allowedClients[%d] %q: %s", key, i, cidr, msg)
+			}
+		}
+	}
+	switch r.ServerGroupPolicy {
+	case "", policyAntiAffinity, policySoftAntiAffinity:
+	default:
+		add("regions[%q].serverGroupPolicy %q: want %s or %s", key, r.ServerGroupPolicy, policyAntiAffinity, policySoftAntiAffinity)
+	}
+	return errs
+}
+
+// clientNetworkProblem says what is wrong with an allowed client network,
+// or "". The bounds are the Proxy CRD's own for allowedClients (/8 or
+// longer for IPv4, /7 for IPv6): the port is never opened to the world.
+// A network must be given by its network address, as Neutron stores it,
+// so the rule the provider looks for is the rule Neutron keeps.
+func clientNetworkProblem(cidr string) string {
+	p, err := netip.ParsePrefix(cidr)
+	switch {
+	case err != nil:
+		return "want a CIDR such as 10.0.0.0/8"
+	case p != p.Masked():
+		return fmt.Sprintf("want the network's address, %s", p.Masked())
+	case p.Addr().Is4() && p.Bits() < 8, p.Addr().Is6() && p.Bits() < 7:
+		return "an IPv4 network must be /8 or longer and an IPv6 one /7 or longer: the proxy is never open to the world"
+	}
+	return ""
+}
+
+// extras are what the region's options add to a server create.
+type extras struct {
+	securityGroup string // the managed group's ID
+	serverGroup   string // the Proxy's server group's ID
+	configDrive   bool
+}
+
+// prepareExtras makes (or finds) what the options need before the server
+// is created.
+func (p *Provider) prepareExtras(ctx context.Context, pl plan, req contract.CreateRequest) (e extras, err error) {
+	e.configDrive = pl.region.ConfigDrive
+	if e.securityGroup, err = p.ensureSecurityGroup(ctx, pl, req); err != nil {
+		return e, err
+	}
+	e.serverGroup, err = p.ensureServerGroup(ctx, pl, req)
+	return e, err
+}
+
+// apply adds the extras to a server create and returns its scheduler
+// hints (nil without a server group). The managed group is given by ID:
+// Nova refuses a name two groups share (NoUniqueMatch, 409). config_drive
+// is sent only when set, so a cloud whose policy forbids it sees the
+// request it saw before.
+func (e extras) apply(opts *servers.CreateOpts) servers.SchedulerHintOptsBuilder {
+	if e.securityGroup != "" {
+		opts.SecurityGroups = append(slices.Clone(opts.SecurityGroups), e.securityGroup)
+	}
+	if e.configDrive {
+		opts.ConfigDrive = &e.configDrive
+	}
+	if e.serverGroup == "" {
+		return nil
+	}
+	opts.Metadata = maps.Clone(opts.Metadata)
+	opts.Metadata[metaServerGroup] = e.serverGroup
+	return servers.SchedulerHintOpts{Group: e.serverGroup}
+}
+
+// undoExtras deletes the server group a refused create made (contract
+// §4.10): Nova refused it (4xx) or the API was unavailable (503), so no
+// server was made and none will use it. A 500, a gateway's 502 or 504, or
+// no answer at all may hide a server that was made; the group then stays
+// for the retry, which finds both. The security group is shared and
+// stays.
+func (p *Provider) undoExtras(ctx context.Context, pl plan, e extras, createErr error) {
+	var code gophercloud.ErrUnexpectedResponseCode
+	if e.serverGroup == "" || !errors.As(createErr, &code) {
+		return
+	}
+	if refused := code.Actual >= 400 && code.Actual <= 499 || code.Actual == 503; !refused {
+		return
+	}
+	if err := p.deleteServerGroup(ctx, pl.regionKey, e.serverGroup); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "could not delete the server group of a refused create; the next Create uses it", "serverGroup", e.serverGroup)
+	}
+}

@@ -1,0 +1,107 @@
+package openstack
+
+import (
+	"context"
+
+	"github.com/go-logr/logr"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// Server groups (regions[].serverGroupPolicy): one Nova server group per
+// Proxy, so that the servers of one Proxy (replicas, later) land on
+// different hosts; servers of different Proxies need not. Create makes it
+// (named by the Proxy's UID, found again by that name: Nova's server
+// groups carry no tags or metadata), passes it as the scheduler hint
+// "group" and records its ID in the server's metadata; Delete reads the
+// ID there and deletes the group before the server (Nova deletes a group
+// whatever its members: nova/api/openstack/compute/server_groups.py,
+// delete), so a Delete cut at any step resumes on the next one. A Create
+// that Nova refuses deletes the group it made (contract §4.10). Nova's
+// default quota is 10 server groups per project (nova/conf/quota.py,
+// server_groups): the guide says to raise it with the number of Proxies.
+//
+// The group is created with "policies": [policy], which microversion 2.52
+// (the provider's) takes; 2.64 renamed it "policy" (schemas/server_groups.py).
+
+// metaServerGroup is the server's metadata key holding its group's ID
+// (Nova's metadata keys match ^[a-zA-Z0-9-_:. ]{1,255}$).
+const metaServerGroup = "egressproxies-server-group"
+
+// serverGroupName is the Proxy's group's name.
+func serverGroupName(uid string) string { return tagUIDPrefix + uid }
+
+// ensureServerGroup finds or makes the Proxy's server group and returns
+// its ID; "" when the region places servers without one.
+func (p *Provider) ensureServerGroup(ctx context.Context, pl plan, req contract.CreateRequest) (string, error) {
+	if pl.region.ServerGroupPolicy == "" {
+		return "", nil
+	}
+	name := serverGroupName(req.UID)
+	var id string
+	err := p.do(ctx, "ListServerGroups", pl.regionKey, func(ctx context.Context, c *clients) error {
+		pages, err := servergroups.List(c.compute, nil).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		all, err := servergroups.ExtractServerGroups(pages)
+		for _, g := range all {
+			if g.Name == name {
+				id = g.ID
+				break
+			}
+		}
+		return err
+	})
+	if err != nil || id != "" {
+		return id, err
+	}
+	err = p.do(ctx, "CreateServerGroup", pl.regionKey, func(ctx context.Context, c *clients) error {
+		g, err := servergroups.Create(ctx, c.compute, servergroups.CreateOpts{Name: name, Policies: []string{pl.region.ServerGroupPolicy}}).Extract()
+		if err == nil {
+			id = g.ID
+		}
+		return err
+	})
+	if err == nil {
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("created server group", "serverGroup", id, "policy", pl.region.ServerGroupPolicy)
+	}
+	return id, err
+}
+
+// deleteServerGroup deletes a server group; one already gone is success.
+func (p *Provider) deleteServerGroup(ctx context.Context, regionKey, id string) error {
+	err := p.do(ctx, "DeleteServerGroup", regionKey, func(ctx context.Context, c *clients) error {
+		return servergroups.Delete(ctx, c.compute, id).ExtractErr()
+	})
+	if isStatus(err, 404) || contract.ClassOf(err) == contract.ClassNotFound {
+		return nil
+	}
+	if err == nil {
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("deleted server group", "serverGroup", id)
+	}
+	return err
+}
+
+// deleteServerGroupOf deletes the group the server's metadata names, if
+// any, before the server itself is deleted. A server already gone names
+// none (a GC blind spot the spec lists).
+func (p *Provider) deleteServerGroupOf(ctx context.Context, regionKey, serverID string) error {
+	var s *servers.Server
+	err := p.do(ctx, "GetServer", regionKey, func(ctx context.Context, c *clients) (err error) {
+		s, err = servers.Get(ctx, c.compute, serverID).Extract()
+		return err
+	})
+	if contract.ClassOf(err) == contract.ClassNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if id := s.Metadata[metaServerGroup]; id != "" {
+		return p.deleteServerGroup(ctx, regionKey, id)
+	}
+	return nil
+}
