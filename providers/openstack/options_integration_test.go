@@ -1,0 +1,111 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
+)
+
+// TestIntegrationOptions creates one server with every option on against
+// the cloud of the OPENSTACK_TEST_* variables and reads back what the
+// real services made of it: Nova's config_drive, the server's security
+// group, Neutron's rules, the server group and its member; then Delete
+// removes the server group. Skipped without the variables.
+func TestIntegrationOptions(t *testing.T) {
+	vars := contracttest.RequireEnv(t, "real cloud", "OPENSTACK_TEST_", []string{"CLOUDS_FILE", "REGION", "ZONE", "NETWORK", "FLAVOR", "IMAGE"},
+		"OPENSTACK_TEST_CLOUD", "OPENSTACK_TEST_CA_FILE")
+	p, err := New(Config{
+		CloudsFile: vars["CLOUDS_FILE"], Cloud: os.Getenv("OPENSTACK_TEST_CLOUD"), CAFile: os.Getenv("OPENSTACK_TEST_CA_FILE"),
+		Regions: map[string]Region{"test": {Name: vars["REGION"], Network: vars["NETWORK"], Zones: map[string]string{"test": vars["ZONE"]},
+			ConfigDrive: true, ServerGroupPolicy: policySoftAntiAffinity,
+			ManagedSecurityGroup: &ManagedSecurityGroup{AllowedClients: []string{"10.244.0.0/16", "fd00:10::/64"}}}},
+		MachineTypes: map[string]string{"small": vars["FLAVOR"]},
+		Images:       map[string]string{"proxy": vars["IMAGE"]},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	suffix := time.Now().Unix() % 1000000
+	req := contract.CreateRequest{
+		Name: fmt.Sprintf("osfeat-it-%d", suffix), UID: fmt.Sprintf("0e9d6c1a-7f3b-4d2e-9a5c-osfeat%06d", suffix), Owner: "osfeat-test", Port: 3128,
+		Placement: contract.Placement{Region: "test", Zone: "test", MachineType: "small", Image: "proxy"},
+		CloudInit: []byte("#cloud-config\n"),
+	}
+	inst, err := p.Create(ctx, req)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer func() { _ = p.Delete(context.Background(), inst.ProviderID) }()
+	_, id, _ := ids.Parse(inst.ProviderID)
+	c, err := p.session(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := servers.Get(ctx, c.compute, id).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server %s: status %s, config_drive %v, security_groups %v, metadata %v", s.ID, s.Status, s.ConfigDrive, s.SecurityGroups, s.Metadata)
+	if !s.ConfigDrive {
+		t.Errorf("config_drive %v, want true", s.ConfigDrive)
+	}
+	pages, err := groups.List(c.network, groups.ListOpts{Name: managedGroupName(req.Owner)}).AllPages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sgs, _ := groups.ExtractGroups(pages)
+	for _, g := range sgs {
+		var ingress []string
+		for _, r := range g.Rules {
+			if r.Direction == "ingress" {
+				ingress = append(ingress, fmt.Sprintf("%s %s %d-%d %s", r.EtherType, r.Protocol, r.PortRangeMin, r.PortRangeMax, r.RemoteIPPrefix))
+			}
+		}
+		t.Logf("security group %s %q tags %v ingress %v", g.ID, g.Name, g.Tags, ingress)
+	}
+	if len(sgs) != 1 || !containsAll(sgs[0].Tags, []string{tagManaged, ownerTag(req.Owner)}) {
+		t.Errorf("managed security groups %d, want 1 with the marks", len(sgs))
+	}
+	gid := s.Metadata[metaServerGroup]
+	g, err := servergroups.Get(ctx, c.compute, gid).Extract()
+	if err != nil {
+		t.Fatalf("server group %q of the metadata: %v", gid, err)
+	}
+	t.Logf("server group %s %q policies %v members %v", g.ID, g.Name, g.Policies, g.Members)
+	if !slices.Contains(g.Members, id) {
+		t.Errorf("server group members %v lack the server", g.Members)
+	}
+	if err := p.Delete(ctx, inst.ProviderID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := servergroups.Get(ctx, c.compute, gid).Extract(); !isStatus(err, 404) {
+		t.Errorf("server group after Delete: %v, want 404", err)
+	}
+	for {
+		if _, err := p.Get(ctx, inst.ProviderID); contract.ClassOf(err) == contract.ClassNotFound {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("the server is not gone: %v", err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	// The shared group is the Owner's, left by Delete; the test's Owner is
+	// its own, so the test removes it.
+	for _, sg := range sgs {
+		if err := groups.Delete(ctx, c.network, sg.ID).ExtractErr(); err != nil {
+			t.Errorf("delete the test's security group: %v", err)
+		}
+	}
+}
