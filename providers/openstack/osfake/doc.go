@@ -1,7 +1,8 @@
 // Package osfake is a stateful fake of the OpenStack calls the openstack
 // provider makes: Keystone v3 tokens and the service catalogue, Nova
 // servers (with tags, metadata, microversions, quotas, flavors, limits and
-// availability zones) and the Glance v2 image list. It runs as an
+// availability zones, server groups) and the Glance v2 image list, and
+// Neutron's security groups and rules (neutron.go). It runs as an
 // httptest TLS server and answers with the status codes, headers and
 // bodies of the real services, so the provider is tested through the real
 // gophercloud client. No maintained OpenStack simulator exists
@@ -35,6 +36,9 @@
 //     https://docs.openstack.org/api-guide/compute/server_concepts.html
 //   - Image API v2, List images and Show image:
 //     https://docs.openstack.org/api-ref/image/v2/#images
+//   - Compute API, Server groups, and Networking API v2, Security groups
+//     and Security group rules, with the Zed code each behaviour follows
+//     cited in servergroups.go and neutron.go.
 //
 // Where the reference is vague, the fake follows the source of Nova Zed
 // (26.x, Debian 12's packages, which the real-cloud lane runs), cited as
@@ -102,12 +106,16 @@
 // every field the provider reads. It lists no differences today; the
 // first run found the metadata keys with "/" this fake took and Nova
 // refuses (400). A difference kept on purpose is listed here and in the
-// test's knownDifferences, with its reason. Not compared, as the fake
-// leaves them out: Neutron's own API, and states only an operator or a
-// failing host causes (those run in the real-cloud harness).
+// test's knownDifferences, with its reason. Not compared: Neutron's own
+// API (the security groups here are held to Zed's code and to
+// TestIntegrationOptions' run, not yet to the differential), and states
+// only an operator or a failing host causes (those run in the real-cloud
+// harness).
 //
-// What it leaves out: Neutron (a server's address comes from the fake's
-// own pool on its one network), Cinder, Placement and the scheduler (a
+// What it leaves out: the rest of Neutron (a server's address comes from
+// the fake's own pool on its one network; no ports, so a security group is
+// "in use" while a server created with it exists), Cinder, Placement and
+// the scheduler (a
 // capacity failure is injected with FailNextBuild), admin-only filters,
 // and the policy engine (a policy denial is injected with FailNext).
 //
