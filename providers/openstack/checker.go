@@ -48,6 +48,7 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 			}
 			return d, nil
 		}))
+		results = append(results, p.checkOptions(ctx, rk)...)
 		for _, zk := range slices.Sorted(maps.Keys(region.Zones)) {
 			zone := region.Zones[zk]
 			results = append(results, p.check(ctx, "region/"+rk+"/zone/"+zk, rk, func(ctx context.Context, c *clients) (map[string]string, error) {

@@ -7,10 +7,13 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/go-logr/logr"
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/limits"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -145,4 +148,38 @@ func (p *Provider) undoExtras(ctx context.Context, pl plan, e extras, createErr 
 	if err := p.deleteServerGroup(ctx, pl.regionKey, e.serverGroup); err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "could not delete the server group of a refused create; the next Create uses it", "serverGroup", e.serverGroup)
 	}
+}
+
+// checkOptions are the Checker's targets for the region's options, one
+// cheap call each: with a managed security group, one page of one group
+// (Neutron is in the catalogue and the credential may read groups); with
+// a server group policy, Nova's server group quota (each Proxy needs a
+// group, so a used-up quota stops new Proxies).
+func (p *Provider) checkOptions(ctx context.Context, rk string) []contract.CheckResult {
+	region := p.cfg.Regions[rk]
+	var out []contract.CheckResult
+	if region.ManagedSecurityGroup != nil {
+		out = append(out, p.check(ctx, "region/"+rk+"/securityGroups", rk, func(ctx context.Context, c *clients) (map[string]string, error) {
+			if c.network == nil {
+				return nil, contract.Permanentf("region %q has no %s network endpoint in the catalogue; managedSecurityGroup needs Neutron", region.Name, p.cfg.Interface)
+			}
+			_, err := groups.List(c.network, groups.ListOpts{Limit: 1}).AllPages(ctx)
+			return map[string]string{"network": hostOf(c.network.Endpoint)}, err
+		}))
+	}
+	if region.ServerGroupPolicy != "" {
+		out = append(out, p.check(ctx, "region/"+rk+"/serverGroups", rk, func(ctx context.Context, c *clients) (map[string]string, error) {
+			l, err := limits.Get(ctx, c.compute, nil).Extract()
+			if err != nil {
+				return nil, err
+			}
+			a := l.Absolute
+			d := map[string]string{"serverGroupsUsed": strconv.Itoa(a.TotalServerGroupsUsed), "serverGroupsMax": strconv.Itoa(a.MaxServerGroups)}
+			if a.MaxServerGroups >= 0 && a.TotalServerGroupsUsed >= a.MaxServerGroups {
+				return d, contract.Quota(fmt.Errorf("the server group quota of region %q is used up: %d of %d; each Proxy needs one", region.Name, a.TotalServerGroupsUsed, a.MaxServerGroups))
+			}
+			return d, nil
+		}))
+	}
+	return out
 }

@@ -204,3 +204,29 @@ func TestManagedGroupResumesAndNeverAdoptsAForeignOne(t *testing.T) {
 		t.Errorf("%d managed groups, want 1 beside the person's", mine)
 	}
 }
+
+// The Checker reads the options' needs: Neutron for a managed group, and
+// the server group quota, used up when every group is taken.
+func TestCheckerReportsTheOptions(t *testing.T) {
+	c := startCloud(t)
+	c.withOptions()
+	c.fake.SetQuota(osfake.Quota{ServerGroups: 1})
+	p := c.provider(t)
+	ctx := context.Background()
+	reasons := func() map[string]string {
+		out := map[string]string{}
+		for _, r := range p.Check(ctx) {
+			out[r.Target] = r.Reason + " " + r.Message
+		}
+		return out
+	}
+	if got := reasons(); !strings.HasPrefix(got["region/one/securityGroups"], contract.ReasonOK) || !strings.HasPrefix(got["region/one/serverGroups"], contract.ReasonOK) {
+		t.Errorf("Check before any Proxy: %v", got)
+	}
+	if _, err := p.Create(ctx, request("proxy-check")); err != nil {
+		t.Fatal(err)
+	}
+	if got := reasons()["region/one/serverGroups"]; !strings.HasPrefix(got, contract.ReasonQuotaExceeded) || !strings.Contains(got, "1 of 1") {
+		t.Errorf("Check with the server group quota used up: %q, want %s naming 1 of 1", got, contract.ReasonQuotaExceeded)
+	}
+}

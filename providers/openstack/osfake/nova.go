@@ -728,6 +728,7 @@ func (c *Cloud) limits(w http.ResponseWriter, _ *http.Request, _ microversion, r
 	c.mu.Lock()
 	used := c.usage(region)
 	q := c.opts.Quota
+	groups := len(c.serverGroups)
 	c.mu.Unlock()
 	unlimited := func(n int) int {
 		if n == 0 {
@@ -737,8 +738,8 @@ func (c *Cloud) limits(w http.ResponseWriter, _ *http.Request, _ microversion, r
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"limits": map[string]any{"rate": []any{}, "absolute": map[string]any{
 		"maxTotalInstances": unlimited(q.Instances), "maxTotalCores": unlimited(q.Cores), "maxTotalRAMSize": unlimited(q.RAM),
-		"maxServerMeta": 128, "maxTotalKeypairs": 100, "maxServerGroups": 10, "maxServerGroupMembers": 10,
-		"totalInstancesUsed": used.Instances, "totalCoresUsed": used.Cores, "totalRAMUsed": used.RAM, "totalServerGroupsUsed": 0,
+		"maxServerMeta": 128, "maxTotalKeypairs": 100, "maxServerGroups": unlimited(q.ServerGroups), "maxServerGroupMembers": 10,
+		"totalInstancesUsed": used.Instances, "totalCoresUsed": used.Cores, "totalRAMUsed": used.RAM, "totalServerGroupsUsed": groups,
 	}}})
 }
 
