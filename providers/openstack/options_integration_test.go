@@ -10,6 +10,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -86,6 +87,26 @@ func TestIntegrationOptions(t *testing.T) {
 	t.Logf("server group %s %q policies %v members %v", g.ID, g.Name, g.Policies, g.Members)
 	if !slices.Contains(g.Members, id) {
 		t.Errorf("server group members %v lack the server", g.Members)
+	}
+	// Once built, the port Nova made carries the managed group.
+	for ctx.Err() == nil {
+		got, err := p.Get(ctx, inst.ProviderID)
+		if err != nil || got.State != contract.StateProvisioning {
+			t.Logf("after the build: %+v, %v", got, err)
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	pp, err := ports.List(c.network, ports.ListOpts{DeviceID: id}).AllPages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, _ := ports.ExtractPorts(pp)
+	for _, port := range pl {
+		t.Logf("port %s: status %s, security groups %v", port.ID, port.Status, port.SecurityGroups)
+	}
+	if len(pl) != 1 || len(sgs) != 1 || !slices.Equal(pl[0].SecurityGroups, []string{sgs[0].ID}) {
+		t.Errorf("the server's ports %d, want 1 with only the managed group", len(pl))
 	}
 	if err := p.Delete(ctx, inst.ProviderID); err != nil {
 		t.Fatalf("Delete: %v", err)
