@@ -230,3 +230,34 @@ func TestCheckerReportsTheOptions(t *testing.T) {
 		t.Errorf("Check with the server group quota used up: %q, want %s naming 1 of 1", got, contract.ReasonQuotaExceeded)
 	}
 }
+
+// A server whose build failed and which the provider deletes itself (Get's
+// capacity fault; Create's any fault) takes its server group with it: Delete,
+// which finds the group through the server, would find no server, and a
+// Proxy deleted then would leave the group behind. The real cloud showed
+// it: a build that failed (PortBindingFailed) was deleted by Get, and the
+// group outlived Delete.
+func TestFailedBuildTakesItsServerGroup(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds = true })
+	c.withOptions()
+	p := c.provider(t)
+	ctx := context.Background()
+	c.fake.FailNextBuild(osfake.NoValidHost)
+	inst, err := p.Create(ctx, request("proxy-failed-group"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := ids.Parse(inst.ProviderID)
+	if err := c.fake.FinishBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Get(ctx, inst.ProviderID); contract.ClassOf(err) != contract.ClassQuota {
+		t.Fatalf("Get of the failed build = %v, want ErrQuota", err)
+	}
+	if g := c.fake.ServerGroups(); len(g) != 0 {
+		t.Errorf("server groups left after the provider deleted the failed server: %+v", g)
+	}
+	if err := p.Delete(ctx, inst.ProviderID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -258,6 +258,7 @@ func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s serv
 		log.Error(err, "could not delete a server whose build failed; next attempt deletes it", "server", s.ID)
 	} else {
 		log.V(contract.LogOutcome).Info("deleted a server whose build failed", "server", s.ID, "fault", s.Fault.Message)
+		p.deleteServerGroupAfterFault(ctx, regionKey, s)
 	}
 	return contract.Instance{}, classify(fault)
 }

@@ -105,3 +105,17 @@ func (p *Provider) deleteServerGroupOf(ctx context.Context, regionKey, serverID 
 	}
 	return nil
 }
+
+// deleteServerGroupAfterFault deletes the group of a failed server the
+// provider itself just deleted: Delete finds a group through its server,
+// and this server is going. The next Create makes a fresh group. A
+// failure is logged; the group is then a GC blind spot (spec entry 24).
+func (p *Provider) deleteServerGroupAfterFault(ctx context.Context, regionKey string, s servers.Server) {
+	id := s.Metadata[metaServerGroup]
+	if id == "" {
+		return
+	}
+	if err := p.deleteServerGroup(ctx, regionKey, id); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "could not delete the server group of a failed server", "serverGroup", id)
+	}
+}
