@@ -394,3 +394,27 @@ func (c *Cloud) AddSecurityGroup(name, description string) string {
 	c.secGroups[g.id] = g
 	return g.id
 }
+
+// portSecurityGroups is a server's "security_groups" as Nova shows it on
+// show and list: read from the groups of the server's Neutron ports, by
+// name (nova/api/openstack/compute/views/servers.py _add_security_grps,
+// nova/network/security_group_api.py
+// get_instances_security_groups_bindings), and absent while it has no
+// port, as during BUILD ("if groups:"). The real cloud showed it: a
+// server created with the managed group's ID listed no security_groups
+// while building. The fake's port exists once the server has an address.
+// Called with c.mu held.
+func (c *Cloud) portSecurityGroups(s *server) []any {
+	if len(s.addresses) == 0 {
+		return nil
+	}
+	var out []any
+	for _, ref := range s.securityGroups {
+		name := ref
+		if g := c.secGroups[ref]; g != nil {
+			name = g.name
+		}
+		out = append(out, map[string]any{"name": name})
+	}
+	return out
+}

@@ -354,10 +354,7 @@ func (c *Cloud) view(s *server, v microversion) map[string]any {
 	if s.taskState != "" {
 		task = s.taskState
 	}
-	sgs := make([]any, len(s.securityGroups))
-	for i, n := range s.securityGroups {
-		sgs[i] = map[string]any{"name": n}
-	}
+	sgs := c.portSecurityGroups(s)
 	var launched any
 	if s.status != statusBuild && s.fail == "" {
 		launched = s.created.Format("2006-01-02T15:04:05.000000")
@@ -374,6 +371,9 @@ func (c *Cloud) view(s *server, v microversion) map[string]any {
 	}
 	if s.status == statusActive || s.status == statusError {
 		out["hostId"] = hexID()[:28]
+	}
+	if sgs == nil {
+		delete(out, "security_groups")
 	}
 	if v.atLeast(9) {
 		out["locked"] = s.locked

@@ -76,8 +76,14 @@ func TestSecurityGroupLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !get(t, compute, s.ID).ConfigDrive {
-		t.Error("config_drive not shown")
+	if got := get(t, compute, s.ID); !got.ConfigDrive || len(got.SecurityGroups) != 0 {
+		t.Errorf("building: config_drive %v, security_groups %v; want true and none (no port yet)", got.ConfigDrive, got.SecurityGroups)
+	}
+	if err := c.FinishBuild(s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, compute, s.ID).SecurityGroups; len(got) != 1 || got[0]["name"] != "proxy" {
+		t.Errorf("built: security_groups %v, want the group by name", got)
 	}
 	wantStatus(t, "delete a group a server uses", groups.Delete(ctx, n, g.ID).ExtractErr(), 409)
 	if err := c.RemoveServer(s.ID); err != nil {
