@@ -13,11 +13,22 @@ import (
 )
 
 // The create body the provider really sends (through gophercloud, with
-// security groups and a zone) is one Nova's own request schema takes, run
-// by Nova's validator where its Python code is installed: the fake's
-// schema checks a copy of Nova's rules, this checks the original.
+// security groups and a zone; and with every option on: config_drive, the
+// managed group's ID, the group hint) is one Nova's own request schema
+// takes, run by Nova's validator where its Python code is installed: the
+// fake's schema checks a copy of Nova's rules, this checks the original.
 func TestCreateBodyPassesNovasSchema(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { createBodyPassesNovasSchema(t, false) })
+	t.Run("options", func(t *testing.T) { createBodyPassesNovasSchema(t, true) })
+}
+
+func createBodyPassesNovasSchema(t *testing.T, options bool) {
 	c := startCloud(t)
+	if options {
+		c.withOptions()
+	}
+	// Nova resolves each named group in Neutron (400 for an unknown one).
+	c.fake.AddSecurityGroup("proxy", "the proxy port")
 	region := c.cfg.Regions["one"]
 	region.SecurityGroups = []string{"default", "proxy"}
 	c.cfg.Regions["one"] = region
