@@ -28,7 +28,7 @@ import (
 
 // metaServerGroup is the server's metadata key holding its group's ID
 // (Nova's metadata keys match ^[a-zA-Z0-9-_:. ]{1,255}$).
-const metaServerGroup = "egressproxies-server-group"
+const metaServerGroup = "egressproxies.io:server-group"
 
 // serverGroupName is the Proxy's group's name.
 func serverGroupName(uid string) string { return tagUIDPrefix + uid }
