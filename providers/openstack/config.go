@@ -52,8 +52,9 @@ type Region struct {
 	// Network is the ID of the Neutron network servers are attached to.
 	Network string `json:"network"`
 	// SecurityGroups are the names of the groups servers get; one of them
-	// must allow the proxy's port from the allowed clients (the provider
-	// does not change groups). Default: Nova's "default" group.
+	// must allow the proxy's port from the allowed clients, unless
+	// ManagedSecurityGroup opens it. Default: Nova's "default" group (none
+	// beside a managed group).
 	SecurityGroups []string `json:"securityGroups,omitempty"`
 	// ConfigDrive, ManagedSecurityGroup and ServerGroupPolicy are the
 	// options of options.go.
