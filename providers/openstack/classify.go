@@ -89,6 +89,10 @@ func classifyStatus(err error, code gophercloud.ErrUnexpectedResponseCode) error
 		// gophercloud logs in again on a 401 by itself; one that reaches
 		// here is a credential Keystone refuses.
 		return contract.Permanent(err)
+	case s == 409 && quotaRE.Match(code.Body):
+		// Neutron's OverQuota is a Conflict (neutron_lib/exceptions):
+		// "Quota exceeded for resources: ['security_group']."
+		return contract.Quota(err)
 	case s == 409 && neverHealsRE.Match(code.Body):
 		return contract.Permanent(err)
 	case s == 409, s == 429, s >= 500:
