@@ -23,10 +23,10 @@ import (
 // groups, server groups), set per region: whether a network has a
 // metadata service, which clients reach the servers and how many hosts
 // there are to spread over are properties of a region's network and
-// hosts. docs/openstack-provider-spec.md entry 22 gives the reasons.
+// hosts. docs/openstack-provider-spec.md entry 25 gives the reasons.
 
 // ManagedSecurityGroup has the provider keep one security group per
-// region and Owner (securitygroups.go): an ingress rule opens each
+// region (securitygroups.go): an ingress rule opens each
 // Proxy's Port over TCP to every network of AllowedClients, and every
 // server of the region gets the group.
 type ManagedSecurityGroup struct {

@@ -62,7 +62,7 @@ func TestIntegrationOptions(t *testing.T) {
 	if !s.ConfigDrive {
 		t.Errorf("config_drive %v, want true", s.ConfigDrive)
 	}
-	pages, err := groups.List(c.network, groups.ListOpts{Name: managedGroupName(req.Owner)}).AllPages(ctx)
+	pages, err := groups.List(c.network, groups.ListOpts{Name: managedGroupName}).AllPages(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestIntegrationOptions(t *testing.T) {
 		}
 		t.Logf("security group %s %q tags %v ingress %v", g.ID, g.Name, g.Tags, ingress)
 	}
-	if len(sgs) != 1 || !containsAll(sgs[0].Tags, []string{tagManaged, ownerTag(req.Owner)}) {
+	if len(sgs) != 1 || !containsAll(sgs[0].Tags, []string{tagManaged, managedGroupName}) {
 		t.Errorf("managed security groups %d, want 1 with the marks", len(sgs))
 	}
 	gid := s.Metadata[metaServerGroup]
@@ -122,11 +122,11 @@ func TestIntegrationOptions(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	// The shared group is the Owner's, left by Delete; the test's Owner is
-	// its own, so the test removes it.
+	// Delete leaves the region's group; the test removes it unless
+	// another server still uses it (409).
 	for _, sg := range sgs {
 		if err := groups.Delete(ctx, c.network, sg.ID).ExtractErr(); err != nil {
-			t.Errorf("delete the test's security group: %v", err)
+			t.Logf("delete the region's security group: %v", err)
 		}
 	}
 }

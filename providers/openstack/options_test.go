@@ -88,7 +88,7 @@ func TestCreateWithOptions(t *testing.T) {
 		t.Fatalf("security groups %+v, want the one managed group", sgs)
 	}
 	sg := sgs[0]
-	if sg.Name != "egressproxies-"+testOwner || !slices.Equal(sg.Tags, []string{"egressproxies-managed", "egressproxies-owner-" + testOwner}) {
+	if sg.Name != "egressproxies-proxy-ports" || !slices.Equal(sg.Tags, []string{"egressproxies-managed", "egressproxies-proxy-ports"}) {
 		t.Errorf("managed group %+v: want its name and the marks", sg)
 	}
 	wantRules := []string{"IPv4 tcp 3128-3128 10.244.0.0/16", "IPv6 tcp 3128-3128 fd00:10::/64"}
@@ -104,10 +104,10 @@ func TestCreateWithOptions(t *testing.T) {
 		t.Errorf("server: config drive %v, group %q, security groups %v; want true, %s, [%s]", s.ConfigDrive, s.Group, s.SecurityGroups, groups[0].ID, sg.ID)
 	}
 
-	// A second Proxy of the Owner on another port shares the group and
-	// opens its port; its own server group is its own.
+	// A second Proxy, of another Owner, on another port shares the group
+	// and opens its port; its own server group is its own.
 	other := request("proxy-options-2")
-	other.UID, other.Port = "7a2c1d3e-4b5f-4a6b-8c7d-9e0f1a2b3c4d", 8080
+	other.UID, other.Port, other.Owner = "7a2c1d3e-4b5f-4a6b-8c7d-9e0f1a2b3c4d", 8080, "other-install"
 	if _, err := c.provider(t).Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestManagedGroupResumesAndNeverAdoptsAForeignOne(t *testing.T) {
 
 	foreign := startCloud(t)
 	foreign.withOptions()
-	foreign.fake.AddSecurityGroup("egressproxies-"+testOwner, "a person's group")
+	foreign.fake.AddSecurityGroup("egressproxies-proxy-ports", "a person's group")
 	if _, err := foreign.provider(t).Create(ctx, request("proxy-foreign")); err != nil {
 		t.Fatal(err)
 	}

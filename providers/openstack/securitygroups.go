@@ -15,17 +15,19 @@ import (
 )
 
 // The managed security group (regions[].managedSecurityGroup): one per
-// region and Owner, not one per Proxy. Neutron's default quota is 10
+// region, not one per Proxy or per Owner. Neutron's default quota is 10
 // groups per project (neutron/conf/quota.py, DEFAULT_QUOTA_SG), so a
-// group per Proxy would stop the eleventh Proxy; Cluster API Provider
-// OpenStack likewise manages groups per cluster, not per machine. The
-// group holds one ingress rule per (port, allowed client network); Create
-// adds the rules its request's Port needs. The group is made once and
-// shared by every server of the Owner in the region, like an image: it is
-// not a secondary resource of an instance (contract §4.10), Delete leaves
-// it, and the guide says how to remove it once no Proxy of the Owner
-// remains. A rule of a port no Proxy uses any more stays with it; it
-// opens a port nothing listens on.
+// group per Proxy would stop the eleventh Proxy, and a group per Owner
+// grows with every install and entry that ever used the project: the
+// harness, whose rules each use an Owner of their own, filled the real
+// cloud's quota so (409 OverQuota). Cluster API Provider OpenStack
+// likewise manages groups per cluster, not per machine. The group holds
+// one ingress rule per (port, allowed client network); Create adds the
+// rules its request's Port needs. It is made once and shared by every
+// server the provider makes in the region, whatever its Owner, like an
+// image: not a secondary resource of an instance (contract §4.10); Delete
+// leaves it, and the guide says how to remove it. A rule of a port no
+// Proxy uses any more stays; it opens a port nothing listens on.
 
 // managedGroupDescription marks a group this provider made. Neutron (Zed)
 // takes no tags in a security group's create body
@@ -34,13 +36,13 @@ import (
 // description but no tags, which the next Create tags and uses.
 const managedGroupDescription = "egress-proxies-operator: opens proxy ports to the allowed client networks"
 
-// managedGroupName is the Owner's group's name. An Owner is a DNS-1123
-// label, so the name fits Neutron's 255 characters.
-func managedGroupName(owner string) string { return "egressproxies-" + owner }
+// managedGroupName is the region's group's name, and its tags mark it
+// (tagManaged) and say what it is (managedGroupName itself).
+const managedGroupName = "egressproxies-proxy-ports"
 
-// ensureSecurityGroup finds or makes the region's group for req.Owner,
-// adds the ingress rules req.Port needs and returns the group's ID; ""
-// when the region does not manage security groups.
+// ensureSecurityGroup finds or makes the region's group, adds the ingress
+// rules req.Port needs and returns the group's ID; "" when the region
+// does not manage security groups.
 func (p *Provider) ensureSecurityGroup(ctx context.Context, pl plan, req contract.CreateRequest) (string, error) {
 	m := pl.region.ManagedSecurityGroup
 	if m == nil {
@@ -48,12 +50,12 @@ func (p *Provider) ensureSecurityGroup(ctx context.Context, pl plan, req contrac
 	}
 	// One Create at a time per group: two Proxies' Creates racing would
 	// each make a group.
-	done, err := p.creating.lock(ctx, "security-group/"+pl.regionKey+"/"+req.Owner)
+	done, err := p.creating.lock(ctx, "security-group/"+pl.regionKey)
 	if err != nil {
 		return "", err
 	}
 	defer done()
-	name, tags := managedGroupName(req.Owner), []string{tagManaged, ownerTag(req.Owner)}
+	name, tags := managedGroupName, []string{tagManaged, managedGroupName}
 	var g *groups.SecGroup
 	err = p.do(ctx, "ListSecurityGroups", pl.regionKey, func(ctx context.Context, c *clients) error {
 		if c.network == nil {
