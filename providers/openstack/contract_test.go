@@ -14,21 +14,7 @@ import (
 // server's address, so "not yet built" lasts as long as a rule needs it;
 // deletes take 20 ms, so Get sees task_state deleting on the way out.
 func TestContract(t *testing.T) {
-	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 20*time.Millisecond })
-	contracttest.Run(t, contracttest.Config{
-		NewProvider: func(t *testing.T) contract.Provider { return c.provider(t) },
-		Backend:     control{c},
-		Placement:   contract.Placement{Region: "one", Zone: "az2", MachineType: "small", Image: "debian-12"},
-		// The other region, and the other zone of region one.
-		OtherPlacements: []contract.Placement{
-			{Region: "two", Zone: "az1", MachineType: "small", Image: "debian-12"},
-			{Region: "one", Zone: "az1", MachineType: "small", Image: "debian-12"},
-		},
-		MaxCloudInit: MaxCloudInit,
-		Credential:   testAppCredSecret,
-		CallBudget:   time.Second,
-		WaitTimeout:  20 * time.Second,
-	})
+	runContract(t, startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 20*time.Millisecond }))
 }
 
 // TestContractWithOptions runs the harness again with every option of
@@ -39,6 +25,13 @@ func TestContract(t *testing.T) {
 func TestContractWithOptions(t *testing.T) {
 	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 20*time.Millisecond })
 	c.withOptions()
+	runContract(t, c)
+}
+
+// runContract runs the harness on the fake cloud c: region one's zone
+// az2, with the other region and region one's other zone as the other
+// placements.
+func runContract(t *testing.T, c *cloud) {
 	contracttest.Run(t, contracttest.Config{
 		NewProvider: func(t *testing.T) contract.Provider { return c.provider(t) },
 		Backend:     control{c},
