@@ -18,19 +18,7 @@ import (
 // is deleted. Without the variables it is skipped, saying which are
 // missing.
 func TestIntegration(t *testing.T) {
-	vars := contracttest.RequireEnv(t, "real cloud", "OPENSTACK_TEST_", []string{"CLOUDS_FILE", "REGION", "ZONE", "NETWORK", "FLAVOR", "IMAGE"},
-		"OPENSTACK_TEST_CLOUD", "OPENSTACK_TEST_CA_FILE", "OPENSTACK_TEST_SECURITY_GROUP", "OPENSTACK_TEST_NO_GUEST")
-	var groups []string
-	if g := os.Getenv("OPENSTACK_TEST_SECURITY_GROUP"); g != "" {
-		groups = []string{g}
-	}
-	p, err := New(Config{
-		CloudsFile: vars["CLOUDS_FILE"], Cloud: os.Getenv("OPENSTACK_TEST_CLOUD"), CAFile: os.Getenv("OPENSTACK_TEST_CA_FILE"),
-		Regions: map[string]Region{"test": {Name: vars["REGION"], Network: vars["NETWORK"], SecurityGroups: groups,
-			Zones: map[string]string{"test": vars["ZONE"]}}},
-		MachineTypes: map[string]string{"small": vars["FLAVOR"]},
-		Images:       map[string]string{"proxy": vars["IMAGE"]},
-	})
+	p, err := New(integrationConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,4 +51,25 @@ func TestIntegration(t *testing.T) {
 		Timeout: 15 * time.Minute,
 		Probe:   probe,
 	})
+}
+
+// integrationConfig is the config of the cloud the OPENSTACK_TEST_*
+// variables name: region "test" with its one zone "test", machine type
+// "small" and image "proxy". The test is skipped, saying which variables
+// are missing, without them.
+func integrationConfig(t *testing.T) Config {
+	t.Helper()
+	vars := contracttest.RequireEnv(t, "real cloud", "OPENSTACK_TEST_", []string{"CLOUDS_FILE", "REGION", "ZONE", "NETWORK", "FLAVOR", "IMAGE"},
+		"OPENSTACK_TEST_CLOUD", "OPENSTACK_TEST_CA_FILE", "OPENSTACK_TEST_SECURITY_GROUP", "OPENSTACK_TEST_NO_GUEST")
+	var groups []string
+	if g := os.Getenv("OPENSTACK_TEST_SECURITY_GROUP"); g != "" {
+		groups = []string{g}
+	}
+	return Config{
+		CloudsFile: vars["CLOUDS_FILE"], Cloud: os.Getenv("OPENSTACK_TEST_CLOUD"), CAFile: os.Getenv("OPENSTACK_TEST_CA_FILE"),
+		Regions: map[string]Region{"test": {Name: vars["REGION"], Network: vars["NETWORK"], SecurityGroups: groups,
+			Zones: map[string]string{"test": vars["ZONE"]}}},
+		MachineTypes: map[string]string{"small": vars["FLAVOR"]},
+		Images:       map[string]string{"proxy": vars["IMAGE"]},
+	}
 }

@@ -3,7 +3,6 @@ package openstack
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
-	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
 )
 
 // TestIntegrationOptions creates one server with every option on against
@@ -23,16 +21,14 @@ import (
 // group, Neutron's rules, the server group and its member; then Delete
 // removes the server group. Skipped without the variables.
 func TestIntegrationOptions(t *testing.T) {
-	vars := contracttest.RequireEnv(t, "real cloud", "OPENSTACK_TEST_", []string{"CLOUDS_FILE", "REGION", "ZONE", "NETWORK", "FLAVOR", "IMAGE"},
-		"OPENSTACK_TEST_CLOUD", "OPENSTACK_TEST_CA_FILE")
-	p, err := New(Config{
-		CloudsFile: vars["CLOUDS_FILE"], Cloud: os.Getenv("OPENSTACK_TEST_CLOUD"), CAFile: os.Getenv("OPENSTACK_TEST_CA_FILE"),
-		Regions: map[string]Region{"test": {Name: vars["REGION"], Network: vars["NETWORK"], Zones: map[string]string{"test": vars["ZONE"]},
-			ConfigDrive: true, ServerGroupPolicy: policySoftAntiAffinity,
-			ManagedSecurityGroup: &ManagedSecurityGroup{AllowedClients: []string{"10.244.0.0/16", "fd00:10::/64"}}}},
-		MachineTypes: map[string]string{"small": vars["FLAVOR"]},
-		Images:       map[string]string{"proxy": vars["IMAGE"]},
-	})
+	cfg := integrationConfig(t)
+	region := cfg.Regions["test"]
+	// The managed group alone: the test reads that the port carries it.
+	region.SecurityGroups = nil
+	region.ConfigDrive, region.ServerGroupPolicy = true, policySoftAntiAffinity
+	region.ManagedSecurityGroup = &ManagedSecurityGroup{AllowedClients: []string{"10.244.0.0/16", "fd00:10::/64"}}
+	cfg.Regions["test"] = region
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
