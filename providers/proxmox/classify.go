@@ -12,7 +12,8 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
-// TaskError is a PVE task that ended with an exit status other than OK.
+// TaskError is a PVE task that ended with an error exit status: neither
+// OK nor WARNINGS: <n> (taskSucceeded).
 // go-proxmox's Task.Wait returns nil for such a task; the provider checks
 // the exit status itself and returns this.
 type TaskError struct {

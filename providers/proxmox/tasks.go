@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"time"
 
+	"github.com/go-logr/logr"
 	pve "github.com/luthermonson/go-proxmox"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // taskStatus is GET /nodes/{node}/tasks/{upid}/status.
@@ -15,6 +19,17 @@ type taskStatus struct {
 	ExitStatus string `json:"exitstatus"`
 	Type       string `json:"type"`
 }
+
+// warningsRE is the exit status of a task whose worker warned: it
+// succeeded (pve-common src/PVE/RESTEnvironment.pm fork_worker writes
+// "TASK WARNINGS: <n>"; src/PVE/UPID.pm read_status returns the part after
+// "TASK ").
+var warningsRE = regexp.MustCompile(`^WARNINGS: \d+$`)
+
+// taskSucceeded is pve-common's status_is_error negated (src/PVE/UPID.pm;
+// PVE 8.4: src/PVE/Tools.pm upid_status_is_error): OK and WARNINGS: <n>
+// are success, anything else ("unexpected status" too) is an error.
+func taskSucceeded(exit string) bool { return exit == "OK" || warningsRE.MatchString(exit) }
 
 // waitTask waits for a task (async-ops: task-handle) within the task
 // timeout, polling its status. It does not use go-proxmox's Task.Wait:
@@ -40,8 +55,11 @@ func (p *Provider) waitTask(ctx context.Context, region string, upid pve.UPID, w
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 		if st.Status == "stopped" {
-			if st.ExitStatus != "OK" {
+			if !taskSucceeded(st.ExitStatus) {
 				return fmt.Errorf("%s: %w", what, classify(&TaskError{Type: st.Type, UPID: string(upid), ExitStatus: st.ExitStatus}))
+			}
+			if st.ExitStatus != "OK" {
+				logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("task succeeded with warnings", "task", what, "upid", upid, "exitStatus", st.ExitStatus)
 			}
 			return nil
 		}

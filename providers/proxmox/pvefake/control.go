@@ -105,7 +105,17 @@ func (s *Server) FailNextParam(op Op, field, msg string) {
 func (s *Server) FailNextTask(typ, exit string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.taskFail[typ] = exit
+	s.taskExit[typ] = exit
+}
+
+// WarnNextTask makes the next task of type typ succeed with exit status
+// "WARNINGS: <n>", as a worker that called warn n times does (a clone
+// whose source volumes could not be deactivated, a start with a
+// deprecated option).
+func (s *Server) WarnNextTask(typ string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.taskExit[typ] = fmt.Sprintf("WARNINGS: %d", n)
 }
 
 // DropNextClone makes the next clone request start its task and then lose
@@ -186,7 +196,7 @@ func (s *Server) Reset() {
 	stalls := s.stalls
 	s.stalls = nil
 	s.faults = nil
-	clear(s.taskFail)
+	clear(s.taskExit)
 	s.dropNext = false
 	s.cut = cut{}
 	s.rejected = false

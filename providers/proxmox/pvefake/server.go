@@ -64,7 +64,7 @@ type Server struct {
 	tasks    map[string]*task
 	pid      int
 	faults   []fault
-	taskFail map[string]string // task type → exit status of its next run
+	taskExit map[string]string // task type → exit status of its next run
 	dropNext bool
 	// hideNames plays pvestatd's lag: the list's names come from its
 	// status updates, seconds behind the config.
@@ -92,7 +92,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts: opts, vms: map[int]*vm{}, storages: map[string]*storage{}, tasks: map[string]*task{},
-		pid: 0x1000, taskFail: map[string]string{}, hold: map[string]chan struct{}{}, locks: map[int]string{},
+		pid: 0x1000, taskExit: map[string]string{}, hold: map[string]chan struct{}{}, locks: map[int]string{},
 	}
 	for _, spec := range opts.Storages {
 		if spec.Total == 0 {

@@ -2,6 +2,7 @@ package pvefake
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -15,7 +16,7 @@ type task struct {
 	pid       int
 	start     time.Time
 	status    string // running, stopped
-	exit      string // OK or the error
+	exit      string // OK, WARNINGS: <n> or the error
 	endtime   time.Time
 	log       []string
 	completed chan struct{}
@@ -32,11 +33,12 @@ func (s *Server) newTask(node, typ, id, user string) *task {
 }
 
 // finish ends t in the background once any hold on its type is released:
-// with onOK applied, or, when a failure was queued for its type, with that
-// exit status and onFail. Caller holds s.mu.
+// with onOK applied, or, when an exit status was queued for its type, with
+// that status: onOK for `WARNINGS: <n>` (a task that warned succeeded),
+// onFail for any other. Caller holds s.mu.
 func (s *Server) finish(t *task, exit string, onOK func(), onFail ...func(string)) {
-	if queued, ok := s.taskFail[t.typ]; ok {
-		delete(s.taskFail, t.typ)
+	if queued, ok := s.taskExit[t.typ]; ok {
+		delete(s.taskExit, t.typ)
 		exit = queued
 	}
 	hold := s.hold[t.typ]
@@ -46,7 +48,8 @@ func (s *Server) finish(t *task, exit string, onOK func(), onFail ...func(string
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if exit == "OK" {
+		ok := !statusIsError(exit)
+		if ok {
 			if onOK != nil {
 				onOK()
 			}
@@ -55,9 +58,10 @@ func (s *Server) finish(t *task, exit string, onOK func(), onFail ...func(string
 				f(exit)
 			}
 		}
-		if exit == "OK" {
-			t.log = append(t.log, "TASK OK")
-		} else if len(onFail) == 0 {
+		switch {
+		case ok:
+			t.log = append(t.log, "TASK "+exit)
+		case len(onFail) == 0:
 			t.log = append(t.log, "TASK ERROR: "+exit)
 		}
 		t.status, t.exit, t.endtime = "stopped", exit, time.Now()
@@ -103,3 +107,15 @@ func (s *Server) taskLog(node, upid string) (any, *apiError) {
 	}
 	return out, nil
 }
+
+// warningsRE is the exit status of a task that warned: fork_worker ends
+// the task log with "TASK WARNINGS: <n>" when the worker called warn (its
+// warning_count), and read_status returns "WARNINGS: <n>" (pve-common
+// src/PVE/RESTEnvironment.pm fork_worker, src/PVE/UPID.pm read_status;
+// PVE 8.4: src/PVE/Tools.pm upid_read_status).
+var warningsRE = regexp.MustCompile(`^WARNINGS: \d+$`)
+
+// statusIsError is pve-common's status_is_error (src/PVE/UPID.pm; PVE 8.4
+// src/PVE/Tools.pm upid_status_is_error): only OK and WARNINGS: <n> are
+// success; any other status, "unexpected status" included, is an error.
+func statusIsError(exit string) bool { return exit != "OK" && !warningsRE.MatchString(exit) }
