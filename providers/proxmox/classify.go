@@ -36,10 +36,18 @@ var (
 	// Requests PVE will refuse the same way until a person changes the
 	// config or the cluster: a missing storage or node, a wrong content
 	// type, a template that cannot start, a linked clone with a storage.
-	permanentRE = regexp.MustCompile(`^storage '[^']*' does not exist$|does not support '[^']*' content|^no such cluster node|^hostname lookup '[^']*' failed|you can't start a vm if it's a template|not allowed for linked clones|^Linked clone feature is not supported`)
-	// A VMID another clone took first (PVE::Cluster::check_vmid_unused,
-	// qemu-server's clone).
-	vmidTakenRE = regexp.MustCompile(`VM \d+ already exists|unable to create VM \d+: config file already exists`)
+	// A clone to another node of a template with a volume on storage
+	// that is not shared, or to such a storage, too (qemu-server clone_vm).
+	permanentRE = regexp.MustCompile(`^storage '[^']*' does not exist$|does not support '[^']*' content|^no such cluster node|^hostname lookup '[^']*' failed|you can't start a vm if it's a template|not allowed for linked clones|^Linked clone feature is not supported|^can't clone VM to node '[^']*' \(VM uses local storage\)$|^can't clone to non-shared storage '[^']*'$`)
+	// localCloneRE is clone_vm's refusal to clone a VM with local volumes
+	// to another node: Create explains it (cloneNew).
+	localCloneRE = regexp.MustCompile(`^can't clone VM to node '[^']*' \(VM uses local storage\)$`)
+	// A VMID another clone took first: on the node serving the clone
+	// (qemu-server clone_vm's `-f $conffile`), from /cluster/nextid
+	// (PVE::Cluster::check_vmid_unused), or on another node, which fails
+	// the clone task when pmxcfs refuses its temporary config
+	// (pve-cluster src/pmxcfs/memdb.c memdb_rename: EEXIST).
+	vmidTakenRE = regexp.MustCompile(`VM \d+ already exists|unable to create VM \d+: config file already exists|^close \(rename\) atomic file '/etc/pve/nodes/[^/']+/qemu-server/\d+\.conf' failed: File exists$`)
 	// The guest agent is not (yet) answering: no address, not an error.
 	noAgentRE = regexp.MustCompile(`^QEMU guest agent is not running$|^No QEMU guest agent configured$|^VM \d+ is not running$`)
 )
@@ -100,7 +108,16 @@ func apiMessage(err error) (int, string) {
 
 func isVMIDTaken(err error) bool {
 	_, msg := apiMessage(err)
+	var task *TaskError
+	if errors.As(err, &task) {
+		msg = task.ExitStatus
+	}
 	return vmidTakenRE.MatchString(msg)
+}
+
+func isLocalClone(err error) bool {
+	_, msg := apiMessage(err)
+	return localCloneRE.MatchString(msg)
 }
 
 func isNoAgent(err error) bool {

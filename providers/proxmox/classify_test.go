@@ -60,6 +60,10 @@ func TestClassify(t *testing.T) {
 	unknownNode := api.Get(ctx, "/nodes/pve9/qemu", &x)
 	noStorage := api.Get(ctx, "/nodes/pve1/storage/nope/status", &x)
 
+	// Provoked, not injected: pvefake refuses these as clone_vm does.
+	_, _, localToNode := newVM(api, "pve1", templateVMID).Clone(ctx, &pve.VirtualMachineCloneOptions{NewID: 1004, Name: "far", Target: "pve2"})
+	_, _, nonShared := newVM(api, "pve1", templateVMID).Clone(ctx, &pve.VirtualMachineCloneOptions{NewID: 1005, Name: "far", Full: pve.IntOrBool(true), Storage: "local-lvm", Target: "pve2"})
+
 	f.s.RejectToken(true)
 	badToken := api.Get(ctx, "/cluster/resources?type=vm", &x)
 	f.s.RejectToken(false)
@@ -90,6 +94,8 @@ func TestClassify(t *testing.T) {
 		{Name: "5xx: 595 from a proxied node", Err: proxied, Want: nil, Source: src + "pveproxy's 595 when a node does not answer"},
 		{Name: "unknown node", Err: unknownNode, Want: contract.ErrPermanent, Source: src + "pveproxy's node lookup"},
 		{Name: "unknown storage", Err: noStorage, Want: contract.ErrPermanent, Source: src + "PVE::Storage storage_config"},
+		{Name: "clone to another node, local storage", Err: localToNode, Want: contract.ErrPermanent, Source: src + "qemu-server src/PVE/API2/Qemu.pm clone_vm"},
+		{Name: "clone to another node onto non-shared storage", Err: nonShared, Want: contract.ErrPermanent, Source: src + "qemu-server src/PVE/API2/Qemu.pm clone_vm"},
 		{Name: "token rejected", Err: badToken, Want: contract.ErrPermanent, Source: src + "PVE::AccessControl::verify_token (401)"},
 		{Name: "TLS failure", Err: certificate, Want: contract.ErrPermanent, Source: "crypto/x509 against the fake's self-signed certificate with system roots"},
 		{Name: "cancelled ctx", Err: cancelledErr, Want: nil, Source: "context package through net/http"},

@@ -410,3 +410,57 @@ func TestListByTagSeesTheMarkWindow(t *testing.T) {
 		}
 	}
 }
+
+// A Create retried while its clone task still runs makes no second VM:
+// the clone's temporary config holds only `lock: clone`, so PVE names it
+// "VM <vmid>" (qemu-server vmstatus), and the retry must see it as a clone
+// in progress that may be its own, not as someone else's VM to pass by.
+func TestRetryDuringCloneMakesOneVM(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same provider", true: "restarted provider"}[fresh], func(t *testing.T) {
+			f := startFake(t)
+			p := f.provider(t)
+			req := request("retried", testUID(7))
+			release := f.s.HoldTasks("qmclone")
+			defer release()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := p.Create(ctx, req)
+				done <- err
+			}()
+			// Wait for the clone to be under way: a VM with only its lock.
+			for !slices.ContainsFunc(f.s.Inventory(), func(s string) bool { return strings.HasPrefix(s, "vm ") }) {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("the first Create succeeded with its clone task held")
+			}
+			retry := p
+			if fresh {
+				retry = f.provider(t)
+			}
+			_, err := retry.Create(context.Background(), req)
+			if err == nil || contract.ClassOf(err) != contract.ClassTransient {
+				t.Errorf("Create retried during the clone = %v (class %s), want a transient error (busy)", err, contract.ClassOf(err))
+			}
+			if n := countVMs(f); n != 1 {
+				t.Fatalf("after the retry the fake holds %d VMs, want 1: %v", n, f.s.Inventory())
+			}
+			release()
+			inst := createRetrying(t, retry, req)
+			assertDistinct(t, f, []contract.Instance{inst})
+		})
+	}
+}
+
+func countVMs(f *fake) int {
+	n := 0
+	for _, r := range f.s.Inventory() {
+		if strings.HasPrefix(r, "vm ") {
+			n++
+		}
+	}
+	return n
+}

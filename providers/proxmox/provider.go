@@ -8,6 +8,7 @@
 package proxmox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -191,10 +192,11 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 	for i := 0; i < size && attempts < maxCloneAttempts; i++ {
 		vmid := rng.Min + (first-rng.Min+i)%size
 		if r, ok := used[vmid]; ok {
-			if r.Name == "" || r.Name == req.Name {
+			if nameless(r.Name, vmid) || r.Name == req.Name {
 				// The list's names come from pvestatd and lag, and a clone
-				// in progress has none: read the config before passing by
-				// what may be this Proxy's earlier attempt.
+				// in progress has none ("VM <vmid>" once pvestatd saw it):
+				// read the config before passing by what may be this
+				// Proxy's earlier attempt.
 				v, mine, err := p.claimed(ctx, pl.region, r.Node, vmid, req.UID)
 				if err != nil || mine {
 					return v, err
@@ -218,6 +220,10 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 			}
 			return err
 		})
+		if isLocalClone(err) {
+			return vmInfo{}, contract.Permanentf("image %s: template %d is on node %s and uses storage that is not shared, so PVE cannot clone it to node %s (zone %s): give that zone an image whose template is on %s, or move the template's disks (and any CD-ROM image) to shared storage: %w",
+				imageName(pl.image), tmpl.vmid, tmpl.node, pl.zone.Node, cmp.Or(req.Placement.Zone, "default"), pl.zone.Node, err)
+		}
 		if isVMIDTaken(err) {
 			// Another clone took it between the list and now.
 			node := pl.zone.Node
@@ -233,10 +239,19 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 		if err != nil {
 			return vmInfo{}, err
 		}
-		p.remember(pl.region, vmid, pl.zone.Node)
+		// The clone's config stays on the template's node until the clone
+		// is done; then it moves to the target (qemu-server clone_vm).
+		p.remember(pl.region, vmid, tmpl.node)
 		if err := p.waitTask(ctx, pl.region, upid, fmt.Sprintf("clone of template %d to VM %d", tmpl.vmid, vmid)); err != nil {
+			if isVMIDTaken(err) {
+				// Another node had the VMID: pmxcfs refused the clone's
+				// temporary config, nothing was made. Go on with the next.
+				p.forget(pl.region, vmid)
+				continue
+			}
 			return vmInfo{}, err
 		}
+		p.remember(pl.region, vmid, pl.zone.Node)
 		return p.readVM(ctx, pl.region, pl.zone.Node, vmid)
 	}
 	return vmInfo{}, contract.Quota(fmt.Errorf("no free VMID in %d-%d of region %s after %d attempts", rng.Min, rng.Max, pl.region, attempts))
@@ -256,11 +271,19 @@ func (p *Provider) claimed(ctx context.Context, region, node string, vmid int, u
 	case v.marks.managed() && v.marks.uid == uid:
 		p.remember(region, vmid, node)
 		return v, true, nil
-	case v.lock() == "clone" && v.name() == "":
+	case v.lock() == "clone" && nameless(v.name(), vmid):
 		return vmInfo{}, false, fmt.Errorf("VM %d is being cloned and may be this Proxy's earlier attempt; retrying once the clone ends", vmid)
 	}
 	return vmInfo{}, false, nil
 }
+
+// nameless reports whether name is what PVE reports for a VM whose config
+// has no name, such as a clone whose temporary config holds only `lock:
+// clone` (qemu-server clone_vm): "VM <vmid>" from status/current and from
+// /cluster/resources once pvestatd saw the VMID (qemu-server QemuServer.pm
+// vmstatus), nothing in the list before that (pve-manager API2Tools.pm
+// extract_vm_stats).
+func nameless(name string, vmid int) bool { return name == "" || name == "VM "+strconv.Itoa(vmid) }
 
 // firstVMID derives the first VMID to try from the UID, so concurrent
 // Creates for different Proxies start at different places in the range.

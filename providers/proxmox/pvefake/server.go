@@ -46,6 +46,10 @@ type Template struct {
 	VMID int
 	Name string
 	Node string
+	// Storage holds the template's disk (scsi0); default "local-lvm". A
+	// template on a storage without Shared can be cloned only on its own
+	// node (qemu-server clone_vm).
+	Storage string
 }
 
 // Server is the fake PVE API. Its URL is the API root
@@ -106,9 +110,12 @@ func New(opts Options) *Server {
 		}
 	}
 	for _, t := range opts.Templates {
+		if t.Storage == "" {
+			t.Storage = "local-lvm"
+		}
 		s.vms[t.VMID] = &vm{vmid: t.VMID, node: t.Node, status: "stopped", conf: map[string]string{
 			"name": t.Name, "template": "1", "cores": "1", "memory": "512", "agent": "1", "ostype": "l26",
-			"scsihw": "virtio-scsi-single", "scsi0": fmt.Sprintf("local-lvm:base-%d-disk-0,size=2G", t.VMID),
+			"scsihw": "virtio-scsi-single", "scsi0": fmt.Sprintf("%s:base-%d-disk-0,size=2G", t.Storage, t.VMID),
 			"net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "boot": "order=scsi0;net0",
 			"meta": "creation-qemu=8.1.5,ctime=1700000000", "smbios1": "uuid=6f1e0a3e-8d0b-4c55-9a43-0c1d7b0f9a01",
 		}}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,12 +27,36 @@ type vm struct {
 
 func (v *vm) locked() string { return v.conf["lock"] }
 
+// name is the VM's name as PVE reports it: the config's, or "VM <vmid>"
+// for a VM without one, such as a clone whose temporary config holds only
+// its lock (qemu-server src/PVE/QemuServer.pm vmstatus:
+// `$conf->{name} || "VM $vmid"`, PVE 8.4 and 9.1).
+func (v *vm) name() string {
+	if n := v.conf["name"]; n != "" {
+		return n
+	}
+	return fmt.Sprintf("VM %d", v.vmid)
+}
+
 func (v *vm) resource(hideName bool) map[string]any {
 	r := map[string]any{"id": fmt.Sprintf("qemu/%d", v.vmid), "type": "qemu", "vmid": v.vmid, "node": v.node,
 		"status": v.status, "template": b2i(v.conf["template"] == "1"), "maxcpu": atoiOr(v.conf["cores"], 1),
 		"maxmem": atoiOr(v.conf["memory"], 512) << 20, "maxdisk": 2 << 30}
-	if n := v.conf["name"]; n != "" && (!hideName || v.conf["template"] == "1") {
-		r["name"] = n
+	if !hideName || v.conf["template"] == "1" {
+		// pve-manager PVE/API2/Cluster.pm resources takes the name from
+		// pvestatd's RRD data (PVE/API2Tools.pm extract_vm_stats), which
+		// pvestatd fills from qemu-server's vmstatus: a VM without a
+		// name in its config is "VM <vmid>" there too.
+		r["name"] = v.name()
+	} else {
+		// Before pvestatd's first update of a new VMID there is no RRD
+		// entry: extract_vm_stats lists it with status "unknown" and no
+		// name, uptime, template or sizes; lock and tags come from the
+		// config at once (get_guest_config_properties).
+		for _, k := range []string{"maxcpu", "maxmem", "maxdisk", "template"} {
+			delete(r, k)
+		}
+		r["status"] = "unknown"
 	}
 	if t := v.conf["tags"]; t != "" {
 		r["tags"] = t
@@ -144,9 +169,7 @@ func (s *Server) routeVM(req *request, get, post, put, del bool) (any, func(), *
 func (s *Server) current(v *vm) map[string]any {
 	out := map[string]any{"vmid": v.vmid, "status": v.status, "cpus": atoiOr(v.conf["cores"], 1),
 		"maxmem": atoiOr(v.conf["memory"], 512) << 20, "maxdisk": 2 << 30, "ha": map[string]any{"managed": 0}}
-	if n := v.conf["name"]; n != "" {
-		out["name"] = n
-	}
+	out["name"] = v.name()
 	if t := v.conf["tags"]; t != "" {
 		out["tags"] = t
 	}
@@ -313,41 +336,68 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 	if name != "" && !dnsNameRE.MatchString(name) {
 		return nil, nil, paramErr("name", "invalid format - value does not look like a valid DNS name"), true
 	}
-	full := req.params.Get("full") == "1" || req.params.Get("full") == "true"
-	if src.conf["template"] != "1" {
-		full = true // PVE: a clone of a non-template is always full
+	// The checks in the order of clone_vm's $load_and_check, which runs
+	// before the worker forks: its errors are the request's own answer
+	// (qemu-server src/PVE/API2/Qemu.pm clone_vm, PVE 8.4 and 9.1).
+	target := req.params.Get("target")
+	if target == src.node {
+		target = "" // "if ($target eq $localnode) { undef $target }"
+	}
+	if target != "" && !s.isNode(target) {
+		return nil, nil, fail(500, "no such cluster node '%s'", target), true // PVE::Cluster::check_node_exists
 	}
 	storageName := req.params.Get("storage")
+	if storageName != "" {
+		spec, ok := s.storageSpec(storageName)
+		switch {
+		case !ok:
+			return nil, nil, fail(500, "storage '%s' does not exist", storageName), true // PVE::Storage::storage_config
+		case !slices.Contains(spec.Content, "images"):
+			return nil, nil, paramErr("storage", fmt.Sprintf("storage '%s' does not support vm images", storageName)), true
+		case target != "" && !spec.Shared:
+			return nil, nil, fail(500, "can't clone to non-shared storage '%s'", storageName), true
+		}
+	}
+	if l := src.locked(); l != "" {
+		return nil, nil, fail(500, "VM is locked (%s)", l), true // PVE::AbstractConfig::check_lock
+	}
+	// full defaults to "not a template": a clone of a VM is always full.
+	full := src.conf["template"] != "1"
+	if f := req.params.Get("full"); f != "" {
+		full = f == "1" || f == "true"
+	}
 	if storageName != "" && !full {
 		return nil, nil, fail(500, "parameter 'storage' not allowed for linked clones"), true
 	}
-	target := src.node
-	if t := req.params.Get("target"); t != "" {
-		if !s.isNode(t) {
-			return nil, nil, fail(500, "no such cluster node '%s'", t), true
-		}
-		target = t
+	if target != "" && !s.sharedVM(src) {
+		// $check_storage_access_clone: any disk or CD-ROM volume on a
+		// storage without `shared` makes the VM local, whether the clone
+		// is full or linked.
+		return nil, nil, fail(500, "can't clone VM to node '%s' (VM uses local storage)", target), true
 	}
-	if storageName != "" {
-		if _, ok := s.storageOn(target, storageName); !ok {
-			return nil, nil, fail(500, "storage '%s' does not exist", storageName), true
-		}
+	if other, used := s.vms[newid]; used && other.node == src.node {
+		// `-f $conffile`: the config path of the node serving the call.
+		return nil, nil, fail(500, "unable to create VM %d: config file already exists", newid), true
 	}
-	if l := src.locked(); l != "" && src.conf["template"] != "1" {
-		return nil, nil, fail(500, "VM is locked (%s)", l), true
+	dest := src.node
+	if target != "" {
+		dest = target
 	}
-	if other, used := s.vms[newid]; used {
-		if other.node == target {
-			// qemu-server's clone checks the config file on the target first.
-			return nil, nil, fail(500, "unable to create VM %d: config file already exists", newid), true
-		}
-		// Assumed: elsewhere in the cluster, PVE::Cluster::check_vmid_unused.
-		return nil, nil, fail(500, "VM %d already exists on node '%s'", newid, other.node), true
-	}
-	// The temporary config PVE writes first: only the lock.
-	nv := &vm{vmid: newid, node: target, status: "stopped", conf: map[string]string{"lock": "clone"}}
-	s.vms[newid] = nv
 	t := s.newTask(src.node, "qmclone", strconv.Itoa(src.vmid), req.user)
+	if _, used := s.vms[newid]; used {
+		// The VMID is taken on another node: the worker's write of the
+		// temporary config fails in pmxcfs (pve-cluster src/pmxcfs/memdb.c
+		// memdb_rename: -EEXIST when a different VM has the VMID), raised
+		// by PVE::File::file_set_contents outside clone_vm's eval, so
+		// without the "clone failed: " prefix.
+		s.finish(t, fmt.Sprintf("close (rename) atomic file '/etc/pve/nodes/%s/qemu-server/%d.conf' failed: File exists", src.node, newid), nil)
+		return t.upid, nil, nil, true
+	}
+	// The temporary config the worker writes first ("# qmclone temporary
+	// file\nlock: clone\n") on the node serving the call; it is renamed
+	// to the target node only when the clone is done.
+	nv := &vm{vmid: newid, node: src.node, status: "stopped", conf: map[string]string{"lock": "clone"}}
+	s.vms[newid] = nv
 	t.log = append(t.log, fmt.Sprintf("create %s clone of drive scsi0 (%s)", map[bool]string{true: "full", false: "linked"}[full], src.conf["scsi0"]))
 	final := map[string]string{}
 	for k, val := range src.conf {
@@ -362,18 +412,22 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 	if d := req.params.Get("description"); d != "" {
 		final["description"] = d
 	}
+	// A full clone's disk lands on the storage asked for, else on the
+	// source disk's (PVE::QemuServer::clone_disk); a linked clone's on the
+	// base volume's storage, named <base>/<new>.
+	srcStorage, srcVolume, _ := strings.Cut(strings.SplitN(src.conf["scsi0"], ",", 2)[0], ":")
 	disk := storageName
 	if disk == "" {
-		disk = "local-lvm"
+		disk = srcStorage
 	}
 	final["scsi0"] = fmt.Sprintf("%s:vm-%d-disk-0,size=2G", disk, newid)
 	if !full {
-		final["scsi0"] = fmt.Sprintf("local-lvm:base-%d-disk-0/vm-%d-disk-0,size=2G", src.vmid, newid)
+		final["scsi0"] = fmt.Sprintf("%s:%s/vm-%d-disk-0,size=2G", srcStorage, srcVolume, newid)
 	}
 	final["net0"] = fmt.Sprintf("virtio=BC:24:11:%02X:%02X:%02X,bridge=vmbr0", (newid>>16)&0xff, (newid>>8)&0xff, newid&0xff)
 	final["meta"] = fmt.Sprintf("creation-qemu=8.1.5,ctime=%d", time.Now().Unix())
 	final["smbios1"] = fmt.Sprintf("uuid=6f1e0a3e-8d0b-4c55-9a43-%012x", newid)
-	s.finish(t, "OK", func() { nv.conf = final }, func(exit string) {
+	s.finish(t, "OK", func() { nv.conf, nv.node = final, dest }, func(exit string) {
 		// A failed clone removes what it made (qemu-server's clone worker).
 		if s.vms[newid] == nv {
 			delete(s.vms, newid)
@@ -387,6 +441,40 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 		after = func() { <-t.completed }
 	}
 	return t.upid, after, nil, true
+}
+
+// storageSpec is the cluster's storage of that name.
+func (s *Server) storageSpec(name string) (StorageSpec, bool) {
+	for _, spec := range s.opts.Storages {
+		if spec.Name == name {
+			return spec, true
+		}
+	}
+	return StorageSpec{}, false
+}
+
+// driveRE names the config keys that hold volumes
+// (PVE::QemuServer::Drive::is_valid_drivename).
+var driveRE = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[1-2][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
+
+// sharedVM is qemu-server's $check_storage_access_clone verdict: false
+// when any volume the config names (a disk or an ISO in a CD-ROM drive;
+// not "none" or the host's "cdrom") is on a storage that is not shared.
+func (s *Server) sharedVM(v *vm) bool {
+	for k, val := range v.conf {
+		if !driveRE.MatchString(k) {
+			continue
+		}
+		volid, _, _ := strings.Cut(val, ",")
+		sid, _, ok := strings.Cut(volid, ":")
+		if !ok || volid == "none" || volid == "cdrom" {
+			continue
+		}
+		if spec, known := s.storageSpec(sid); !known || !spec.Shared {
+			return false
+		}
+	}
+	return true
 }
 
 // destroy is DELETE /nodes/{node}/qemu/{vmid}: the config becomes
