@@ -141,11 +141,17 @@ func (p *Provider) readVM(ctx context.Context, region, node string, vmid int) (v
 	return v, err
 }
 
+// agentBudget bounds the agent call at least: PVE waits up to 3 s for
+// guest-ping and 5 s for the command before it answers that the agent does
+// not respond (qemu-server QemuServer/Agent.pm qga_check_running,
+// QMPClient.pm cmd); a shorter callTimeout would cut that answer off.
+const agentBudget = 10 * time.Second
+
 // agentIP asks the guest agent for the VM's addresses; an agent that does
 // not answer (yet) is no address, not an error (ip-source: discovered).
 func (p *Provider) agentIP(ctx context.Context, v vmInfo) (string, error) {
 	var ifaces []*pve.AgentNetworkIface
-	err := p.call(ctx, v.region, "AgentNetworkInterfaces", func(ctx context.Context, c conn) (err error) {
+	err := p.callWithin(ctx, v.region, "AgentNetworkInterfaces", max(p.cfg.CallTimeout.Duration, agentBudget), func(ctx context.Context, c conn) (err error) {
 		ifaces, err = newVM(c.api, v.node, v.vmid).AgentGetNetworkIFaces(ctx)
 		return err
 	})

@@ -49,7 +49,12 @@ var (
 	// (pve-cluster src/pmxcfs/memdb.c memdb_rename: EEXIST).
 	vmidTakenRE = regexp.MustCompile(`VM \d+ already exists|unable to create VM \d+: config file already exists|^close \(rename\) atomic file '/etc/pve/nodes/[^/']+/qemu-server/\d+\.conf' failed: File exists$`)
 	// The guest agent is not (yet) answering: no address, not an error.
-	noAgentRE = regexp.MustCompile(`^QEMU guest agent is not running$|^No QEMU guest agent configured$|^VM \d+ is not running$`)
+	// qemu-server's assert_agent_available (QemuServer/Agent.pm): no
+	// `agent` key, the VM not running, guest-ping unanswered within 3 s;
+	// then the command itself unanswered within QMPClient's 5 s
+	// (QMPClient.pm cmd/mux_timeout; the peer is "qmp" on PVE 8.4, "qga"
+	// on 9.x).
+	noAgentRE = regexp.MustCompile(`^QEMU guest agent is not running$|^No QEMU guest agent configured$|^VM \d+ is not running$|^VM \d+ (qmp|qga) command 'guest-[a-z-]+' failed - got timeout$`)
 )
 
 // classify maps a PVE error to its contract class (template entry 13). It

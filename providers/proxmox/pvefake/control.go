@@ -293,6 +293,28 @@ func (s *Server) ReportIP(vmid int, ips ...string) error {
 	return nil
 }
 
+// HangAgent makes the VM's guest agent hang: on ping (PVE answers "QEMU
+// guest agent is not running" after its 3 s guest-ping timeout) or on the
+// command (the ping answers; the command fails with QMPClient's "got
+// timeout" after 5 s). The fake answers at once. unhang undoes it.
+func (s *Server) HangAgent(vmid int, onPing bool) (unhang func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok {
+		return nil, fmt.Errorf("no VM %d", vmid)
+	}
+	v.agentHung = hungCommand
+	if onPing {
+		v.agentHung = hungPing
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		v.agentHung = hungNot
+	}, nil
+}
+
 // SetQMPStatus sets the QEMU run state status/current reports for a
 // running VM (paused, internal-error, a state the provider does not know).
 func (s *Server) SetQMPStatus(vmid int, qmp string) error {

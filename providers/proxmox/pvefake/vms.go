@@ -23,6 +23,8 @@ type vm struct {
 	qmp    string // qmpstatus when running; "" means running
 	// agent is what the guest agent reports; nil until the guest booted.
 	agent []map[string]any
+	// agentHung is how the agent hangs (HangAgent), hungNot by default.
+	agentHung int
 }
 
 func (v *vm) locked() string { return v.conf["lock"] }
@@ -508,17 +510,37 @@ func (s *Server) startDestroy(v *vm, user string) *task {
 	return t
 }
 
-// agentIfaces is GET agent/network-get-interfaces.
+// agentIfaces is GET agent/network-get-interfaces, in the order of
+// qemu-server's assert_agent_available (src/PVE/QemuServer/Agent.pm; PVE
+// 8.4 the same checks in the same file): no `agent` key at all (an
+// `agent: 0` is defined and passes), then the VM not running, then
+// guest-ping failing within 3 s (qga_check_running) — no agent in the
+// guest, a guest not booted yet, a paused VM, a disabled agent. An agent
+// that answers the ping and then not the command within QMPClient's
+// default 5 s fails the command (src/PVE/QMPClient.pm cmd, mux_timeout).
 func (s *Server) agentIfaces(v *vm) (any, *apiError) {
+	agent, configured := v.conf["agent"]
 	switch {
+	case !configured:
+		return nil, fail(500, "No QEMU guest agent configured")
 	case v.status != "running":
 		return nil, fail(500, "VM %d is not running", v.vmid)
-	case v.conf["agent"] == "" || strings.HasPrefix(v.conf["agent"], "0"):
-		return nil, fail(500, "No QEMU guest agent configured")
-	case v.agent == nil:
+	case agent == "0" || strings.HasPrefix(agent, "enabled=0") || strings.HasPrefix(agent, "0,") || v.agent == nil || (v.qmp != "" && v.qmp != "running") || v.agentHung == hungPing:
 		return nil, fail(500, "QEMU guest agent is not running")
+	case v.agentHung == hungCommand:
+		// PVE 8.4 names the peer "qmp" for every command; 9.x names a
+		// guest agent peer "qga" (QMPClient.pm cmd: "$peer->{name}
+		// $peer->{type} command …").
+		return nil, fail(500, "VM %d qmp command 'guest-network-get-interfaces' failed - got timeout", v.vmid)
 	}
 	return map[string]any{"result": v.agent}, nil
 }
+
+// How the guest agent hangs (HangAgent).
+const (
+	hungNot     = 0
+	hungPing    = 1 // guest-ping gets no answer within its 3 s
+	hungCommand = 2 // guest-ping answers, the command times out after 5 s
+)
 
 var _ = http.MethodGet
