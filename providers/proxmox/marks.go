@@ -38,6 +38,10 @@ const (
 	descManaged = contract.LabelManaged + "="
 	descUID     = contract.LabelUID + "="
 	descCreated = "egressproxies.io/created-at="
+	// descStarted is the started mark, written with the tag (or alone,
+	// where the cluster's tag access refuses it) just before the first
+	// start.
+	descStarted = "egressproxies.io/started=true"
 )
 
 // marks is what a VM's tags and description say about it.
@@ -90,6 +94,8 @@ func readMarks(tags, description string) marks {
 			m.owner = strings.TrimPrefix(line, descManaged)
 		case strings.HasPrefix(line, descUID) && m.uid == "":
 			m.uid = strings.TrimPrefix(line, descUID)
+		case line == descStarted:
+			m.started = true
 		case strings.HasPrefix(line, descCreated) && m.createdAt.IsZero():
 			if t, err := time.Parse(time.RFC3339, strings.TrimPrefix(line, descCreated)); err == nil {
 				m.createdAt = t
@@ -125,4 +131,17 @@ func ourTags(owner, uid string, created time.Time) []string {
 		tags = append(tags, tagOwner+owner)
 	}
 	return append(tags, tagUID+uid, tagCTime+strconv.FormatInt(created.Unix(), 10))
+}
+
+// withStarted is the description with the started mark added.
+func withStarted(description string) string {
+	for _, line := range strings.Split(description, "\n") {
+		if strings.TrimSpace(line) == descStarted {
+			return description
+		}
+	}
+	if description != "" && !strings.HasSuffix(description, "\n") {
+		description += "\n"
+	}
+	return description + descStarted + "\n"
 }

@@ -50,6 +50,9 @@ type Provider struct {
 	// nodes remembers which node each VM was last seen on, so Get needs
 	// no cluster-wide list; a miss or a stale entry falls back to it.
 	nodes map[string]string
+	// tagLevels is how many of the marks each region's tag access lets
+	// the provider write as tags (tagaccess.go), learned from refusals.
+	tagLevels map[string]int
 }
 
 var (
@@ -64,7 +67,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("proxmox provider config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	p := &Provider{cfg: cfg, regions: map[string]*regionClient{}, nodes: map[string]string{}}
+	p := &Provider{cfg: cfg, regions: map[string]*regionClient{}, nodes: map[string]string{}, tagLevels: map[string]int{}}
 	for name, r := range cfg.Regions {
 		p.regions[name] = newRegionClient(name, r)
 	}
@@ -332,7 +335,9 @@ func imageName(img Image) string {
 func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequest, v *vmInfo) error {
 	volid := seedVolid(pl.zone, v.vmid, req.Name)
 	cdrom := volid + ",media=cdrom"
-	if v.marks.tagged && v.confString("ide2") == cdrom {
+	// The PUT below writes ide2 with the rest at once: a cdrom on this
+	// seed says it was done, whatever tags the cluster allowed.
+	if v.confString("ide2") == cdrom && v.marks.uid == req.UID {
 		return nil
 	}
 	if err := p.uploadSeed(ctx, pl, req.Name, v.vmid, req.CloudInit); err != nil {
@@ -343,16 +348,12 @@ func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequ
 	if created.IsZero() {
 		created = time.Now()
 	}
-	tags := withTags(v.confString("tags"), ourTags(v.marks.owner, req.UID, created)...)
-	err := p.call(ctx, pl.region, "ConfigureVM", func(ctx context.Context, c conn) error {
-		return newVM(c.api, v.node, v.vmid).ConfigSync(ctx,
-			pve.VirtualMachineOption{Name: "cores", Value: pl.machine.Cores},
-			pve.VirtualMachineOption{Name: "memory", Value: strconv.Itoa(pl.machine.MemoryMiB)},
-			pve.VirtualMachineOption{Name: "ide2", Value: cdrom},
-			pve.VirtualMachineOption{Name: "agent", Value: "1"},
-			pve.VirtualMachineOption{Name: "tags", Value: tags},
-		)
-	})
+	tags, err := p.configure(ctx, *v, "ConfigureVM", []pve.VirtualMachineOption{
+		{Name: "cores", Value: pl.machine.Cores},
+		{Name: "memory", Value: strconv.Itoa(pl.machine.MemoryMiB)},
+		{Name: "ide2", Value: cdrom},
+		{Name: "agent", Value: "1"},
+	}, ourTags(v.marks.owner, req.UID, created)...)
 	if err != nil {
 		return err
 	}
@@ -362,14 +363,12 @@ func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequ
 	return nil
 }
 
-// start writes the started mark, then starts the VM (step 4).
+// start writes the started mark — into the description, and as a tag
+// where the cluster allows it — then starts the VM (step 4).
 func (p *Provider) start(ctx context.Context, v vmInfo) error {
 	if !v.marks.started {
-		tags := withTags(v.confString("tags"), tagStarted)
-		err := p.call(ctx, v.region, "MarkStarted", func(ctx context.Context, c conn) error {
-			return newVM(c.api, v.node, v.vmid).ConfigSync(ctx, pve.VirtualMachineOption{Name: "tags", Value: tags})
-		})
-		if err != nil {
+		desc := withStarted(v.confString("description"))
+		if _, err := p.configure(ctx, v, "MarkStarted", []pve.VirtualMachineOption{{Name: "description", Value: desc}}, tagStarted); err != nil {
 			return err
 		}
 	}
@@ -588,31 +587,22 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 		if err != nil {
 			return nil, err
 		}
-		rng := p.cfg.Regions[region].VMIDs
+		owner := ""
+		if key == contract.LabelManaged {
+			owner = value
+		}
 		for _, r := range vms {
 			if r == nil || r.Template == 1 {
 				continue
 			}
-			tags := splitTags(r.Tags)
-			if !slices.Contains(tags, tagManaged) {
-				if int(r.VMID) < rng.Min || int(r.VMID) > rng.Max {
-					continue
-				}
-				v, found, err := p.inMarkWindow(ctx, region, r)
-				if err != nil {
-					return nil, err
-				}
-				if found && matches(v.marks) {
-					out = append(out, p.instance(v, ""))
-				}
+			v, found, err := p.listedMarks(ctx, region, r, owner)
+			if err != nil {
+				return nil, err
+			}
+			if !found || !matches(v.marks) {
 				continue
 			}
-			m := readMarks(r.Tags, "")
-			if !matches(m) {
-				continue
-			}
-			v := vmInfo{region: region, node: r.Node, vmid: int(r.VMID), status: vmStatus{Name: r.Name, Status: r.Status}, marks: m}
-			p.remember(region, v.vmid, r.Node)
+			p.remember(region, v.vmid, v.node)
 			out = append(out, p.instance(v, ""))
 		}
 	}

@@ -29,6 +29,9 @@ type Options struct {
 	// TokenID ("user@realm!name") and Secret are the one API token the
 	// fake accepts.
 	TokenID, Secret string
+	// TagAccess is datacenter.cfg's tag settings; the zero value is PVE's
+	// default (free, case-insensitive).
+	TagAccess TagAccess
 }
 
 // StorageSpec is one storage.

@@ -242,17 +242,31 @@ func (s *Server) setConfig(req *request, v *vm) *apiError {
 		return paramErr("name", "invalid format - value does not look like a valid DNS name")
 	}
 	if t, ok := changes["tags"]; ok {
-		norm, err := normalizeTags(t)
-		if err != nil {
+		if err := checkTags(t); err != nil {
 			return err
 		}
-		changes["tags"] = norm
 	}
 	if d, ok := changes["digest"]; ok && d != v.digest() {
 		return fail(500, "detected modified configuration - file changed by other user? Try again.")
 	}
 	if l := v.locked(); l != "" && changes["skiplock"] != "1" {
 		return fail(500, "VM is locked (%s)", l)
+	}
+	// qemu-server update_vm_api: tags set are checked against the old
+	// ones, tags deleted against none (assert_tag_permissions), then
+	// stored by get_unique_tags. PVE checks option by option, writing
+	// each to the pending section, so a refused tag can leave the
+	// options before it pending; the fake refuses the whole call.
+	if t, ok := changes["tags"]; ok {
+		if err := s.assertTagPermissions(req.user, v.conf["tags"], t); err != nil {
+			return err
+		}
+		changes["tags"] = s.uniqueTags(t)
+	}
+	if d, ok := changes["delete"]; ok && slices.Contains(splitList(strings.ReplaceAll(d, ",", ";")), "tags") {
+		if err := s.assertTagPermissions(req.user, v.conf["tags"], ""); err != nil {
+			return err
+		}
 	}
 	for k, val := range changes {
 		switch k {
@@ -268,22 +282,16 @@ func (s *Server) setConfig(req *request, v *vm) *apiError {
 	return nil
 }
 
-// normalizeTags checks a pve-tag-list and stores it as PVE does: unique,
-// sorted, ';'-separated.
-func normalizeTags(list string) (string, *apiError) {
-	seen := map[string]bool{}
-	var tags []string
-	for _, t := range strings.FieldsFunc(list, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
+// checkTags is the pve-tag-list format: each item is a pve-tag (pve-common
+// src/PVE/JSONSchema.pm pve_verify_tag, PVE_TAG_RE; its message names no
+// tag).
+func checkTags(list string) *apiError {
+	for _, t := range splitList(list) {
 		if !tagRE.MatchString(t) {
-			return "", paramErr("tags", fmt.Sprintf("invalid format - invalid characters in tag '%s'", t))
-		}
-		if !seen[strings.ToLower(t)] {
-			seen[strings.ToLower(t)] = true
-			tags = append(tags, t)
+			return paramErr("tags", "invalid format - invalid characters in tag")
 		}
 	}
-	sort.Slice(tags, func(i, j int) bool { return strings.ToLower(tags[i]) < strings.ToLower(tags[j]) })
-	return strings.Join(tags, ";"), nil
+	return nil
 }
 
 // power is POST status/{start,stop,shutdown}: a task each.
