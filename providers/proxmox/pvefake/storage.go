@@ -3,6 +3,7 @@ package pvefake
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -106,8 +107,14 @@ func contentOf(volid string) string {
 	return dir
 }
 
-// upload is POST .../upload (multipart: content, filename): the file lands
-// through an imgcopy task.
+// upload is POST .../upload (multipart: content, filename), in the order
+// of pve-storage src/PVE/API2/Storage/Status.pm upload (PVE 8.4 and 9.1):
+// the storage must have a path (a directory-type storage), the file name
+// is normalized (path dropped, any character outside [a-zA-Z0-9_.-]
+// becomes '_': PVE::Storage::normalize_content_filename), its extension
+// checked case-insensitively, the content type checked last; the file
+// then lands through an imgcopy task without an ID, replacing a file of
+// the same name.
 func (s *Server) upload(req *request, node string, st *storage) (any, *apiError) {
 	kind := req.params.Get("content")
 	switch kind {
@@ -117,24 +124,37 @@ func (s *Server) upload(req *request, node string, st *storage) (any, *apiError)
 	default:
 		return nil, paramErr("content", fmt.Sprintf("value '%s' does not have a value in the enumeration 'iso, vztmpl, import'", kind))
 	}
-	if !slices.Contains(st.spec.Content, kind) {
-		return nil, fail(500, "storage '%s' does not support '%s' content", st.spec.Name, kind)
-	}
 	if req.upload == nil {
 		return nil, paramErr("filename", "property is missing and it is not optional")
 	}
-	name := req.upload.name
-	if kind == "iso" && !strings.HasSuffix(name, ".iso") && !strings.HasSuffix(name, ".img") {
-		return nil, paramErr("filename", "wrong file extension")
+	if st.dir() == "" {
+		return nil, fail(500, "can't upload to storage type '%s'", st.spec.Type)
 	}
-	if strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") {
-		return nil, paramErr("filename", "invalid format - value does not match the regex pattern")
+	name := normalizeFilename(req.upload.name)
+	switch kind {
+	case "iso":
+		if !isoExtRE.MatchString(name) {
+			return nil, paramErr("filename", "wrong file extension")
+		}
+	case "vztmpl":
+		if !vztmplExtRE.MatchString(name) {
+			return nil, paramErr("filename", "wrong file extension")
+		}
+	case "import":
+		if !importExtRE.MatchString(name) {
+			return nil, paramErr("filename", "invalid filename or wrong extension")
+		}
+	}
+	if !slices.Contains(st.spec.Content, kind) {
+		return nil, fail(500, "storage '%s' does not support '%s' content", st.spec.Name, kind)
 	}
 	volid := fmt.Sprintf("%s:%s/%s", st.spec.Name, kind, name)
 	data := req.upload.data
 	t := s.newTask(node, "imgcopy", "", req.user)
 	if st.used()+int64(len(data)) > st.spec.Total {
-		s.finish(t, fmt.Sprintf("failed to write '%s' - No space left on device", name), nil)
+		// The worker's cp fails; run_command with errmsg dies with
+		// "import failed: <cp's last stderr line>" (pve-common Cmd.pm).
+		s.finish(t, fmt.Sprintf("import failed: cp: error writing '%s/template/%s/%s': No space left on device", st.dir(), kind, name), nil)
 		return t.upid, nil
 	}
 	s.finish(t, "OK", func() {
@@ -147,17 +167,57 @@ func (s *Server) upload(req *request, node string, st *storage) (any, *apiError)
 	return t.upid, nil
 }
 
+var (
+	// The upload's extension checks (pve-storage src/PVE/Storage.pm
+	// ISO_EXT_RE_0, VZTMPL_EXT_RE_1, UPLOAD_IMPORT_EXT_RE_1).
+	isoExtRE    = regexp.MustCompile(`(?i)^[^/]+\.(iso|img)$`)
+	vztmplExtRE = regexp.MustCompile(`(?i)^[^/]+\.(tar|tar\.(gz|xz|zst|bz2))$`)
+	importExtRE = regexp.MustCompile(`^[A-Za-z0-9_.+=-]+\.(ova|qcow2|raw|vmdk)$`)
+	unsafeRE    = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+)
+
+// normalizeFilename is PVE::Storage::normalize_content_filename.
+func normalizeFilename(name string) string {
+	name = strings.TrimSuffix(name, "\n")
+	if i := strings.LastIndexAny(name, "/\\"); i >= 0 {
+		name = name[i+1:]
+	}
+	return unsafeRE.ReplaceAllString(name, "_")
+}
+
+// dir is the storage's path for the types that have one ("" for the
+// block and object storages, which take no upload). The fake's paths are
+// PVE's defaults: /var/lib/vz for "local", /mnt/pve/<id> otherwise.
+func (st *storage) dir() string {
+	switch st.spec.Type {
+	case "dir", "nfs", "cifs", "cephfs", "glusterfs", "btrfs":
+		if st.spec.Name == "local" {
+			return "/var/lib/vz"
+		}
+		return "/mnt/pve/" + st.spec.Name
+	}
+	return ""
+}
+
 // deleteVolume is DELETE .../content/{volume}; volume is a full volid or
-// its part after "storage:".
+// its part after "storage:". pve-storage src/PVE/API2/Storage/Content.pm
+// delete forks an imgdel task whose ID is "<owner vmid>@<storage>" or,
+// for a volume no VM owns (an ISO), the storage ID; vdisk_free runs in
+// the task, and a file already gone is a warning, not an error
+// (Storage/Plugin.pm free_image: "disk image '<path>' does not exist"),
+// so the task ends WARNINGS: 1.
 func (s *Server) deleteVolume(req *request, node string, st *storage, volume string) (any, *apiError) {
 	volid := volume
 	if !strings.Contains(volid, ":") {
 		volid = st.spec.Name + ":" + volid
 	}
+	t := s.newTask(node, "imgdel", st.spec.Name, req.user)
 	if _, ok := st.volumes[volid]; !ok {
-		return nil, fail(500, "volume '%s' does not exist", volid)
+		_, rel, _ := strings.Cut(volid, ":")
+		t.log = append(t.log, fmt.Sprintf("disk image '%s/template/%s' does not exist", st.dir(), rel))
+		s.finish(t, "WARNINGS: 1", nil)
+		return t.upid, nil
 	}
-	t := s.newTask(node, "imgdel", volid, req.user)
 	s.finish(t, "OK", func() { delete(st.volumes, volid) })
 	return t.upid, nil
 }

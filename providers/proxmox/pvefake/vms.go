@@ -495,18 +495,35 @@ func (s *Server) destroy(req *request, v *vm) (any, *apiError) {
 			return nil, paramErr(k, "property is not defined in schema and the schema does not allow additional properties")
 		}
 	}
-	if v.conf["template"] == "1" && v.conf["protection"] == "1" {
-		return nil, fail(500, "can't remove VM %d - protection mode enabled", v.vmid)
+	// qemu-server API2/Qemu.pm destroy_vm: skiplock is root@pam's only;
+	// the early checks (protection, running) answer the request; the
+	// lock is checked in the worker (QemuServer.pm destroy_vm,
+	// check_lock), so a locked VM fails the qmdestroy task.
+	if req.params.Get("skiplock") == "1" && req.user != "root@pam" {
+		return nil, paramErr("skiplock", "Only root may use this option.")
 	}
-	if l := v.locked(); l != "" && req.params.Get("skiplock") != "1" {
-		return nil, fail(500, "VM is locked (%s)", l)
+	if v.conf["protection"] == "1" {
+		// PVE::AbstractConfig::check_protection, for any VM.
+		return nil, fail(500, "can't remove VM %d - protection mode enabled", v.vmid)
 	}
 	if v.status == "running" {
 		return nil, fail(500, "VM %d is running - destroy failed", v.vmid)
 	}
+	if l := v.locked(); l != "" && req.params.Get("skiplock") != "1" {
+		t := s.newTask(v.node, "qmdestroy", strconv.Itoa(v.vmid), req.user)
+		s.finish(t, fmt.Sprintf("VM is locked (%s)", l), nil)
+		return t.upid, nil
+	}
 	return s.startDestroy(v, req.user).upid, nil
 }
 
+// startDestroy runs the qmdestroy worker. PVE frees the VM's own disks
+// first (not CD-ROM images: the seed ISO stays), with the config still in
+// place under the config file lock, then writes `lock: destroyed` as the
+// whole config and removes it last (QemuServer.pm destroy_vm, "only now
+// remove the zombie config, else we can have reuse race"). The fake
+// collapses the disk phase: the config is `lock: destroyed` while the task
+// runs.
 func (s *Server) startDestroy(v *vm, user string) *task {
 	v.conf = map[string]string{"lock": "destroyed"}
 	t := s.newTask(v.node, "qmdestroy", strconv.Itoa(v.vmid), user)
