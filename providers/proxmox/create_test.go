@@ -324,6 +324,9 @@ func TestStateTable(t *testing.T) {
 		{"being destroyed", vmState{lock: "destroyed"}, "", contract.StateTerminated},
 		{"a QEMU state the table lacks", vmState{status: "running", qmp: "colo", started: true}, "", contract.StateStopped},
 		{"a status PVE may add", vmState{status: "unknown", started: true}, "", contract.StateStopped},
+		// /cluster/resources before pvestatd's first update of the VMID
+		// (pve-manager API2Tools.pm extract_vm_stats).
+		{"listed before pvestatd saw it, never started", vmState{status: "unknown"}, "", contract.StateProvisioning},
 	} {
 		if got := stateOf(tc.s, tc.ip); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
@@ -463,4 +466,21 @@ func countVMs(f *fake) int {
 		}
 	}
 	return n
+}
+
+// A VM cloned and prepared but not started, listed before pvestatd's
+// first update of its VMID (status "unknown", no name), is Provisioning in
+// ListByTag, not Stopped.
+func TestListByTagBeforePvestatd(t *testing.T) {
+	f := startFake(t)
+	req := request("fresh", testUID(8))
+	id, err := control{f}.CreateUnstarted(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s.HideNames(true)
+	got, err := f.provider(t).ListByTag(context.Background(), contract.LabelUID, req.UID)
+	if err != nil || len(got) != 1 || got[0].ProviderID != id || got[0].State != contract.StateProvisioning {
+		t.Errorf("ListByTag = %+v, %v; want %s Provisioning", got, err, id)
+	}
 }

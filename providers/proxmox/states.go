@@ -51,6 +51,15 @@ func stateOf(s vmState, ip string) contract.State {
 			return contract.StateStopped
 		}
 		return contract.StateProvisioning
+	case "unknown":
+		// /cluster/resources before pvestatd's first update of a new
+		// VMID (pve-manager API2Tools.pm extract_vm_stats), or a node
+		// that stopped reporting: a VM never started is still being
+		// made; one that ran is not known to serve.
+		if !s.started {
+			return contract.StateProvisioning
+		}
+		return contract.StateStopped
 	default:
 		return contract.StateStopped
 	}

@@ -35,9 +35,10 @@ func taskSucceeded(exit string) bool { return exit == "OK" || warningsRE.MatchSt
 // timeout, polling its status. It does not use go-proxmox's Task.Wait:
 // that returns nil for a task that failed, and sleeps between polls
 // without watching ctx. A failed task is a *TaskError carrying the exit
-// status, classified by its text. The UPID is escaped in the path: an
-// imgdel task's ID is a volume ID, which holds a '/', which go-proxmox's
-// Task.Ping puts in the path as it is.
+// status, classified by its text. The UPID is escaped in the path, as a
+// path segment must be (its user part holds '@' and '!'; an imgdel task's
+// ID is the storage ID, "<owner>@<storage>" for a VM's volume: pve-storage
+// API2/Storage/Content.pm delete).
 func (p *Provider) waitTask(ctx context.Context, region string, upid pve.UPID, what string) error {
 	if upid == "" {
 		return nil
