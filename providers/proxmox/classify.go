@@ -29,8 +29,9 @@ func (e *TaskError) Error() string {
 // Message patterns, from PVE's sources and captured answers (see
 // pvefake's doc comment for each text).
 var (
-	// A missing VM: PVE::AbstractConfig::load_config.
-	notFoundRE = regexp.MustCompile(`^Configuration file '[^']*' does not exist$|^volume '[^']*' does not exist$|^no such task$`)
+	// A missing VM (pve-guest-common AbstractConfig.pm load_config); a
+	// missing volume (pve-storage Storage/Plugin.pm activate_volume).
+	notFoundRE = regexp.MustCompile(`^Configuration file '[^']*' does not exist$|^volume '[^']*' does not exist$`)
 	// Storage out of space: LVM, ZFS, dir/NFS (ENOSPC), Ceph.
 	quotaRE = regexp.MustCompile(`(?i)insufficient free space|no space left on device|out of space|not enough space|quota exceeded|disk quota`)
 	// Requests PVE will refuse the same way until a person changes the
@@ -73,6 +74,10 @@ func classify(err error) error {
 			// "Permission check failed (/vms/100, VM.Clone)": a privilege
 			// is missing. Neither heals without a person.
 			return contract.Permanent(err)
+		case api.StatusCode == http.StatusBadRequest && api.Params["upid"] == "no such task":
+			// The node serving the call has no log of that task
+			// (pve-manager API2/Tasks.pm read_task_status).
+			return contract.NotFound(err)
 		case api.StatusCode == http.StatusBadRequest, api.StatusCode == http.StatusNotImplemented:
 			// "Parameter verification failed." or a method PVE lacks.
 			return contract.Permanent(err)

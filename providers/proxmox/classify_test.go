@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
@@ -64,6 +65,8 @@ func TestClassify(t *testing.T) {
 	_, _, localToNode := newVM(api, "pve1", templateVMID).Clone(ctx, &pve.VirtualMachineCloneOptions{NewID: 1004, Name: "far", Target: "pve2"})
 	_, _, nonShared := newVM(api, "pve1", templateVMID).Clone(ctx, &pve.VirtualMachineCloneOptions{NewID: 1005, Name: "far", Full: pve.IntOrBool(true), Storage: "local-lvm", Target: "pve2"})
 
+	noTask := api.Get(ctx, "/nodes/pve1/tasks/"+url.PathEscape("UPID:pve1:00002000:0000E000:6B0DFE0B:qmclone:9000:egress@pve!operator:")+"/status", &x)
+
 	f.s.RejectToken(true)
 	badToken := api.Get(ctx, "/cluster/resources?type=vm", &x)
 	f.s.RejectToken(false)
@@ -96,6 +99,7 @@ func TestClassify(t *testing.T) {
 		{Name: "unknown storage", Err: noStorage, Want: contract.ErrPermanent, Source: src + "PVE::Storage storage_config"},
 		{Name: "clone to another node, local storage", Err: localToNode, Want: contract.ErrPermanent, Source: src + "qemu-server src/PVE/API2/Qemu.pm clone_vm"},
 		{Name: "clone to another node onto non-shared storage", Err: nonShared, Want: contract.ErrPermanent, Source: src + "qemu-server src/PVE/API2/Qemu.pm clone_vm"},
+		{Name: "unknown task", Err: noTask, Want: contract.ErrNotFound, Source: src + "pve-manager PVE/API2/Tasks.pm read_task_status (400, upid: no such task)"},
 		{Name: "token rejected", Err: badToken, Want: contract.ErrPermanent, Source: src + "PVE::AccessControl::verify_token (401)"},
 		{Name: "TLS failure", Err: certificate, Want: contract.ErrPermanent, Source: "crypto/x509 against the fake's self-signed certificate with system roots"},
 		{Name: "cancelled ctx", Err: cancelledErr, Want: nil, Source: "context package through net/http"},

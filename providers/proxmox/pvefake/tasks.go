@@ -69,13 +69,17 @@ func (s *Server) finish(t *task, exit string, onOK func(), onFail ...func(string
 	}()
 }
 
+// findTask is the lookup of pve-manager PVE/API2/Tasks.pm read_task_status
+// and read_task_log: a parameter error (400) for a UPID that does not
+// parse or whose task file the node serving the call lacks (a task of
+// another node, or one never started).
 func (s *Server) findTask(node, upid string) (*task, *apiError) {
 	if !strings.HasPrefix(upid, "UPID:") {
-		return nil, fail(500, "unable to parse worker upid '%s'", upid)
+		return nil, paramErr("upid", "unable to parse worker upid")
 	}
 	t, ok := s.tasks[upid]
 	if !ok || t.node != node {
-		return nil, fail(500, "no such task")
+		return nil, paramErr("upid", "no such task")
 	}
 	return t, nil
 }
