@@ -463,9 +463,11 @@ func (s *Server) RotateSecret(secret string) {
 	s.opts.Secret = secret
 }
 
-// HideNames makes /cluster/resources omit the names of VMs (not templates), as right after a clone
-// before pvestatd's next update (assumed: the list's names come from
-// pvestatd's status data, the config holds them at once).
+// HideNames makes /cluster/resources list VMs (not templates) as it does
+// before pvestatd's first update of their VMID: no name, status "unknown"
+// (pve-manager PVE/API2Tools.pm extract_vm_stats without RRD data;
+// pvestatd.pm updates every 10 s). status/current and the config have the
+// name at once.
 func (s *Server) HideNames(hide bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -22,47 +22,160 @@
 // format of pve-common's JSONSchema.pm (`[a-z0-9_][a-z0-9_\-+.]*`,
 // case-insensitive, stored sorted and unique, `;`-separated).
 //
-// Error texts are PVE's own, from its Perl sources (pve-http-server
-// AnyEvent.pm writes the exception message as the reason phrase with body
-// `{"data":null}`; parameter errors are 400 "Parameter verification
-// failed." with an "errors" object) and from responses users captured:
+// Error texts are PVE's own, each from its Perl source (pve-http-server
+// src/PVE/APIServer/AnyEvent.pm writes the exception message as the reason
+// phrase with body `{"data":null}`; parameter errors are 400 "Parameter
+// verification failed." with an "errors" object, pve-common
+// src/PVE/Exception.pm raise_param_exc). Repositories are Proxmox's;
+// "8.4" is the stable-bookworm branch, "9.1" master; a text is the same in
+// both unless it says otherwise.
 //
 //   - 500 Configuration file 'nodes/<node>/qemu-server/<vmid>.conf' does not exist
-//     (PVE::AbstractConfig::load_config; captured in
-//     ionos-cloud/cluster-api-provider-proxmox#389)
-//   - 500 VM is locked (<lock>) (PVE::AbstractConfig::check_lock; captured in
-//     Corsinvest/cv4pve-autosnap#22)
+//     (pve-guest-common src/PVE/AbstractConfig.pm load_config)
+//   - 500 VM is locked (<lock>) (AbstractConfig.pm check_lock)
 //   - 500 can't lock file '/var/lock/qemu-server/lock-<vmid>.conf' - got timeout
-//     (PVE::Tools::lock_file; captured in Telmate/terraform-provider-proxmox#173)
-//   - 500 VM <vmid> already exists on node '<node>' (PVE::Cluster::check_vmid_unused)
+//     (pve-common src/PVE/Tools.pm lock_file)
+//   - 500 unable to create VM <vmid>: config file already exists, and the
+//     other clone_vm refusals below (qemu-server src/PVE/API2/Qemu.pm)
 //   - 400 with errors {"vmid": "VM <vmid> already exists"} from /cluster/nextid?vmid=
-//     (PVE::API2::Cluster nextid; go-proxmox's CheckID matches this text)
-//   - 403 Permission check failed (<path>, <privilege>) (PVE::RPCEnvironment::check)
-//   - 401 invalid token value! (PVE::AccessControl::verify_token); real PVE
-//     delays every 401 by 3 s, the fake does not
-//   - 500 QEMU guest agent is not running, 500 No QEMU guest agent configured,
-//     500 VM <vmid> is not running (PVE::API2::Qemu::Agent; go-proxmox's
-//     WaitForAgent matches the first)
-//   - 500 VM <vmid> is running - destroy failed (PVE::API2::Qemu destroy_vm)
+//     (pve-manager PVE/API2/Cluster.pm nextid)
+//   - 403 Permission check failed (<path>, <privilege>) (pve-access-control
+//     src/PVE/RPCEnvironment.pm check → pve-common raise_perm_exc)
+//   - 401 invalid token value! (pve-access-control src/PVE/AccessControl.pm
+//     verify_token); real PVE delays every 401 by 3 s, the fake does not
+//   - 500 you can't start a vm if it's a template, 500 VM <vmid> already
+//     running (qemu-server src/PVE/QemuServer.pm vm_start)
+//   - 500 VM <vmid> is running - destroy failed, 500 can't remove VM <vmid> -
+//     protection mode enabled (qemu-server API2/Qemu.pm destroy_vm's early
+//     checks, AbstractConfig.pm check_protection)
+//   - 500 detected modified configuration - file changed by other user? Try
+//     again. (pve-common Tools.pm assert_if_modified)
+//   - 500 hostname lookup '<node>' failed - failed to get address info for:
+//     <node>: Name or service not known (pve-common src/PVE/Network.pm
+//     get_ip_from_hostname, Tools.pm; pveproxy resolving an unknown node)
+//   - 400 {upid: "unable to parse worker upid" | "no such task"} (pve-manager
+//     PVE/API2/Tasks.pm read_task_status, read_task_log; the task file is
+//     the serving node's)
+//   - 501 Method '<method> <path>' not implemented (AnyEvent.pm)
 //   - task exit status "clone failed: lvcreate 'pve/vm-<vmid>-disk-0' error:
-//     Volume group "pve" has insufficient free space (...)" (a full LVM
-//     thin pool; the "clone failed: " prefix is qemu-server's clone worker,
-//     seen in khanh-ph/proxmox-kubernetes#71).
+//     Volume group "pve" has insufficient free space (...)": the "clone
+//     failed: " prefix is clone_vm's worker; the lvcreate text was captured
+//     in khanh-ph/proxmox-kubernetes#71 (an LVM message, not PVE's).
 //
-// Lifecycle facts the fake keeps: a clone first writes a temporary config
-// holding only `lock: clone` (no name, no tags) and fills it when its
-// qmclone task ends; a failed clone removes the new VM. Destroy replaces the
-// config with `lock: destroyed` while its qmdestroy task runs, then removes
-// it. Start, stop and shutdown are qmstart/qmstop/qmshutdown tasks. The
-// guest agent answers only while the VM runs and after the guest "booted"
-// (ReportIP). Uploads go through an imgcopy task, content deletes through
-// imgdel. UPIDs have PVE's shape,
-// UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:, all hex.
+// # Behaviour from source
 //
-// Where this fake is an assumption rather than a citation, its comment says
-// so. The control methods (Stall, FailNext, FailNextTask, DropNextClone,
-// CutCall, HoldTasks, Lock, BeginDestroy, ReportIP, SetQMPStatus,
-// RejectToken, CloneVMTo, RemoveVM, Reset) are for tests: they play the
+// Task exit statuses. fork_worker ends a task's log with "TASK OK", "TASK
+// WARNINGS: <n>" when the worker called warn n times, or "TASK ERROR:
+// <message>" with the message's newlines made spaces; read_status returns
+// what follows "TASK " (pve-common src/PVE/RESTEnvironment.pm fork_worker,
+// src/PVE/UPID.pm read_status; 8.4: src/PVE/Tools.pm upid_read_status),
+// and status_is_error (8.4: Tools.pm upid_status_is_error) calls only OK
+// and WARNINGS: <n> success. The fake applies a task's effect for both
+// (FailNextTask, WarnNextTask).
+//
+// Names. qemu-server's vmstatus reports a VM without a name in its config
+// as "VM <vmid>" (src/PVE/QemuServer.pm vmstatus), which status/current
+// returns; /cluster/resources takes the name from pvestatd's RRD data,
+// filled from the same vmstatus (pve-manager PVE/Service/pvestatd.pm
+// update_qemu_status, PVE/API2Tools.pm extract_vm_stats), so it shows "VM
+// <vmid>" too once pvestatd saw the VMID, and before that no name and
+// status "unknown" (HideNames plays that); lock and tags come from the
+// config at once (Cluster.pm resources, get_guest_config_properties).
+//
+// Clone (qemu-server API2/Qemu.pm clone_vm). Before the worker forks,
+// $load_and_check answers the request, in this order: "no such cluster
+// node '<n>'" (pve-cluster Cluster.pm check_node_exists; a target equal to
+// the serving node is dropped); a storage that does not exist (pve-storage
+// Storage.pm storage_config), does not hold images (400 {storage: "storage
+// '<s>' does not support vm images"}) or, with a target, is not shared
+// ("can't clone to non-shared storage '<s>'"); the source's lock; "parameter
+// 'storage' not allowed for linked clones"; "can't clone VM to node '<n>'
+// (VM uses local storage)" when any volume of the source — disk or CD-ROM
+// image, full clone or linked — is on a storage without `shared`
+// ($check_storage_access_clone); "unable to create VM <id>: config file
+// already exists" when the serving node has the config. The worker writes
+// a temporary config "# qmclone temporary file\nlock: clone\n" on the
+// serving node (so status/current names it "VM <id>"), writes the full
+// config with name, description and still `lock: clone` after each disk
+// (the fake skips that middle step), drops the lock at the end, and only
+// then renames the config to the target node. A VMID taken on another
+// node is not seen by the early check: pmxcfs refuses the temporary
+// config's rename (pve-cluster src/pmxcfs/memdb.c memdb_rename: EEXIST), so
+// the task ends "close (rename) atomic file
+// '/etc/pve/nodes/<node>/qemu-server/<id>.conf' failed: File exists"
+// (pve-common src/PVE/File.pm file_set_contents), without clone_vm's
+// "clone failed: " prefix. A failed clone frees its disks and removes the
+// config. A template's disk is on Template.Storage.
+//
+// Guest agent (qemu-server src/PVE/QemuServer/Agent.pm
+// assert_agent_available, 8.4 and 9.1): "No QEMU guest agent configured"
+// when the config has no `agent` key (`agent: 0` is defined and passes),
+// then "VM <vmid> is not running", then "QEMU guest agent is not running"
+// when guest-ping gets no answer within 3 s (qga_check_running) — no agent
+// in the guest, a guest still booting, a paused VM, an agent disabled. An
+// agent that answers the ping but not the command fails after QMPClient's
+// default 5 s: "VM <vmid> qmp command 'guest-network-get-interfaces' failed
+// - got timeout" (8.4; 9.1 names the peer "qga": src/PVE/QMPClient.pm cmd,
+// mux_timeout). 9.1 requires VM.GuestAgent.Audit (or
+// VM.GuestAgent.Unrestricted) for the read (src/PVE/API2/Qemu/Agent.pm).
+// HangAgent plays either hang; the fake answers at once.
+//
+// Tag access (pve-guest-common src/PVE/GuestHelpers.pm
+// assert_tag_permissions, get_allowed_tags, get_unique_tags; pve-cluster
+// src/PVE/DataCenterConfig.pm user-tag-access, registered-tags,
+// tag-style; qemu-server update_vm_api). Every tag a config write adds or
+// removes must be allowed to a user without Sys.Modify on /: any under
+// user-allow "free" (the default), user-allow-list under "list", the list
+// and every tag some guest already carries under "existing", none under
+// "none"; registered-tags never. A refused tag is 403 "Permission check
+// failed (/, Sys.Modify for modifying tag '<tag>')". Tags are stored
+// lower-cased, sorted and unique unless tag-style says case-sensitive
+// (get_unique_tags). PVE checks and writes a config option by option into
+// the pending section, so a refused tag can leave earlier options pending;
+// the fake refuses the whole write. A clone copies the template's tags
+// unchecked. TagAccess.SysModify stands for the Sys.Modify check until
+// the permission engine answers it.
+//
+// Destroy (qemu-server API2/Qemu.pm destroy_vm, QemuServer.pm destroy_vm).
+// skiplock is root@pam's alone (400 "Only root may use this option.");
+// protection and a running VM refuse the request; the lock is checked in
+// the qmdestroy worker, so a locked VM fails the task. The worker frees
+// the disks the VM owns (never CD-ROM images: a seed ISO stays) with the
+// config in place, then writes `lock: destroyed` as the whole config and
+// removes it last; the fake shows `lock: destroyed` for the whole task. A
+// disk that cannot be freed is a warning (the task ends WARNINGS: <n>).
+//
+// Storage (pve-storage src/PVE/API2/Storage/Status.pm upload,
+// API2/Storage/Content.pm index and delete, src/PVE/Storage.pm). Upload
+// takes content iso, vztmpl or import; a storage without a path (lvm,
+// lvmthin, zfspool, rbd) is refused ("can't upload to storage type
+// '<type>'"); the file name is normalized, not refused (path dropped,
+// other characters than [a-zA-Z0-9_.-] become '_':
+// normalize_content_filename); the extension is checked case-insensitively
+// (ISO_EXT_RE_0: .iso, .img); then the storage's content types; the file
+// lands through an imgcopy task without an ID and replaces one of the same
+// name; a full storage fails the task with "import failed: cp: error
+// writing '<path>': No space left on device" (pve-common Cmd.pm run_command
+// with errmsg). Content listing filters by content (and vmid) and returns
+// volid, content, format, size and ctime. Delete runs vdisk_free in an
+// imgdel task whose ID is the storage ID ("<owner>@<storage>" for a VM's
+// volume); a file already gone is a warning, "disk image '<path>' does not
+// exist" (Storage/Plugin.pm free_image), so the task ends WARNINGS: 1.
+//
+// UPIDs have PVE's shape,
+// UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:, all hex
+// (pve-common src/PVE/UPID.pm encode).
+//
+// No source was found for: the sizes the fake reports (maxdisk, maxmem of
+// a listed VM are plausible values, not computed as PVE does), the
+// pvestatd delay HideNames stands for (pvestatd.pm's $updatetime is 10 s;
+// the fake has no clock), and the /version and node
+// status values (shapes from the API viewer, values made up).
+//
+// The control methods (Stall, FailNext, FailNextTask, WarnNextTask,
+// DropNextClone, CutCall, HoldTasks, Lock, BeginDestroy, ReportIP,
+// SetQMPStatus, HangAgent, SetTagAccess, RejectToken, CloneVMTo, RemoveVM,
+// Reset) are for tests: they play the
 // backend's own faults, the guest and a person at the web UI. A cut call
 // answers as pveproxy does when the node it forwards a call to is lost:
 // 595 or 596 with the system error as the reason (see CutCall).
