@@ -42,7 +42,9 @@
 //   - 403 Permission check failed (<path>, <privilege>) (pve-access-control
 //     src/PVE/RPCEnvironment.pm check → pve-common raise_perm_exc)
 //   - 401 invalid token value! (pve-access-control src/PVE/AccessControl.pm
-//     verify_token); real PVE delays every 401 by 3 s, the fake does not
+//     verify_token); pveproxy delays every 401 by 3 s (pve-http-server
+//     AnyEvent.pm handle_api2_request: "always delay unauthorized calls by 3
+//     seconds"), the fake does not
 //   - 500 you can't start a vm if it's a template, 500 VM <vmid> already
 //     running (qemu-server src/PVE/QemuServer.pm vm_start)
 //   - 500 VM <vmid> is running - destroy failed, 500 can't remove VM <vmid> -
