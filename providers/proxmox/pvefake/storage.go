@@ -75,8 +75,7 @@ func (s *Server) routeStorage(req *request, get, post, del bool) (any, *apiError
 		d, err := s.upload(req, node, st)
 		return d, err, true
 	case del && len(rest) >= 2 && rest[0] == "content":
-		d, err := s.deleteVolume(req, node, st, strings.Join(rest[1:], "/"))
-		return d, err, true
+		return s.deleteVolume(req, node, st, strings.Join(rest[1:], "/")), nil, true
 	}
 	return nil, fail(501, "Method '%s /%s' not implemented", req.method, strings.Join(p, "/")), true
 }
@@ -206,7 +205,7 @@ func (st *storage) dir() string {
 // the task, and a file already gone is a warning, not an error
 // (Storage/Plugin.pm free_image: "disk image '<path>' does not exist"),
 // so the task ends WARNINGS: 1.
-func (s *Server) deleteVolume(req *request, node string, st *storage, volume string) (any, *apiError) {
+func (s *Server) deleteVolume(req *request, node string, st *storage, volume string) any {
 	volid := volume
 	if !strings.Contains(volid, ":") {
 		volid = st.spec.Name + ":" + volid
@@ -216,8 +215,8 @@ func (s *Server) deleteVolume(req *request, node string, st *storage, volume str
 		_, rel, _ := strings.Cut(volid, ":")
 		t.log = append(t.log, fmt.Sprintf("disk image '%s/template/%s' does not exist", st.dir(), rel))
 		s.finish(t, "WARNINGS: 1", nil)
-		return t.upid, nil
+		return t.upid
 	}
 	s.finish(t, "OK", func() { delete(st.volumes, volid) })
-	return t.upid, nil
+	return t.upid
 }
