@@ -419,9 +419,15 @@ func TestListByTagSeesTheMarkWindow(t *testing.T) {
 // "VM <vmid>" (qemu-server vmstatus), and the retry must see it as a clone
 // in progress that may be its own, not as someone else's VM to pass by.
 func TestRetryDuringCloneMakesOneVM(t *testing.T) {
-	for _, fresh := range []bool{false, true} {
-		t.Run(map[bool]string{false: "same provider", true: "restarted provider"}[fresh], func(t *testing.T) {
+	for _, tc := range []struct {
+		fresh, pastDisks bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		fresh := tc.fresh
+		name := map[bool]string{false: "same provider", true: "restarted provider"}[fresh] +
+			map[bool]string{false: ", only the lock", true: ", disks copied"}[tc.pastDisks]
+		t.Run(name, func(t *testing.T) {
 			f := startFake(t)
+			f.s.ClonesPastDisks(tc.pastDisks)
 			p := f.provider(t)
 			req := request("retried", testUID(7))
 			release := f.s.HoldTasks("qmclone")

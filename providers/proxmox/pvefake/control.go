@@ -127,6 +127,16 @@ func (s *Server) DropNextClone() {
 	s.dropNext = true
 }
 
+// ClonesPastDisks makes the clones started from now show, while their
+// task runs (HoldTasks), the config qemu-server's clone_vm writes after
+// copying each disk — name, description and the rest, still `lock: clone` —
+// instead of the temporary config holding only the lock.
+func (s *Server) ClonesPastDisks(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disksCopied = on
+}
+
 // HoldTasks keeps every task of type typ started from now on running until
 // release is called.
 func (s *Server) HoldTasks(typ string) (release func()) {
@@ -201,6 +211,7 @@ func (s *Server) Reset() {
 	s.cut = cut{}
 	s.rejected = false
 	s.hideNames = false
+	s.disksCopied = false
 	for typ, ch := range s.hold {
 		delete(s.hold, typ)
 		close(ch)

@@ -99,7 +99,7 @@
 // a temporary config "# qmclone temporary file\nlock: clone\n" on the
 // serving node (so status/current names it "VM <id>"), writes the full
 // config with name, description and still `lock: clone` after each disk
-// (the fake skips that middle step), drops the lock at the end, and only
+// (ClonesPastDisks plays that step while a task is held), drops the lock at the end, and only
 // then renames the config to the target node. A VMID taken on another
 // node is not seen by the early check: pmxcfs refuses the temporary
 // config's rename (pve-cluster src/pmxcfs/memdb.c memdb_rename: EEXIST), so
@@ -175,7 +175,7 @@
 // status values (shapes from the API viewer, values made up).
 //
 // The control methods (Stall, FailNext, FailNextTask, WarnNextTask,
-// DropNextClone, CutCall, HoldTasks, Lock, BeginDestroy, ReportIP,
+// DropNextClone, CutCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,
 // SetQMPStatus, HangAgent, SetTagAccess, RejectToken, CloneVMTo, RemoveVM,
 // Reset) are for tests: they play the
 // backend's own faults, the guest and a person at the web UI. A cut call

@@ -73,6 +73,9 @@ type Server struct {
 	faults   []fault
 	taskExit map[string]string // task type → exit status of its next run
 	dropNext bool
+	// disksCopied makes clones show the config clone_vm writes after its
+	// disk copies (ClonesPastDisks).
+	disksCopied bool
 	// hideNames plays pvestatd's lag: the list's names come from its
 	// status updates, seconds behind the config.
 	hideNames bool

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -437,6 +438,12 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 	final["net0"] = fmt.Sprintf("virtio=BC:24:11:%02X:%02X:%02X,bridge=vmbr0", (newid>>16)&0xff, (newid>>8)&0xff, newid&0xff)
 	final["meta"] = fmt.Sprintf("creation-qemu=8.1.5,ctime=%d", time.Now().Unix())
 	final["smbios1"] = fmt.Sprintf("uuid=6f1e0a3e-8d0b-4c55-9a43-%012x", newid)
+	if s.disksCopied {
+		// clone_vm writes the full config, still `lock: clone`, after each
+		// disk: a task held now is past its disk copies.
+		nv.conf = maps.Clone(final)
+		nv.conf["lock"] = "clone"
+	}
 	s.finish(t, "OK", func() { nv.conf, nv.node = final, dest }, func(exit string) {
 		// A failed clone removes what it made (qemu-server's clone worker).
 		if s.vms[newid] == nv {
