@@ -70,7 +70,7 @@ func (s *Server) routeStorage(req *request, get, post, del bool) (any, *apiError
 	case get && eq(rest, "status"):
 		return st.status(), nil, true
 	case get && eq(rest, "content"):
-		return s.content(st, req.params.Get("content")), nil, true
+		return s.content(st, req.params.Get("content"), req.params.Get("vmid")), nil, true
 	case post && eq(rest, "upload"):
 		d, err := s.upload(req, node, st)
 		return d, err, true
@@ -80,17 +80,22 @@ func (s *Server) routeStorage(req *request, get, post, del bool) (any, *apiError
 	return nil, fail(501, "Method '%s /%s' not implemented", req.method, strings.Join(p, "/")), true
 }
 
-// content is GET .../content[?content=iso].
-func (s *Server) content(st *storage, kind string) []map[string]any {
+// content is GET .../content[?content=…][&vmid=…], as pve-storage's
+// volume_list and the dir plugin's list_volumes build it (src/PVE/Storage.pm
+// volume_list, Storage/Plugin.pm list_volumes, get_subdir_files): only the
+// content types the storage holds, no ISO or container template when a
+// vmid is given (they have no owner), sorted by volid case-insensitively;
+// each item has volid, content, format, size and ctime.
+func (s *Server) content(st *storage, kind, vmid string) []map[string]any {
 	out := []map[string]any{}
 	ids := make([]string, 0, len(st.volumes))
 	for id := range st.volumes {
 		ids = append(ids, id)
 	}
-	sort.Strings(ids)
+	sort.Slice(ids, func(i, j int) bool { return strings.ToLower(ids[i]) < strings.ToLower(ids[j]) })
 	for _, id := range ids {
 		c := contentOf(id)
-		if kind != "" && c != kind {
+		if (kind != "" && c != kind) || !slices.Contains(st.spec.Content, c) || (vmid != "" && (c == "iso" || c == "vztmpl")) {
 			continue
 		}
 		out = append(out, map[string]any{"volid": id, "content": c, "format": strings.TrimPrefix(path.Ext(id), "."),
