@@ -567,7 +567,9 @@ func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) err
 // A VM of the region's VMID range without the managed tag may be in the
 // mark window (entry 8): cloned, its marks in the description only, by a
 // Create cut off before the tag write. Its config is read, so the garbage
-// collector sees it too; outside the window the range holds none.
+// collector sees it too; outside the window the range holds none — unless
+// the cluster's tag access refuses the tags (tagaccess.go), when every VM
+// whose tags lack the per-Proxy marks is read (listedMarks).
 func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
 	var matches func(marks) bool
 	switch key {
