@@ -27,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
+.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
 all: test
 
 help: ## List the targets.
@@ -142,6 +142,12 @@ vsphere-secret: ## Print the credentials Secret for vSphere from VSPHERE_USERNAM
 
 test-integration-proxmox: ## The Proxmox VE lifecycle against a real cluster named by PROXMOX_TEST_* (docs/proxmox-provider.md).
 	cd providers/proxmox && $(GO) test -count=1 -run '^TestIntegration$$' -v .
+
+generate-pvefake-schema: ## Regenerate pvefake's facts (facts-pve8.json, facts-pve9.json) from the pinned PVE API schema (providers/proxmox/pvefake/schema).
+	cd providers/proxmox && $(GO) generate ./pvefake
+
+proxmox-role-doc: ## Rewrite the generated API token role in docs/proxmox-provider.md (PVE 8 and 9) from the provider's call table and the pinned schema.
+	cd providers/proxmox && $(GO) test -count=1 -run '^TestRoleDoc$$' . -args -update-role-doc
 
 proxmox-secret: ## Print the credentials Secret for Proxmox VE from PROXMOX_TOKEN_ID_FILE and PROXMOX_TOKEN_SECRET_FILE (and PROXMOX_CA_FILE if set).
 	hack/credentials-secret.sh proxmox-token-id=$(PROXMOX_TOKEN_ID_FILE) proxmox-token-secret=$(PROXMOX_TOKEN_SECRET_FILE) $(if $(PROXMOX_CA_FILE),proxmox-ca.pem=$(PROXMOX_CA_FILE))

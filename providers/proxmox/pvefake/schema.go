@@ -1,0 +1,3 @@
+package pvefake
+
+//go:generate go run ./internal/schemagen -dir schema
