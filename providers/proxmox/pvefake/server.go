@@ -32,6 +32,15 @@ type Options struct {
 	// TagAccess is datacenter.cfg's tag settings; the zero value is PVE's
 	// default (free, case-insensitive).
 	TagAccess TagAccess
+	// Version is the PVE major release the fake plays, 8 or 9: its API
+	// schema (schema/facts-pve<N>.json) and privileges. Default 9, the
+	// current release; PVE 8 follows Debian 12, whose regular support
+	// ended in June 2026.
+	Version int
+	// ACL is the token's ACL (a privilege-separated token's own entries).
+	// nil means every privilege on / (Administrator); the provider's
+	// tests give it the role the guide documents.
+	ACL []ACE
 }
 
 // StorageSpec is one storage.
@@ -87,6 +96,8 @@ type Server struct {
 	stalls []func()
 	// locks are the locks Lock set, for Reset to lift.
 	locks map[int]string
+	// servedSet are the kinds of call served (ServedCalls).
+	servedSet map[string]Served
 }
 
 // cut names one call and whether it fails before or after taking effect.
@@ -99,6 +110,12 @@ type cut struct {
 func New(opts Options) *Server {
 	if len(opts.Nodes) == 0 {
 		opts.Nodes = []string{"pve"}
+	}
+	if opts.Version == 0 {
+		opts.Version = 9
+	}
+	if schemas[opts.Version] == nil {
+		panic(fmt.Sprintf("pvefake: PVE version %d has no pinned schema (8 or 9)", opts.Version))
 	}
 	s := &Server{
 		opts: opts, vms: map[int]*vm{}, storages: map[string]*storage{}, tasks: map[string]*task{},
@@ -373,7 +390,6 @@ func match(path []string, pattern ...string) ([]string, bool) {
 // route dispatches a call; the op names are what FailNext targets.
 func (s *Server) route(req *request) (any, func(), *apiError) {
 	p, m := req.path, req.method
-	get, post, put, del := m == http.MethodGet, m == http.MethodPost, m == http.MethodPut, m == http.MethodDelete
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	op := s.opOf(req)
@@ -391,9 +407,27 @@ func (s *Server) route(req *request) (any, func(), *apiError) {
 			return nil, nil, fail(500, "hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known", v[0], v[0])
 		}
 	}
+	// The pinned schema's validation and permissions, then the handler.
+	ep, params, err := s.admit(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, after, err := s.dispatch(req)
+	if err == nil {
+		d = s.visible(ep, params, d)
+	}
+	return d, after, err
+}
+
+// dispatch runs the handler of a call. Caller holds s.mu.
+func (s *Server) dispatch(req *request) (any, func(), *apiError) {
+	p, m := req.path, req.method
+	get, post, put, del := m == http.MethodGet, m == http.MethodPost, m == http.MethodPut, m == http.MethodDelete
 	switch {
 	case get && eq(p, "version"):
-		return map[string]string{"version": "8.2.4", "release": "8.2", "repoid": "faa83925c9641325"}, nil, nil
+		// The pinned schema's release (schema/SOURCE).
+		ver := schemas[s.opts.Version].Version
+		return map[string]string{"version": ver, "release": ver[:strings.LastIndex(ver, ".")], "repoid": schemas[s.opts.Version].Commit[:16]}, nil, nil
 	case get && eq(p, "cluster", "nextid"):
 		d, err := s.nextID(req)
 		return d, nil, err
@@ -404,7 +438,7 @@ func (s *Server) route(req *request) (any, func(), *apiError) {
 		return s.clusterStatus(), nil, nil
 	}
 	if v, ok := match(p, "nodes", "*", "status"); ok && get {
-		return map[string]any{"uptime": 86400, "pveversion": "pve-manager/8.2.4/faa83925c9641325", "kversion": "Linux 6.8.8-2-pve", "node": v[0]}, nil, nil
+		return map[string]any{"uptime": 86400, "pveversion": "pve-manager/" + schemas[s.opts.Version].Version + "/" + schemas[s.opts.Version].Commit[:16], "kversion": "Linux 6.8.8-2-pve", "node": v[0]}, nil, nil
 	}
 	if v, ok := match(p, "nodes", "*", "qemu"); ok && get {
 		return s.listVMs(v[0]), nil, nil

@@ -37,12 +37,6 @@ func (s *Server) SetTagAccess(ta TagAccess) {
 	s.opts.TagAccess = ta
 }
 
-// splitList is PVE::Tools::split_list: tags split on ';', ',' and
-// white space, empty items dropped.
-func splitList(list string) []string {
-	return strings.FieldsFunc(list, func(r rune) bool { return r == ';' || r == ',' || r == ' ' || r == '\t' || r == '\n' })
-}
-
 // sysModifyOnRoot is the one privilege tag access asks about. Caller
 // holds s.mu.
 func (s *Server) sysModifyOnRoot(string) bool { return s.opts.TagAccess.SysModify }

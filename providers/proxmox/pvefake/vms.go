@@ -470,10 +470,6 @@ func (s *Server) storageSpec(name string) (StorageSpec, bool) {
 	return StorageSpec{}, false
 }
 
-// driveRE names the config keys that hold volumes
-// (PVE::QemuServer::Drive::is_valid_drivename).
-var driveRE = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[1-2][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
-
 // sharedVM is qemu-server's $check_storage_access_clone verdict: false
 // when any volume the config names (a disk or an ISO in a CD-ROM drive;
 // not "none" or the host's "cdrom") is on a storage that is not shared.
