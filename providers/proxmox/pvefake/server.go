@@ -493,10 +493,7 @@ func b2i(b bool) int {
 // vmid=N, N itself when free.
 func (s *Server) nextID(req *request) (any, *apiError) {
 	if v := req.params.Get("vmid"); v != "" {
-		id, err := strconv.Atoi(v)
-		if err != nil {
-			return nil, paramErr("vmid", fmt.Sprintf("type check ('integer') failed - got '%s'", v))
-		}
+		id, _ := strconv.Atoi(v) // the schema checked it (pve-vmid)
 		if _, used := s.vms[id]; used {
 			return nil, paramErr("vmid", fmt.Sprintf("VM %d already exists", id))
 		}
@@ -511,12 +508,7 @@ func (s *Server) nextID(req *request) (any, *apiError) {
 
 // resources is GET /cluster/resources[?type=vm|storage|node|sdn].
 func (s *Server) resources(req *request) (any, *apiError) {
-	typ := req.params.Get("type")
-	switch typ {
-	case "", "vm", "storage", "node", "sdn":
-	default:
-		return nil, paramErr("type", fmt.Sprintf("value '%s' does not have a value in the enumeration 'vm, storage, node, sdn'", typ))
-	}
+	typ := req.params.Get("type") // the schema checked the enumeration
 	out := []map[string]any{}
 	if typ == "" || typ == "vm" {
 		for _, id := range s.sortedVMIDs() {

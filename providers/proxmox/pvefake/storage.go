@@ -120,15 +120,10 @@ func contentOf(volid string) string {
 // then lands through an imgcopy task without an ID, replacing a file of
 // the same name.
 func (s *Server) upload(req *request, node string, st *storage) (any, *apiError) {
-	kind := req.params.Get("content")
-	switch kind {
-	case "":
-		return nil, paramErr("content", "property is missing and it is not optional")
-	case "iso", "vztmpl", "import":
-	default:
-		return nil, paramErr("content", fmt.Sprintf("value '%s' does not have a value in the enumeration 'iso, vztmpl, import'", kind))
-	}
+	kind := req.params.Get("content") // the schema checked the enumeration
 	if req.upload == nil {
+		// A "filename" form field without a file part: no source found
+		// for PVE's answer; the fake keeps the schema's missing-parameter text.
 		return nil, paramErr("filename", "property is missing and it is not optional")
 	}
 	if st.dir() == "" {

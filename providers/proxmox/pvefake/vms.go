@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -114,10 +113,7 @@ func (s *Server) listVMs(node string) []map[string]any {
 // vmOn returns the VM vmid on node, or PVE's "does not exist" error: the
 // config lives under the node it runs on.
 func (s *Server) vmOn(node, vmidStr string) (*vm, *apiError) {
-	vmid, err := strconv.Atoi(vmidStr)
-	if err != nil || vmid < 100 {
-		return nil, paramErr("vmid", fmt.Sprintf("type check ('integer') failed - got '%s'", vmidStr))
-	}
+	vmid, _ := strconv.Atoi(vmidStr) // the schema checked it (pve-vmid)
 	v, ok := s.vms[vmid]
 	if !ok || v.node != node {
 		return nil, notExist(node, vmid)
@@ -200,52 +196,12 @@ func (s *Server) current(v *vm) map[string]any {
 	return out
 }
 
-// configKeys are the config keys the fake's schema knows; anything else is
-// rejected as PVE's schema rejects it.
-var configKeys = map[string]bool{
-	"name": true, "description": true, "tags": true, "cores": true, "sockets": true, "memory": true,
-	"ide0": true, "ide1": true, "ide2": true, "ide3": true, "sata0": true, "scsi0": true, "net0": true,
-	"agent": true, "onboot": true, "boot": true, "ostype": true, "cpu": true, "delete": true, "digest": true,
-	"skiplock": true, "background_delay": true, "serial0": true, "vga": true,
-}
-
-var (
-	// tagRE is pve-common's pve-tag format.
-	tagRE = regexp.MustCompile(`^(?i)[a-z0-9_][a-z0-9_\-+.]*$`)
-	// dnsNameRE is the dns-name format PVE checks VM names with.
-	dnsNameRE = regexp.MustCompile(`^(?i)([a-z0-9]([a-z0-9\-]*[a-z0-9])?)(\.([a-z0-9]([a-z0-9\-]*[a-z0-9])?))*$`)
-)
-
 // setConfig is PUT/POST /nodes/{node}/qemu/{vmid}/config.
 func (s *Server) setConfig(req *request, v *vm) *apiError {
-	for k := range req.params {
-		if !configKeys[k] {
-			return paramErr(k, "property is not defined in schema and the schema does not allow additional properties")
-		}
-	}
+	// The schema checked every parameter (admit).
 	changes := map[string]string{}
 	for k := range req.params {
 		changes[k] = req.params.Get(k)
-	}
-	if c, ok := changes["cores"]; ok {
-		if n, err := strconv.Atoi(c); err != nil {
-			return paramErr("cores", fmt.Sprintf("type check ('integer') failed - got '%s'", c))
-		} else if n < 1 {
-			return paramErr("cores", "value must have a minimum value of 1")
-		}
-	}
-	if m, ok := changes["memory"]; ok {
-		if n, err := strconv.Atoi(strings.TrimPrefix(m, "current=")); err != nil || n < 16 {
-			return paramErr("memory", "invalid format - value must have a minimum value of 16")
-		}
-	}
-	if n, ok := changes["name"]; ok && !dnsNameRE.MatchString(n) {
-		return paramErr("name", "invalid format - value does not look like a valid DNS name")
-	}
-	if t, ok := changes["tags"]; ok {
-		if err := checkTags(t); err != nil {
-			return err
-		}
 	}
 	if d, ok := changes["digest"]; ok && d != v.digest() {
 		return fail(500, "detected modified configuration - file changed by other user? Try again.")
@@ -283,18 +239,6 @@ func (s *Server) setConfig(req *request, v *vm) *apiError {
 	return nil
 }
 
-// checkTags is the pve-tag-list format: each item is a pve-tag (pve-common
-// src/PVE/JSONSchema.pm pve_verify_tag, PVE_TAG_RE; its message names no
-// tag).
-func checkTags(list string) *apiError {
-	for _, t := range splitList(list) {
-		if !tagRE.MatchString(t) {
-			return paramErr("tags", "invalid format - invalid characters in tag")
-		}
-	}
-	return nil
-}
-
 // power is POST status/{start,stop,shutdown}: a task each.
 func (s *Server) power(req *request, v *vm, action string) (any, *apiError) {
 	typ := map[string]string{"start": "qmstart", "stop": "qmstop", "shutdown": "qmshutdown"}[action]
@@ -323,30 +267,9 @@ func (s *Server) power(req *request, v *vm, action string) (any, *apiError) {
 
 // clone is POST /nodes/{node}/qemu/{vmid}/clone.
 func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
-	known := map[string]bool{"newid": true, "name": true, "description": true, "full": true, "storage": true,
-		"target": true, "pool": true, "format": true, "bwlimit": true, "snapname": true}
-	for k := range req.params {
-		if !known[k] {
-			return nil, nil, paramErr(k, "property is not defined in schema and the schema does not allow additional properties"), true
-		}
-	}
-	newStr := req.params.Get("newid")
-	if newStr == "" {
-		return nil, nil, paramErr("newid", "property is missing and it is not optional"), true
-	}
-	newid, err := strconv.Atoi(newStr)
-	switch {
-	case err != nil:
-		return nil, nil, paramErr("newid", fmt.Sprintf("type check ('integer') failed - got '%s'", newStr)), true
-	case newid < 100:
-		return nil, nil, paramErr("newid", "value must have a minimum value of 100"), true
-	case newid > 999999999:
-		return nil, nil, paramErr("newid", "value must have a maximum value of 999999999"), true
-	}
+	// The schema checked newid, name and every other parameter (admit).
+	newid, _ := strconv.Atoi(req.params.Get("newid"))
 	name := req.params.Get("name")
-	if name != "" && !dnsNameRE.MatchString(name) {
-		return nil, nil, paramErr("name", "invalid format - value does not look like a valid DNS name"), true
-	}
 	// The checks in the order of clone_vm's $load_and_check, which runs
 	// before the worker forks: its errors are the request's own answer
 	// (qemu-server src/PVE/API2/Qemu.pm clone_vm, PVE 8.4 and 9.1).
@@ -493,11 +416,6 @@ func (s *Server) sharedVM(v *vm) bool {
 // destroy is DELETE /nodes/{node}/qemu/{vmid}: the config becomes
 // `lock: destroyed` while the qmdestroy task removes the disks.
 func (s *Server) destroy(req *request, v *vm) (any, *apiError) {
-	for k := range req.params {
-		if k != "purge" && k != "destroy-unreferenced-disks" && k != "skiplock" {
-			return nil, paramErr(k, "property is not defined in schema and the schema does not allow additional properties")
-		}
-	}
 	// qemu-server API2/Qemu.pm destroy_vm: skiplock is root@pam's only;
 	// the early checks (protection, running) answer the request; the
 	// lock is checked in the worker (QemuServer.pm destroy_vm,
