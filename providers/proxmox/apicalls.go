@@ -1,0 +1,54 @@
+package proxmox
+
+// apiCall is one kind of call the provider makes to the PVE API: the
+// method, the path as PVE's API schema names it, and every parameter
+// (config key, for the config write) it may send, path parameters
+// included, with the value it sends as a placeholder of the provider's
+// config or of what it reads (<vmid>, <isoStorage>, …). The fake records
+// every call it serves; TestEveryCallIsInTheTable fails on one missing
+// here. The token role in docs/proxmox-provider.md is generated from
+// this table and the pinned schema's checks (role_test.go).
+type apiCall struct {
+	method, path string
+	params       map[string]string
+}
+
+// apiCalls are the calls, by the provider's name for them (call tier logs).
+var apiCalls = map[string]apiCall{
+	"ListVMs": {"GET", "/cluster/resources", map[string]string{"type": "vm"}},
+	"GetVM status": {"GET", "/nodes/{node}/qemu/{vmid}/status/current",
+		map[string]string{"node": "<node>", "vmid": "<vmid>"}},
+	"GetVM config": {"GET", "/nodes/{node}/qemu/{vmid}/config",
+		map[string]string{"node": "<node>", "vmid": "<vmid>"}},
+	"AgentNetworkInterfaces": {"GET", "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
+		map[string]string{"node": "<node>", "vmid": "<vmid>"}},
+	// A linked clone: no storage (qemu-server refuses one).
+	"CloneVM linked": {"POST", "/nodes/{node}/qemu/{vmid}/clone", map[string]string{
+		"node": "<template's node>", "vmid": "<template>", "newid": "<vmid>", "name": "<name>",
+		"description": "<marks>", "full": "0", "target": "<node>"}},
+	// fullClone: the zone's storage.
+	"CloneVM full": {"POST", "/nodes/{node}/qemu/{vmid}/clone", map[string]string{
+		"node": "<template's node>", "vmid": "<template>", "newid": "<vmid>", "name": "<name>",
+		"description": "<marks>", "full": "1", "storage": "<storage>", "target": "<node>"}},
+	"ConfigureVM": {"PUT", "/nodes/{node}/qemu/{vmid}/config", map[string]string{
+		"node": "<node>", "vmid": "<vmid>", "cores": "<cores>", "memory": "<memoryMiB>",
+		"ide2": "<isoStorage>:iso/<seed>,media=cdrom", "agent": "1", "tags": "<tags>"}},
+	// The started mark before the start (Create step 4).
+	"MarkStarted": {"PUT", "/nodes/{node}/qemu/{vmid}/config", map[string]string{
+		"node": "<node>", "vmid": "<vmid>", "tags": "<tags>"}},
+	"StartVM": {"POST", "/nodes/{node}/qemu/{vmid}/status/start", map[string]string{"node": "<node>", "vmid": "<vmid>"}},
+	"StopVM":  {"POST", "/nodes/{node}/qemu/{vmid}/status/stop", map[string]string{"node": "<node>", "vmid": "<vmid>"}},
+	"DestroyVM": {"DELETE", "/nodes/{node}/qemu/{vmid}", map[string]string{
+		"node": "<node>", "vmid": "<vmid>", "purge": "1", "destroy-unreferenced-disks": "1"}},
+	"ListISOs": {"GET", "/nodes/{node}/storage/{storage}/content", map[string]string{
+		"node": "<node>", "storage": "<isoStorage>", "content": "iso"}},
+	"DeleteISO": {"DELETE", "/nodes/{node}/storage/{storage}/content/{volume}", map[string]string{
+		"node": "<node>", "storage": "<isoStorage>", "volume": "<isoStorage>:iso/<seed>"}},
+	"UploadSeed": {"POST", "/nodes/{node}/storage/{storage}/upload", map[string]string{
+		"node": "<node>", "storage": "<isoStorage>", "content": "iso", "filename": "<seed>"}},
+	"StorageStatus isoStorage": {"GET", "/nodes/{node}/storage/{storage}/status", map[string]string{
+		"node": "<node>", "storage": "<isoStorage>"}},
+	"StorageStatus storage": {"GET", "/nodes/{node}/storage/{storage}/status", map[string]string{
+		"node": "<node>", "storage": "<storage>"}},
+	"TaskStatus": {"GET", "/nodes/{node}/tasks/{upid}/status", map[string]string{"node": "<node>", "upid": "<upid>"}},
+}
