@@ -75,8 +75,16 @@ func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
 	if change != nil {
 		change(&opts)
 	}
+	if opts.Version == 0 {
+		opts.Version = 9
+	}
+	if opts.ACL == nil {
+		// The role docs/proxmox-provider.md documents, on its paths.
+		opts.ACL = testACL(t, opts.Version, opts.Storages)
+	}
 	s := pvefake.New(opts)
 	t.Cleanup(s.Close)
+	servedBy(s)
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
