@@ -110,3 +110,21 @@ func TestSchemaRefusals(t *testing.T) {
 		}
 	}
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestEveryFormatIsCheckedOrListed: each named format the pinned
+// schemas' endpoints use is either ported (formats) or listed as accepted
+// unchecked (uncheckedFormats), and no listed one is ported too.
+func TestEveryFormatIsCheckedOrListed(t *testing.T) {
+	for version, s := range schemas {
+		for _, f := range s.Formats {
+			if formats[f] == nil && !uncheckedFormats[f] {
+				t.Errorf("PVE %d: format %q is neither checked nor listed in uncheckedFormats", version, f)
+			}
+			if formats[f] != nil && uncheckedFormats[f] {
+				t.Errorf("format %q is checked and listed as unchecked", f)
+			}
+		}
+	}
+}
