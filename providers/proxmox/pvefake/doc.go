@@ -1,14 +1,128 @@
-// Package pvefake is a stateful fake of the parts of the Proxmox VE 8 HTTP
-// API (/api2/json) the proxmox provider uses, served over TLS by
+// Package pvefake is a stateful fake of the parts of the Proxmox VE 8 and 9
+// HTTP API (/api2/json) the proxmox provider uses, served over TLS by
 // net/http/httptest. No Proxmox simulator exists; this fake answers the way
-// a PVE 8 node does, so the provider and go-proxmox cannot tell it from one:
+// a PVE node does, so the provider and go-proxmox cannot tell it from one:
 // the same paths, JSON shapes, asynchronous tasks with UPIDs, config locks
-// and error texts in the HTTP reason phrase.
+// and error texts in the HTTP reason phrase. Options.Version picks PVE 8 or
+// 9 (default 9): the pinned schema, the privileges and /version.
+//
+// # The published API schema
+//
+// Every request is checked against PVE's own API schema before a handler
+// runs: pve-docs api-viewer/apidata.js, pinned in schema/ at PVE 9.1.3
+// (e5010dc) and 8.4.2 (fa0b4f6, stable-bookworm) with their sha256
+// (schema/README.md). internal/schemagen keeps the endpoints the fake serves
+// (schema/facts-pve8.json, facts-pve9.json; a test regenerates and
+// compares them). A path the schema has not is 501 as before.
+//
+// Validation (schema.go) follows pve-common src/PVE/JSONSchema.pm:
+// check_object (unknown parameters where additionalProperties is 0:
+// "property is not defined in schema and the schema does not allow
+// additional properties"; aliases remapped), check_prop (in its order:
+// "property is missing and it is not optional", check_type's "type check
+// ('integer') failed - got '…'" (booleans only 0 or 1), "invalid format -
+// …", "value does not match the regex pattern", "value may only be N
+// characters long", "value must have a maximum value of N", "value must
+// have a minimum value of N", "value '…' does not have a value in the
+// enumeration '…'"), add_error (errors on one path joined by a literal
+// backslash-n), check_format ("-list" items by PVE::Tools/ParseUtils split_list,
+// "-opt"), parse_property_string (drive, net, memory, agent: the default
+// key, aliases and keyAlias, "invalid key in comma-separated list
+// property: …", the sub-keys checked as "ide2.media", raised as "format
+// error" with the sub-errors listed). Errors answer 400 "Parameter
+// verification failed." with the "errors" object (PVE::JSONSchema::validate,
+// PVE::Exception raise_param_exc). The API viewer names indexed keys
+// "ide[n]"; n is bounded by the "(n is 0 to N)" of their description,
+// unbounded where it gives none (net, unused, ipconfig, numa, hostpci,
+// virtiofs). Named formats ported (formats.go), each from the Perl that
+// registers it: pve-vmid, pve-node, pve-storage-id (parse_id), dns-name,
+// pve-tag (pve-tag-list), pve-configid (-list), disk-size (parse_size),
+// pve-bridge-id, mac-addr (JSONSchema.pm); pve-volume-id, pve-storage-content
+// (pve-storage src/PVE/Storage/Plugin.pm parse_volume_id, verify_content);
+// pve-volume-id-or-qm-path, pve-volume-id-or-absolute-path (qemu-server
+// src/PVE/QemuServer.pm); pve-poolid (pve-access-control
+// src/PVE/AccessControl.pm verify_poolname). The others the endpoints use
+// are accepted unchecked, listed in uncheckedFormats (CIDR, address,
+// pve-cpuset, pve-hotplug-features, pve-qemu-sev-fmt, pve-qemu-tdx-fmt,
+// pve-qm-boot, pve-qm-bootdisk, pve-qm-cicustom, pve-qm-hostpci,
+// pve-qm-ide, pve-qm-ipconfig, pve-qm-rng, pve-qm-smbios1,
+// pve-qm-watchdog, pve-startup-order, pve-vm-cpu-conf, storage-pair,
+// urlencoded): nothing the provider or the tests send reaches them.
+//
+// # Permissions
+//
+// Options.ACL is the token's ACL (path, privileges, propagate); nil is
+// every privilege on /. It resolves as pve-access-control
+// src/PVE/AccessControl.pm roles does: from / down to the path, the
+// entries of the most specific path that has any (propagating ones above
+// the path, all on it) replace what was inherited. A privilege-separated
+// token's privileges are the intersection with its user's
+// (src/PVE/RPCEnvironment.pm permissions); the fake models the token's
+// own ACL only, and no pools. Privileges per version: AccessControl.pm
+// $privgroups, PVE 8 at stable-bookworm, PVE 9 at master (commit 922f710
+// added VM.GuestAgent.*, 0706945 dropped VM.Monitor, 5f7544f added
+// VM.Replicate); a privilege the version does not know is ignored, as
+// parse_user_config does ("ignore invalid privilege").
+//
+// The schema's permissions are evaluated as RPCEnvironment.pm
+// check_api2_permissions and exec_api2_perm_check do ("user: all" passes
+// to the handler; and, or, perm with any and require_param; {param} by
+// PVE::Tools::template_replace), check and check_any failing with
+// PVE::Exception raise_perm_exc: 403 "Permission check failed (<path>,
+// <priv>)", "(<path>, <a>|<b>)" for any, bare for a failed or. The
+// handlers' own checks (codechecks.go), each after the schema's:
+//
+//   - clone: qemu-server src/PVE/API2/Qemu.pm clone_vm, schema check VM.Clone
+//     on /vms/{vmid} and VM.Allocate on /vms/{newid} or /pool/{pool};
+//     $check_storage_access_clone: Datastore.AllocateSpace on the storage of
+//     each of the source's disks, or on the target storage when given, for
+//     linked clones too; Sys.Console on / for a physical CD-ROM;
+//     PVE::QemuServer check_bridge_access → pve-guest-common
+//     src/PVE/GuestHelpers.pm check_vnet_access: SDN.Use on
+//     /sdn/zones/localnetwork/<bridge> (/<tag> with a VLAN tag);
+//   - config: update_vm, schema check any VM.Config.*; skiplock is root's
+//     only ("Only root may use this option."); $check_vm_modify_config_perm
+//     per key and deleted key: $cpuoptions VM.Config.CPU, $memoryoptions
+//     VM.Config.Memory, $hwtypeoptions VM.Config.HWType, $generaloptions
+//     VM.Config.Options (startup also Sys.Modify on /), $vmpoweroptions
+//     VM.PowerMgmt, $diskoptions VM.Config.Disk, net VM.Config.Network,
+//     cloud-init keys VM.Config.Cloudinit or VM.Config.Network, anything
+//     else "only root can set '<key>' config"; a drive: $check_drive_perms
+//     (VM.Config.CDROM for a CD-ROM, else VM.Config.Disk) and
+//     $check_storage_access → pve-storage src/PVE/Storage.pm
+//     check_volume_access (Datastore.Allocate, or for an iso/vztmpl/import
+//     volume Datastore.AllocateSpace or Datastore.Audit on its storage); a
+//     NIC: check_bridge_access; tags: GuestHelpers.pm assert_tag_permissions
+//     (VM.Config.Options; the user-tag-access modes are another check: handlers
+//     call s.check("/", "Sys.Modify"));
+//   - destroy: destroy_vm, schema check VM.Allocate on /vms/{vmid};
+//   - power: vm_start, vm_stop, vm_shutdown, schema check VM.PowerMgmt;
+//   - agent reads: qemu-server src/PVE/API2/Qemu/Agent.pm, schema check
+//     VM.Monitor on PVE 8, VM.GuestAgent.Audit or VM.GuestAgent.Unrestricted
+//     on PVE 9;
+//   - content delete: pve-storage src/PVE/API2/Storage/Content.pm delete
+//     ("user: all"): Datastore.Allocate on the storage (a backup volume:
+//     Datastore.AllocateSpace and VM.Backup on its VM); upload: Status.pm
+//     upload, schema check Datastore.AllocateTemplate; content listing:
+//     Content.pm index, schema check Datastore.Audit or
+//     Datastore.AllocateSpace, each volume kept only if check_volume_access
+//     passes; storage list: Status.pm index keeps the storages with
+//     Datastore.Audit or Datastore.AllocateSpace;
+//   - /cluster/resources: pve-manager PVE/API2/Cluster.pm resources ("user:
+//     all"): a guest only with VM.Audit on /vms/<vmid>, a storage only with
+//     Datastore.Audit, a node without Sys.Audit without its statistics; a
+//     node's VM list (Qemu.pm vmlist): VM.Audit;
+//   - task status and log: pve-manager PVE/API2/Tasks.pm read_task_status,
+//     read_task_log: the token that started the task reads it; anyone else
+//     needs Sys.Audit on /nodes/<node>.
+//
+// Requirements and Role (role.go) read the same facts without a token: the
+// provider's tests generate the guide's role from them.
 //
 // # Sources
 //
-// Shapes and parameters follow the PVE API viewer
-// (https://pve.proxmox.com/pve-docs/api-viewer/, PVE 8.2) for:
+// Shapes follow the PVE API viewer
+// (https://pve.proxmox.com/pve-docs/api-viewer/) for:
 // /version, /cluster/nextid, /cluster/resources, /nodes/{node}/status,
 // /nodes/{node}/qemu, /nodes/{node}/qemu/{vmid}/{config,clone,status/current,
 // status/start,status/stop,status/shutdown}, DELETE /nodes/{node}/qemu/{vmid},
@@ -18,9 +132,8 @@
 // /nodes/{node}/tasks/{upid}/{status,log}. The qm(1) manual
 // (https://pve.proxmox.com/pve-docs/qm.1.html) gives the config keys and the
 // lock values (backup, clone, create, migrate, rollback, snapshot,
-// snapshot-delete, suspended, suspending); tags follow the pve-tag-list
-// format of pve-common's JSONSchema.pm (`[a-z0-9_][a-z0-9_\-+.]*`,
-// case-insensitive, stored sorted and unique, `;`-separated).
+// snapshot-delete, suspended, suspending); tags are checked by the schema's
+// pve-tag-list and stored sorted and unique, `;`-separated.
 //
 // Error texts are PVE's own, each from its Perl source (pve-http-server
 // src/PVE/APIServer/AnyEvent.pm writes the exception message as the reason
@@ -40,7 +153,8 @@
 //   - 400 with errors {"vmid": "VM <vmid> already exists"} from /cluster/nextid?vmid=
 //     (pve-manager PVE/API2/Cluster.pm nextid)
 //   - 403 Permission check failed (<path>, <privilege>) (pve-access-control
-//     src/PVE/RPCEnvironment.pm check → pve-common raise_perm_exc)
+//     src/PVE/RPCEnvironment.pm check → pve-common raise_perm_exc;
+//     see Permissions above)
 //   - 401 invalid token value! (pve-access-control src/PVE/AccessControl.pm
 //     verify_token); pveproxy delays every 401 by 3 s (pve-http-server
 //     AnyEvent.pm handle_api2_request: "always delay unauthorized calls by 3

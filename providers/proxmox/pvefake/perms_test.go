@@ -23,7 +23,7 @@ func TestPermissionsResolveAsPVE(t *testing.T) {
 	}{
 		{"/vms/100", "VM.Audit", true},
 		{"/vms/9000", "VM.Clone", true},
-		{"/vms/9000", "VM.Audit", false}, // replaced by the more specific entry
+		{"/vms/9000", "VM.Audit", false},  // replaced by the more specific entry
 		{"/vms/100", "VM.Monitor", false}, // not a PVE 9 privilege
 		{"/storage", "Datastore.Audit", true},
 		{"/storage/local", "Datastore.Audit", false}, // not propagated
