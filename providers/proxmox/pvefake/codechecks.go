@@ -296,12 +296,12 @@ func splitDrive(v string) (string, map[string]string) {
 // (pve-storage API2/Storage/Status.pm index: Datastore.Audit or
 // Datastore.AllocateSpace) and a storage's content (Content.pm index:
 // check_volume_access per volume). Caller holds s.mu.
-func (s *Server) visible(ep *endpoint, params map[string]string, data any) any {
+func (s *Server) visible(ep *endpoint, data any) any {
 	items, ok := data.([]map[string]any)
 	if ep == nil || !ok {
 		return data
 	}
-	keep := func(m map[string]any) bool { return true }
+	var keep func(m map[string]any) bool
 	switch ep.Method + " " + ep.Path {
 	case "GET /cluster/resources":
 		keep = func(m map[string]any) bool {

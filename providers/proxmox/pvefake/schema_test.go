@@ -45,7 +45,7 @@ func call(t *testing.T, s *Server, method, path string, form url.Values) answer 
 	} else {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequest(method, u, body)
+	req, err := http.NewRequestWithContext(t.Context(), method, u, body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -408,13 +408,13 @@ func (s *Server) route(req *request) (any, func(), *apiError) {
 		}
 	}
 	// The pinned schema's validation and permissions, then the handler.
-	ep, params, err := s.admit(req)
+	ep, _, err := s.admit(req)
 	if err != nil {
 		return nil, nil, err
 	}
 	d, after, err := s.dispatch(req)
 	if err == nil {
-		d = s.visible(ep, params, d)
+		d = s.visible(ep, d)
 	}
 	return d, after, err
 }
@@ -432,8 +432,7 @@ func (s *Server) dispatch(req *request) (any, func(), *apiError) {
 		d, err := s.nextID(req)
 		return d, nil, err
 	case get && eq(p, "cluster", "resources"):
-		d, err := s.resources(req)
-		return d, nil, err
+		return s.resources(req), nil, nil
 	case get && eq(p, "cluster", "status"):
 		return s.clusterStatus(), nil, nil
 	}
@@ -507,7 +506,7 @@ func (s *Server) nextID(req *request) (any, *apiError) {
 }
 
 // resources is GET /cluster/resources[?type=vm|storage|node|sdn].
-func (s *Server) resources(req *request) (any, *apiError) {
+func (s *Server) resources(req *request) any {
 	typ := req.params.Get("type") // the schema checked the enumeration
 	out := []map[string]any{}
 	if typ == "" || typ == "vm" {
@@ -530,7 +529,7 @@ func (s *Server) resources(req *request) (any, *apiError) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (s *Server) sortedVMIDs() []int {
