@@ -69,7 +69,9 @@
 // to the handler; and, or, perm with any and require_param; {param} by
 // PVE::Tools::template_replace), check and check_any failing with
 // PVE::Exception raise_perm_exc: 403 "Permission check failed (<path>,
-// <priv>)", "(<path>, <a>|<b>)" for any, bare for a failed or. The
+// <priv>)", "(<path>, <a>|<b>)" for any, bare for a failed or
+// (userid-param, userid-group and perm-modify are not modelled: no
+// endpoint the fake serves uses them). The
 // handlers' own checks (codechecks.go), each after the schema's:
 //
 //   - clone: qemu-server src/PVE/API2/Qemu.pm clone_vm, schema check VM.Clone
