@@ -18,6 +18,7 @@ import (
 func TestContract(t *testing.T) {
 	for _, version := range []int{8, 9} {
 		t.Run(fmt.Sprintf("pve%d", version), func(t *testing.T) {
+			t.Parallel() // two fakes, nothing shared
 			f := startFakeOpts(t, func(o *pvefake.Options) { o.Version = version })
 			contracttest.Run(t, contracttest.Config{
 				NewProvider: func(t *testing.T) contract.Provider { return f.provider(t) },
