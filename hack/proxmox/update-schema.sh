@@ -24,4 +24,5 @@ touch "$dir/SOURCE"
 { grep -v "^$version " "$dir/SOURCE" || true; echo "$line"; } | sort -V >"$dir/SOURCE.new"
 mv "$dir/SOURCE.new" "$dir/SOURCE"
 echo "pinned pve-docs $ref ($commit) as PVE $version, sha256 $sum"
+# SKIP_GENERATE=1 pins without regenerating (to pin several versions first).
 [ -n "${SKIP_GENERATE:-}" ] || make -C "$root" --no-print-directory generate-pvefake-schema
