@@ -23,10 +23,14 @@ const (
 )
 
 // aclPath is the ACL path that grants a requirement's path: every VM
-// (the template, the new VMID) through /vms.
+// (the template, the new VMID) through /vms, a VLAN through its bridge.
 func aclPath(p string) string {
 	if strings.HasPrefix(p, "/vms/") {
 		return "/vms"
+	}
+	// A bridge's ACL, propagated, covers its VLANs (/<bridge>/<tag>).
+	if b, ok := strings.CutSuffix(p, "/<vlan>"); ok {
+		return b
 	}
 	return p
 }
