@@ -33,9 +33,9 @@ type Options struct {
 	// default (free, case-insensitive).
 	TagAccess TagAccess
 	// Version is the PVE major release the fake plays, 8 or 9: its API
-	// schema (schema/facts-pve<N>.json) and privileges. Default 9, the
-	// current release; PVE 8 follows Debian 12, whose regular support
-	// ended in June 2026.
+	// schema (schema/facts-pve<N>.json) and privileges. Default 9: the
+	// current major release, which new clusters run; 8 (Debian 12) is the
+	// previous one, kept while clusters upgrade.
 	Version int
 	// ACL is the token's ACL (a privilege-separated token's own entries).
 	// nil means every privilege on / (Administrator); the provider's
