@@ -33,9 +33,10 @@ var apiCalls = map[string]apiCall{
 	"ConfigureVM": {"PUT", "/nodes/{node}/qemu/{vmid}/config", map[string]string{
 		"node": "<node>", "vmid": "<vmid>", "cores": "<cores>", "memory": "<memoryMiB>",
 		"ide2": "<isoStorage>:iso/<seed>,media=cdrom", "agent": "1", "tags": "<tags>"}},
-	// The started mark before the start (Create step 4).
+	// The started mark before the start (Create step 4): in the
+	// description, and as a tag where user-tag-access allows it.
 	"MarkStarted": {"PUT", "/nodes/{node}/qemu/{vmid}/config", map[string]string{
-		"node": "<node>", "vmid": "<vmid>", "tags": "<tags>"}},
+		"node": "<node>", "vmid": "<vmid>", "description": "<marks>", "tags": "<tags>"}},
 	"StartVM": {"POST", "/nodes/{node}/qemu/{vmid}/status/start", map[string]string{"node": "<node>", "vmid": "<vmid>"}},
 	"StopVM":  {"POST", "/nodes/{node}/qemu/{vmid}/status/stop", map[string]string{"node": "<node>", "vmid": "<vmid>"}},
 	"DestroyVM": {"DELETE", "/nodes/{node}/qemu/{vmid}", map[string]string{
