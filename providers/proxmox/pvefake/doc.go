@@ -95,8 +95,8 @@
 //     check_volume_access (Datastore.Allocate, or for an iso/vztmpl/import
 //     volume Datastore.AllocateSpace or Datastore.Audit on its storage); a
 //     NIC: check_bridge_access; tags: GuestHelpers.pm assert_tag_permissions
-//     (VM.Config.Options; the user-tag-access modes are another check: handlers
-//     call s.check("/", "Sys.Modify"));
+//     (VM.Config.Options; the user-tag-access modes, tags.go, ask the ACL
+//     for Sys.Modify on /);
 //   - destroy: destroy_vm, schema check VM.Allocate on /vms/{vmid};
 //   - power: vm_start, vm_stop, vm_shutdown, schema check VM.PowerMgmt;
 //   - agent reads: qemu-server src/PVE/API2/Qemu/Agent.pm, schema check
@@ -135,7 +135,7 @@
 // (https://pve.proxmox.com/pve-docs/qm.1.html) gives the config keys and the
 // lock values (backup, clone, create, migrate, rollback, snapshot,
 // snapshot-delete, suspended, suspending); tags are checked by the schema's
-// pve-tag-list and stored sorted and unique, `;`-separated.
+// pve-tag-list and stored as tag access below says.
 //
 // Error texts are PVE's own, each from its Perl source (pve-http-server
 // src/PVE/APIServer/AnyEvent.pm writes the exception message as the reason
@@ -251,8 +251,8 @@
 // (get_unique_tags). PVE checks and writes a config option by option into
 // the pending section, so a refused tag can leave earlier options pending;
 // the fake refuses the whole write. A clone copies the template's tags
-// unchecked. TagAccess.SysModify stands for the Sys.Modify check until
-// the permission engine answers it.
+// unchecked. Sys.Modify on / comes from the token's ACL (Options.ACL;
+// TagAccess.SysModify stands for it when there is no ACL).
 //
 // Destroy (qemu-server API2/Qemu.pm destroy_vm, QemuServer.pm destroy_vm).
 // skiplock is root@pam's alone (400 "Only root may use this option.");

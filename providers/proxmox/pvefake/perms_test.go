@@ -109,3 +109,24 @@ func TestListingsHideWhatTheTokenCannotSee(t *testing.T) {
 		t.Errorf("listed %v, want VM 100 alone (no VM.Audit on the template 9000)", got)
 	}
 }
+
+// TestTagAccessAsksTheACL: under user-tag-access none, a tag write needs
+// Sys.Modify on / (GuestHelpers.pm assert_tag_permissions), which the
+// token's ACL answers.
+func TestTagAccessAsksTheACL(t *testing.T) {
+	for _, c := range []struct {
+		privs  []string
+		status int
+		reason string
+	}{
+		{[]string{"VM.Config.Options"}, 403, "Permission check failed (/, Sys.Modify for modifying tag 'a')"},
+		{[]string{"VM.Config.Options", "Sys.Modify"}, 200, "OK"},
+	} {
+		s := newTestServer(t, 9, []ACE{{Path: "/", Privs: c.privs, Propagate: true}})
+		s.SetTagAccess(TagAccess{UserAllow: "none"})
+		a := call(t, s, "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"tags": {"a"}})
+		if a.status != c.status || a.reason != c.reason {
+			t.Errorf("with %v: got %d %q, want %d %q", c.privs, a.status, a.reason, c.status, c.reason)
+		}
+	}
+}

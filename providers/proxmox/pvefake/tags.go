@@ -23,9 +23,9 @@ type TagAccess struct {
 	// tags lower-cased.
 	CaseSensitive bool
 	// SysModify says the token holds Sys.Modify on "/", which lifts every
-	// restriction above. It is the hook for the permission engine: until
-	// the fake derives privileges from the token's role, this field
-	// answers RPCEnvironment's check($user, '/', ['Sys.Modify']).
+	// restriction above, when Options.ACL is nil. With an ACL, the ACL
+	// answers RPCEnvironment's check($user, '/', ['Sys.Modify']) and this
+	// field is ignored.
 	SysModify bool
 }
 
@@ -37,9 +37,15 @@ func (s *Server) SetTagAccess(ta TagAccess) {
 	s.opts.TagAccess = ta
 }
 
-// sysModifyOnRoot is the one privilege tag access asks about. Caller
-// holds s.mu.
-func (s *Server) sysModifyOnRoot(string) bool { return s.opts.TagAccess.SysModify }
+// sysModifyOnRoot is the one privilege tag access asks about: the
+// token's ACL (s.can), or TagAccess.SysModify without one. Caller holds
+// s.mu.
+func (s *Server) sysModifyOnRoot(string) bool {
+	if s.opts.ACL != nil {
+		return s.can("/", "Sys.Modify")
+	}
+	return s.opts.TagAccess.SysModify
+}
 
 // assertTagPermissions is pve-guest-common src/PVE/GuestHelpers.pm
 // assert_tag_permissions (PVE 8.4 and 9.1): every tag whose count differs
