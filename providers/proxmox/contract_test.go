@@ -18,7 +18,9 @@ import (
 func TestContract(t *testing.T) {
 	for _, version := range []int{8, 9} {
 		t.Run(fmt.Sprintf("pve%d", version), func(t *testing.T) {
-			t.Parallel() // two fakes, nothing shared
+			// Not parallel: the harness's 1 s call budget holds under
+			// -race on a 2-CPU machine with one fake at a time; two at
+			// once failed a 16 MiB seed upload there by its deadline.
 			f := startFakeOpts(t, func(o *pvefake.Options) { o.Version = version })
 			contracttest.Run(t, contracttest.Config{
 				NewProvider: func(t *testing.T) contract.Provider { return f.provider(t) },
