@@ -2,7 +2,9 @@ package pvefake
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -483,4 +485,47 @@ func (s *Server) HideNames(hide bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hideNames = hide
+}
+
+// CloneRequests returns the parameters of every clone request served so
+// far, each with the source's "node" and "vmid" added, in order.
+func (s *Server) CloneRequests() []url.Values {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]url.Values, len(s.clones))
+	for i, c := range s.clones {
+		out[i] = maps.Clone(c)
+	}
+	return out
+}
+
+// Pool returns the pool a VM is in, "" for none or no VM.
+func (s *Server) Pool(vmid int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.vms[vmid]; ok {
+		return v.pool
+	}
+	return ""
+}
+
+func cloneRequest(req *request, src *vm) url.Values {
+	out := url.Values{"node": {src.node}, "vmid": {strconv.Itoa(src.vmid)}}
+	for k, v := range req.params {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// SetConfig sets one key of a VM's config, as a person in the web UI
+// would (attaching an ISO to a template, say).
+func (s *Server) SetConfig(vmid int, key, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok {
+		return fmt.Errorf("no VM %d", vmid)
+	}
+	v.conf[key] = value
+	return nil
 }

@@ -290,10 +290,24 @@
 // the fake has no clock), and the /version and node
 // status values (shapes from the API viewer, values made up).
 //
+// Clone's format and pool (qemu-server src/PVE/API2/Qemu.pm clone_vm,
+// the same in 8.4 and 9.1): `format` with a linked clone is refused
+// ("parameter 'format' not allowed for linked clones", 500, before the
+// fork); a `pool` that does not exist is refused before the fork by
+// RPCEnvironment::check_pool_exist (pve-access-control), whose
+// raise_perm_exc (pve-common Exception.pm) answers 403 "Permission check
+// failed (pool '<pool>' does not exist)"; the worker's last step is
+// add_vm_to_pool, and /cluster/resources lists the VM's pool
+// (pve-manager PVE/API2/Cluster.pm resources, from user.cfg). A clone gets
+// a new MAC on every netN ("always change MAC! address"). Storage status
+// reports storage.cfg's shared flag (pve-storage src/PVE/Storage.pm
+// storage_info, API2/Storage/Status.pm read_status).
+//
 // The control methods (Stall, FailNext, FailNextTask, WarnNextTask,
 // DropNextClone, CutCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,
 // SetQMPStatus, HangAgent, SetTagAccess, RejectToken, CloneVMTo, RemoveVM,
-// Reset) are for tests: they play the
+// SetConfig, Reset) and the readers (CloneRequests, Pool, Config, Node,
+// Volume, Inventory) are for tests: they play the
 // backend's own faults, the guest and a person at the web UI. A cut call
 // answers as pveproxy does when the node it forwards a call to is lost:
 // 595 or 596 with the system error as the reason (see CutCall).

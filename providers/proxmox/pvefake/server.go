@@ -41,6 +41,8 @@ type Options struct {
 	// nil means every privilege on / (Administrator); the provider's
 	// tests give it the role the guide documents.
 	ACL []ACE
+	// Pools are the resource pools that exist (user.cfg's pools).
+	Pools []string
 }
 
 // StorageSpec is one storage.
@@ -98,6 +100,8 @@ type Server struct {
 	locks map[int]string
 	// servedSet are the kinds of call served (ServedCalls).
 	servedSet map[string]Served
+	// clones are the parameters of every clone request, for CloneRequests.
+	clones []url.Values
 }
 
 // cut names one call and whether it fails before or after taking effect.

@@ -16,9 +16,11 @@ import (
 // vm is one QEMU guest: its config file as key/value pairs, and the
 // runtime state that is not in the config.
 type vm struct {
-	vmid   int
-	node   string
-	conf   map[string]string
+	vmid int
+	node string
+	conf map[string]string
+	// pool is the resource pool the VM is in (user.cfg), "" for none.
+	pool   string
 	status string // running, stopped
 	qmp    string // qmpstatus when running; "" means running
 	// agent is what the guest agent reports; nil until the guest booted.
@@ -62,6 +64,10 @@ func (v *vm) resource(hideName bool) map[string]any {
 	}
 	if t := v.conf["tags"]; t != "" {
 		r["tags"] = t
+	}
+	if v.pool != "" {
+		// pve-manager API2/Cluster.pm resources: the pool from user.cfg.
+		r["pool"] = v.pool
 	}
 	if l := v.locked(); l != "" {
 		// PVE 7.3+ lists the lock (and tags) with each guest.
@@ -273,6 +279,13 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 	// The checks in the order of clone_vm's $load_and_check, which runs
 	// before the worker forks: its errors are the request's own answer
 	// (qemu-server src/PVE/API2/Qemu.pm clone_vm, PVE 8.4 and 9.1).
+	s.clones = append(s.clones, cloneRequest(req, src))
+	pool := req.params.Get("pool")
+	if pool != "" && !slices.Contains(s.opts.Pools, pool) {
+		// First in $load_and_check: RPCEnvironment check_pool_exist,
+		// raise_perm_exc (pve-common Exception.pm).
+		return nil, nil, fail(403, "Permission check failed (pool '%s' does not exist)", pool), true
+	}
 	target := req.params.Get("target")
 	if target == src.node {
 		target = "" // "if ($target eq $localnode) { undef $target }"
@@ -302,6 +315,10 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 	}
 	if storageName != "" && !full {
 		return nil, nil, fail(500, "parameter 'storage' not allowed for linked clones"), true
+	}
+	if req.params.Get("format") != "" && !full {
+		// qemu-server API2/Qemu.pm clone_vm, $load_and_check.
+		return nil, nil, fail(500, "parameter 'format' not allowed for linked clones"), true
 	}
 	if target != "" && !s.sharedVM(src) {
 		// $check_storage_access_clone: any disk or CD-ROM volume on a
@@ -367,7 +384,7 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 		nv.conf = maps.Clone(final)
 		nv.conf["lock"] = "clone"
 	}
-	s.finish(t, "OK", func() { nv.conf, nv.node = final, dest }, func(exit string) {
+	s.finish(t, "OK", func() { nv.conf, nv.node, nv.pool = final, dest, pool }, func(exit string) {
 		// A failed clone removes what it made (qemu-server's clone worker).
 		if s.vms[newid] == nv {
 			delete(s.vms, newid)
