@@ -17,11 +17,15 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
-// Check verifies, per region in order, one cheap call each (template entry
-// 16): the credentials (the cluster's VM list, the call ListByTag makes),
-// each zone's node and ISO storage (and clone storage with fullClone),
-// and each image's template. Details: credentials "vms" (VMs listed);
-// zone "node", "isoStorage", "isoAvailBytes"; image "vmid", "node".
+// Check verifies, per region in order (template entry 16): the
+// credentials (the cluster's VM list, the call ListByTag makes), each
+// zone's node and ISO storage (and clone storage with a full clone), and
+// each image's template for every zone, as Create resolves it (a
+// template of another node: its storages read too). Details: credentials
+// "vms" (VMs listed); zone "node", "isoStorage", "isoAvailBytes", "clone"
+// (linked, or full to the storage), "pool", "bridge", "vlan" when set;
+// image "zone.<zone>" (the template's VMID and node, and the target node
+// for a clone across nodes).
 func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 	var results []contract.CheckResult
 	for _, rn := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
@@ -40,30 +44,56 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 				if !slices.Contains(strings.Split(iso.Content, ","), "iso") {
 					return nil, errMisconfigured{fmt.Sprintf("isoStorage %q on node %q does not allow the iso content type (it allows %q)", zone.ISOStorage, zone.Node, iso.Content)}
 				}
-				if p.cfg.FullClone {
+				if p.cfg.fullClone(zone) {
 					if _, err := p.storageStatus(ctx, rn, zone.Node, zone.Storage); err != nil {
 						return nil, fmt.Errorf("storage %q on node %q: %w", zone.Storage, zone.Node, err)
 					}
 				}
-				return map[string]string{"node": zone.Node, "isoStorage": zone.ISOStorage, "isoAvailBytes": strconv.FormatUint(iso.Avail, 10)}, nil
+				d := map[string]string{"node": zone.Node, "isoStorage": zone.ISOStorage, "isoAvailBytes": strconv.FormatUint(iso.Avail, 10), "clone": "linked"}
+				if p.cfg.fullClone(zone) {
+					d["clone"] = "full to " + zone.Storage
+				}
+				if pool := region.pool(zone); pool != "" {
+					d["pool"] = pool
+				}
+				if n := zone.Network; n != nil {
+					d["bridge"] = n.Bridge
+					if n.VLAN != 0 {
+						d["vlan"] = strconv.Itoa(n.VLAN)
+					}
+				}
+				return d, nil
 			}))
 		}
 		for _, key := range slices.Sorted(maps.Keys(p.cfg.Images)) {
 			img := p.cfg.Images[key]
 			results = append(results, p.check(ctx, "region/"+rn+"/image/"+key, func(ctx context.Context) (map[string]string, error) {
-				vms, err := p.resources(ctx, rn)
-				if err != nil {
-					return nil, err
-				}
-				t, err := p.template(ctx, rn, img, vms)
-				if err != nil {
-					return nil, err
-				}
-				return map[string]string{"vmid": strconv.Itoa(t.vmid), "node": t.node}, nil
+				return p.checkImage(ctx, rn, key, img)
 			}))
 		}
 	}
 	return results
+}
+
+// checkImage resolves the image for every zone of the region, as Create
+// does (templates.go), so Check names the template each zone clones from
+// and a zone that cannot clone it before any Create tries.
+func (p *Provider) checkImage(ctx context.Context, region, key string, img Image) (map[string]string, error) {
+	vms, err := p.resources(ctx, region)
+	if err != nil {
+		return nil, err
+	}
+	details := map[string]string{}
+	var errs []error
+	for _, zn := range slices.Sorted(maps.Keys(p.cfg.Regions[region].Zones)) {
+		t, err := p.template(ctx, region, zn, key, img, vms)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		details["zone."+zn] = t.String()
+	}
+	return details, errors.Join(errs...)
 }
 
 type errMisconfigured struct{ msg string }
@@ -80,7 +110,7 @@ func (p *Provider) storageStatus(ctx context.Context, region, node, storage stri
 
 var (
 	missingRE = regexp.MustCompile(`does not exist|^no such cluster node|^hostname lookup|no template`)
-	notTmplRE = regexp.MustCompile(`is not a template|templates named`)
+	notTmplRE = regexp.MustCompile(`is not a template|templates named|uses local storage|: not shared|on other nodes`)
 )
 
 func (p *Provider) check(ctx context.Context, target string, fn func(context.Context) (map[string]string, error)) contract.CheckResult {

@@ -14,9 +14,12 @@ import (
 // A zone on another node than a template on local storage cannot be
 // served: PVE refuses the clone ("can't clone VM to node 'pve2' (VM uses
 // local storage)", qemu-server clone_vm) and will until a person changes
-// the cluster or the config. Create says so, permanently, and what to do.
+// the cluster or the config. Create says so, permanently, and what to do
+// (the provider refuses before sending the clone, templates.go; PVE's own
+// answer is classified Permanent too, TestClassify).
 func TestCloneToAnotherNodeFromLocalStorage(t *testing.T) {
-	f := startFake(t)
+	// The template on pve1 only (the fixture has one per node).
+	f := startFakeOpts(t, func(o *pvefake.Options) { o.Templates = o.Templates[:1] })
 	p := f.provider(t)
 	req := request("far", testUID(1))
 	req.Placement.Zone = "b" // pve2; debian-12's template is on pve1, local-lvm
@@ -24,7 +27,7 @@ func TestCloneToAnotherNodeFromLocalStorage(t *testing.T) {
 	if !errors.Is(err, contract.ErrPermanent) {
 		t.Fatalf("Create in zone b from a template on pve1's local storage = %v (class %s), want ErrPermanent", err, contract.ClassOf(err))
 	}
-	for _, want := range []string{"VM uses local storage", "template 9000", "pve1", "zone b", "shared storage"} {
+	for _, want := range []string{"VM uses local storage", "template 9000", "pve1", `zone "b"`, "shared storage"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error %q does not say %q", err, want)
 		}
@@ -39,6 +42,7 @@ func TestCloneToAnotherNodeFromLocalStorage(t *testing.T) {
 func TestCloneToAnotherNodeFromSharedStorage(t *testing.T) {
 	f := startFakeWith(t, func(o *pvefake.Options) {
 		o.Storages = append(o.Storages, pvefake.StorageSpec{Name: "ceph", Type: "rbd", Content: []string{"images"}, Shared: true})
+		o.Templates = o.Templates[:1] // on pve1 only
 		o.Templates[0].Storage = "ceph"
 	}, func(*Config) {})
 	p := f.provider(t)

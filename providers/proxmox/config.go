@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -24,7 +25,8 @@ type Config struct {
 	Images map[string]Image `json:"images"`
 	// FullClone makes full clones (independent disks on the zone's
 	// storage); the default is linked clones of the template's disk, which
-	// are fast but need the template's storage on the target node.
+	// are fast but need the template's storage on the target node. A
+	// zone's own fullClone overrides it.
 	FullClone bool `json:"fullClone,omitempty"`
 	// CallTimeout bounds each API call; TaskTimeout each task (clone,
 	// start, stop, destroy, upload). Defaults 30 s and 10 min.
@@ -54,6 +56,9 @@ type Region struct {
 	// Zones maps Placement.Zone to a node. With a single zone, an empty
 	// Placement.Zone selects it.
 	Zones map[string]Zone `json:"zones"`
+	// Pool, when set, is the resource pool every clone of the region joins
+	// (clone's `pool`); a zone's own pool overrides it. The pool must exist.
+	Pool string `json:"pool,omitempty"`
 }
 
 // VMIDRange is an inclusive range of VMIDs.
@@ -69,8 +74,37 @@ type Zone struct {
 	// ISOStorage holds the NoCloud seed ISOs; it must allow the "iso"
 	// content type on this node.
 	ISOStorage string `json:"isoStorage"`
-	// Storage receives full clones' disks; unused for linked clones.
+	// Storage receives full clones' disks; unused for linked clones. For
+	// a template on another node it must be shared storage (PVE clones
+	// across nodes onto shared storage only).
 	Storage string `json:"storage,omitempty"`
+	// FullClone overrides the config-wide fullClone for this zone.
+	FullClone *bool `json:"fullClone,omitempty"`
+	// Format is the full clone's disk format (raw, qcow2, vmdk); PVE uses
+	// the storage's default when the storage cannot hold it. Full clones
+	// only.
+	Format string `json:"format,omitempty"`
+	// Pool overrides the region's pool for this zone.
+	Pool string `json:"pool,omitempty"`
+	// Network, when set, is written to the VM's net0; otherwise the
+	// template's NIC is kept as it is.
+	Network *Network `json:"network,omitempty"`
+}
+
+// Network is the VM's first NIC (net0). The clone's model and MAC (PVE
+// gives every clone a new MAC) and its other options are kept.
+type Network struct {
+	// Bridge is the Linux bridge or SDN VNet (vmbr0).
+	Bridge string `json:"bridge"`
+	// VLAN is the 802.1Q tag (1–4094); unset, net0 carries no tag, also
+	// when the template's did.
+	VLAN int `json:"vlan,omitempty"`
+	// MTU, when set, is the NIC's MTU: 1 takes the bridge's, else
+	// 576–65520 (VirtIO only). Unset keeps the template's.
+	MTU int `json:"mtu,omitempty"`
+	// Firewall, when set, turns PVE's firewall on the NIC on or off;
+	// unset keeps the template's.
+	Firewall *bool `json:"firewall,omitempty"`
 }
 
 // MachineType is a VM size.
@@ -99,6 +133,12 @@ var (
 	nodeRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	// storageRE is PVE's storage ID (pve-storage-id).
 	storageRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_.]{1,99}$`)
+	// bridgeRE is pve-common's pve-bridge-id format (JSONSchema.pm
+	// parse_bridge_id).
+	bridgeRE = regexp.MustCompile(`^[-_.\w\d]+$`)
+	// poolRE is pve-access-control's pve-poolid format (AccessControl.pm
+	// verify_poolname): up to three levels.
+	poolRE = regexp.MustCompile(`^[A-Za-z0-9.\-_]+(?:/[A-Za-z0-9.\-_]+){0,2}$`)
 	// dnsNameRE is the dns-name format of a VM name.
 	dnsNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 )
@@ -146,9 +186,24 @@ func (c Config) Validate() error {
 			if z.Storage != "" && !storageRE.MatchString(z.Storage) {
 				add("%s.storage %q: want a storage ID", zat, z.Storage)
 			}
-			if c.FullClone && z.Storage == "" {
+			full := c.fullClone(z)
+			if full && z.Storage == "" {
 				add("%s.storage: required with fullClone", zat)
 			}
+			if z.Format != "" && !slices.Contains(cloneFormats, z.Format) {
+				add("%s.format %q: want one of %s", zat, z.Format, strings.Join(cloneFormats, ", "))
+			} else if z.Format != "" && !full {
+				add("%s.format %q: for full clones only (PVE refuses it for linked clones); set fullClone", zat, z.Format)
+			}
+			if z.Pool != "" && !poolRE.MatchString(z.Pool) {
+				add("%s.pool %q: want a pool ID (up to three levels a/b/c)", zat, z.Pool)
+			}
+			if n := z.Network; n != nil {
+				errs = append(errs, n.validate(zat+".network")...)
+			}
+		}
+		if r.Pool != "" && !poolRE.MatchString(r.Pool) {
+			add("%s.pool %q: want a pool ID (up to three levels a/b/c)", at, r.Pool)
 		}
 	}
 	if len(c.MachineTypes) == 0 {
@@ -177,6 +232,41 @@ func (c Config) Validate() error {
 		add("callTimeout %s, taskTimeout %s: must not be negative", c.CallTimeout, c.TaskTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// cloneFormats are the clone's `format` values (qemu-server
+// API2/Qemu.pm clone_vm).
+var cloneFormats = []string{"raw", "qcow2", "vmdk"}
+
+// fullClone is the clone kind for zone z: its own setting, else the
+// config-wide one.
+func (c Config) fullClone(z Zone) bool {
+	if z.FullClone != nil {
+		return *z.FullClone
+	}
+	return c.FullClone
+}
+
+// pool is the pool zone z's clones join: its own, else the region's.
+func (r Region) pool(z Zone) string {
+	if z.Pool != "" {
+		return z.Pool
+	}
+	return r.Pool
+}
+
+func (n Network) validate(at string) []error {
+	var errs []error
+	if !bridgeRE.MatchString(n.Bridge) {
+		errs = append(errs, fmt.Errorf("%s.bridge %q: want a bridge name such as vmbr0", at, n.Bridge))
+	}
+	if n.VLAN != 0 && (n.VLAN < 1 || n.VLAN > 4094) {
+		errs = append(errs, fmt.Errorf("%s.vlan %d: want 1 to 4094", at, n.VLAN))
+	}
+	if n.MTU != 0 && n.MTU != 1 && (n.MTU < 576 || n.MTU > 65520) {
+		errs = append(errs, fmt.Errorf("%s.mtu %d: want 1 (the bridge's) or 576 to 65520", at, n.MTU))
+	}
+	return errs
 }
 
 func (c Config) withDefaults() Config {

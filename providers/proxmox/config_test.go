@@ -81,3 +81,55 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("defaults: %+v %v %v", d.Regions[testRegion].VMIDs, d.CallTimeout, d.TaskTimeout)
 	}
 }
+
+// The clone and network options: each problem named with its field and
+// value, before any call; a config without them is as valid as before.
+func TestConfigValidateCloneAndNetwork(t *testing.T) {
+	f := startFake(t)
+	full, linked := true, false
+	cfg := f.cfg
+	cfg.FullClone = true
+	r := cfg.Regions[testRegion]
+	r.Pool = "a/b/c/d"
+	r.Zones = map[string]Zone{
+		"a": {Node: "pve1", ISOStorage: "local", Storage: "local-lvm", Format: "qcow3", Pool: "bad pool",
+			Network: &Network{Bridge: "vmbr 1", VLAN: 4095, MTU: 100}},
+		"b": {Node: "pve2", ISOStorage: "local", FullClone: &linked, Format: "qcow2", Network: &Network{VLAN: -1, MTU: 65521}},
+		"c": {Node: "pve2", ISOStorage: "local", FullClone: &full},
+	}
+	cfg.Regions = map[string]Region{testRegion: r}
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("an invalid config was accepted")
+	}
+	for _, want := range []string{
+		`regions["lab"].pool "a/b/c/d": want a pool ID`,
+		`regions["lab"].zones["a"].format "qcow3": want one of raw, qcow2, vmdk`,
+		`regions["lab"].zones["a"].pool "bad pool": want a pool ID`,
+		`regions["lab"].zones["a"].network.bridge "vmbr 1": want a bridge name`,
+		`regions["lab"].zones["a"].network.vlan 4095: want 1 to 4094`,
+		`regions["lab"].zones["a"].network.mtu 100: want 1 (the bridge's) or 576 to 65520`,
+		`regions["lab"].zones["b"].format "qcow2": for full clones only`,
+		`regions["lab"].zones["b"].network.bridge "": want a bridge name`,
+		`regions["lab"].zones["b"].network.vlan -1: want 1 to 4094`,
+		`regions["lab"].zones["b"].network.mtu 65521`,
+		`regions["lab"].zones["c"].storage: required with fullClone`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not report %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), `zones["b"].storage`) {
+		t.Errorf("zone b is linked (its own fullClone: false) and needs no storage:\n%v", err)
+	}
+
+	ok := f.cfg
+	r = ok.Regions[testRegion]
+	r.Pool = "egress/proxies"
+	r.Zones = map[string]Zone{"a": {Node: "pve1", ISOStorage: "local", Storage: "local-lvm", FullClone: &full, Format: "qcow2", Pool: "egress",
+		Network: &Network{Bridge: "vmbr0.100", VLAN: 4094, MTU: 1}}}
+	ok.Regions = map[string]Region{testRegion: r}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a valid config with every option: %v", err)
+	}
+}

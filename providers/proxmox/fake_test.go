@@ -38,11 +38,13 @@ const (
 
 var (
 	testPlacement = contract.Placement{Region: testRegion, Zone: "a", MachineType: "small", Image: "debian-12"}
-	// otherPlacement is zone b, on the second node, with the template
-	// there: a linked clone of a template on local storage cannot go to
-	// another node (qemu-server, PVE/API2/Qemu.pm clone_vm: "can't clone
-	// VM to node '…' (VM uses local storage)").
-	otherPlacement = contract.Placement{Region: testRegion, Zone: "b", MachineType: "small", Image: "debian-12-pve2"}
+	// otherPlacement is zone b, on the second node, with the same image:
+	// it names a template per node (debian-12-proxy on pve1 and on pve2,
+	// each on local storage), and each zone clones its node's, as a clone
+	// of a template on local storage cannot go to another node
+	// (qemu-server API2/Qemu.pm clone_vm: "can't clone VM to node '…' (VM
+	// uses local storage)").
+	otherPlacement = contract.Placement{Region: testRegion, Zone: "b", MachineType: "small", Image: "debian-12"}
 )
 
 type fake struct {
@@ -68,7 +70,7 @@ func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
 		},
 		Templates: []pvefake.Template{
 			{VMID: templateVMID, Name: "debian-12-proxy", Node: "pve1"},
-			{VMID: templateVMID + 1, Name: "debian-12-proxy-pve2", Node: "pve2"},
+			{VMID: templateVMID + 1, Name: "debian-12-proxy", Node: "pve2"},
 		},
 		TokenID: testTokenID, Secret: testSecret,
 	}
@@ -99,12 +101,9 @@ func startFakeOpts(t *testing.T, change func(*pvefake.Options)) *fake {
 			Zones: map[string]Zone{"a": {Node: "pve1", ISOStorage: "local"}, "b": {Node: "pve2", ISOStorage: "local"}},
 		}},
 		MachineTypes: map[string]MachineType{"small": {Cores: 1, MemoryMiB: 512}},
-		Images: map[string]Image{
-			"debian-12":      {TemplateName: "debian-12-proxy"},
-			"debian-12-pve2": {TemplateName: "debian-12-proxy-pve2"},
-		},
-		CallTimeout: contract.Duration{Duration: time.Second},
-		TaskTimeout: contract.Duration{Duration: 10 * time.Second},
+		Images:       map[string]Image{"debian-12": {TemplateName: "debian-12-proxy"}},
+		CallTimeout:  contract.Duration{Duration: time.Second},
+		TaskTimeout:  contract.Duration{Duration: 10 * time.Second},
 	}
 	return &fake{s: s, cfg: cfg, unmarked: map[int]bool{}}
 }

@@ -76,10 +76,12 @@ func New(cfg Config) (*Provider, error) {
 
 // plan is a validated request resolved against the catalogues.
 type plan struct {
-	region  string
-	zone    Zone
-	machine MachineType
-	image   Image
+	region   string
+	zoneKey  string
+	zone     Zone
+	machine  MachineType
+	imageKey string
+	image    Image
 }
 
 // plan validates req before any call (contract §1.2).
@@ -99,7 +101,13 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err := contract.CloudInitFits(req.CloudInit, MaxCloudInit, "a NoCloud seed"); err != nil {
 		return plan{}, err
 	}
-	return plan{region: pl.Region, zone: zone, machine: machine, image: image}, nil
+	zoneKey := pl.Zone
+	for k, z := range region.Zones {
+		if zoneKey == "" && z == zone {
+			zoneKey = k
+		}
+	}
+	return plan{region: pl.Region, zoneKey: zoneKey, zone: zone, machine: machine, imageKey: pl.Image, image: image}, nil
 }
 
 // Create clones the VM, marks it, delivers its seed and starts it
@@ -177,7 +185,7 @@ func (p *Provider) findOwn(ctx context.Context, region string, req contract.Crea
 // cloneNew clones the template to a free VMID of the region's range,
 // starting at one derived from the UID, and waits for the clone.
 func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateRequest, vms pve.ClusterResources) (vmInfo, error) {
-	tmpl, err := p.template(ctx, pl.region, pl.image, vms)
+	tmpl, err := p.template(ctx, pl.region, pl.zoneKey, pl.imageKey, pl.image, vms)
 	if err != nil {
 		return vmInfo{}, err
 	}
@@ -210,14 +218,7 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 		attempts++
 		var upid pve.UPID
 		err := p.callWithin(ctx, pl.region, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c conn) error {
-			opts := &pve.VirtualMachineCloneOptions{NewID: vmid, Name: req.Name, Description: description(req.Owner, req.UID, created), Full: pve.IntOrBool(p.cfg.FullClone)}
-			if p.cfg.FullClone {
-				opts.Storage = pl.zone.Storage
-			}
-			if tmpl.node != pl.zone.Node {
-				opts.Target = pl.zone.Node
-			}
-			_, task, err := newVM(c.api, tmpl.node, tmpl.vmid).Clone(ctx, opts)
+			_, task, err := newVM(c.api, tmpl.node, tmpl.vmid).Clone(ctx, p.cloneOptions(pl, tmpl, vmid, req.Name, description(req.Owner, req.UID, created)))
 			if task != nil {
 				upid = task.UPID
 			}
@@ -260,6 +261,20 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 	return vmInfo{}, contract.Quota(fmt.Errorf("no free VMID in %d-%d of region %s after %d attempts", rng.Min, rng.Max, pl.region, attempts))
 }
 
+// cloneOptions are the clone's parameters for the zone (qemu-server
+// API2/Qemu.pm clone_vm): linked or full (full copies go to the zone's
+// storage, in its format when set), the pool, and the zone's node as the
+// target when the template is on another node.
+func (p *Provider) cloneOptions(pl plan, tmpl templateRef, vmid int, name, desc string) *pve.VirtualMachineCloneOptions {
+	full := p.cfg.fullClone(pl.zone)
+	opts := &pve.VirtualMachineCloneOptions{NewID: vmid, Name: name, Description: desc, Full: pve.IntOrBool(full),
+		Pool: p.cfg.Regions[pl.region].pool(pl.zone), Target: tmpl.target}
+	if full {
+		opts.Storage, opts.Format = pl.zone.Storage, pl.zone.Format
+	}
+	return opts
+}
+
 // claimed reads a used VMID on the walk: this Proxy's VM (mine: resume
 // it), a clone still in progress (its config is only `lock: clone`, so it
 // may be this Proxy's earlier attempt: a transient "busy" error rather
@@ -296,42 +311,8 @@ func firstVMID(uid string, rng VMIDRange) int {
 	return rng.Min + int(h.Sum32()%uint32(rng.Max-rng.Min+1))
 }
 
-type templateRef struct {
-	vmid int
-	node string
-}
-
-// template resolves the image to a template VM in the region's list.
-func (p *Provider) template(_ context.Context, region string, img Image, vms pve.ClusterResources) (templateRef, error) {
-	var found []templateRef
-	for _, r := range vms {
-		if r == nil || (img.TemplateVMID != 0 && int(r.VMID) != img.TemplateVMID) || (img.TemplateName != "" && r.Name != img.TemplateName) {
-			continue
-		}
-		if r.Template != 1 {
-			return templateRef{}, contract.Permanentf("image: VM %d (%s) in region %s is not a template", r.VMID, r.Name, region)
-		}
-		found = append(found, templateRef{vmid: int(r.VMID), node: r.Node})
-	}
-	switch len(found) {
-	case 0:
-		return templateRef{}, contract.Permanentf("image: no template %s in region %s", imageName(img), region)
-	case 1:
-		return found[0], nil
-	default:
-		return templateRef{}, contract.Permanentf("image: %d templates named %q in region %s; name it by templateVMID", len(found), img.TemplateName, region)
-	}
-}
-
-func imageName(img Image) string {
-	if img.TemplateVMID != 0 {
-		return "VMID " + strconv.Itoa(img.TemplateVMID)
-	}
-	return strconv.Quote(img.TemplateName)
-}
-
-// prepare delivers the seed and writes the size, cdrom and tags, unless an
-// earlier attempt did (step 3).
+// prepare delivers the seed and writes the size, cdrom, the zone's
+// network and the tags, unless an earlier attempt did (step 3).
 func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequest, v *vmInfo) error {
 	volid := seedVolid(pl.zone, v.vmid, req.Name)
 	cdrom := volid + ",media=cdrom"
@@ -348,12 +329,17 @@ func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequ
 	if created.IsZero() {
 		created = time.Now()
 	}
-	tags, err := p.configure(ctx, *v, "ConfigureVM", []pve.VirtualMachineOption{
+	opts := []pve.VirtualMachineOption{
 		{Name: "cores", Value: pl.machine.Cores},
 		{Name: "memory", Value: strconv.Itoa(pl.machine.MemoryMiB)},
 		{Name: "ide2", Value: cdrom},
 		{Name: "agent", Value: "1"},
-	}, ourTags(v.marks.owner, req.UID, created)...)
+	}
+	if n := pl.zone.Network; n != nil {
+		// In the same write as the marks: a VM marked done has its network.
+		opts = append(opts, pve.VirtualMachineOption{Name: "net0", Value: n.net0(v.confString("net0"))})
+	}
+	tags, err := p.configure(ctx, *v, "ConfigureVM", opts, ourTags(v.marks.owner, req.UID, created)...)
 	if err != nil {
 		return err
 	}
