@@ -140,8 +140,8 @@ libvirt-secret: ## Print the credentials Secret for libvirt over SSH from LIBVIR
 vsphere-secret: ## Print the credentials Secret for vSphere from VSPHERE_USERNAME_FILE and VSPHERE_PASSWORD_FILE.
 	hack/credentials-secret.sh vsphere-username=$(VSPHERE_USERNAME_FILE) vsphere-password=$(VSPHERE_PASSWORD_FILE)
 
-test-integration-proxmox: ## The Proxmox VE lifecycle against a real cluster named by PROXMOX_TEST_* (docs/proxmox-provider.md).
-	cd providers/proxmox && $(GO) test -count=1 -run '^TestIntegration$$' -v .
+test-integration-proxmox: ## The Proxmox VE lifecycle, the clone and network options and a second node against a real cluster named by PROXMOX_TEST_* (docs/proxmox-provider.md).
+	cd providers/proxmox && $(GO) test -count=1 -run '^TestIntegration' -v .
 
 generate-pvefake-schema: ## Regenerate pvefake's facts (facts-pve8.json, facts-pve9.json) from the pinned PVE API schema (providers/proxmox/pvefake/schema).
 	cd providers/proxmox && $(GO) generate ./pvefake
