@@ -91,7 +91,11 @@ func (p *Provider) template(ctx context.Context, region, zoneKey, imgKey string,
 // full clone onto a zone storage that is not shared.
 func (p *Provider) checkAcrossNodes(ctx context.Context, region, zoneKey, imgKey string, t templateRef) error {
 	zone := p.cfg.Regions[region].Zones[zoneKey]
-	v, err := p.readVM(ctx, region, t.node, t.vmid)
+	// The config alone (one call): the drives and the name.
+	v := vmInfo{region: region, node: t.node, vmid: t.vmid}
+	err := p.call(ctx, region, "GetTemplateConfig", func(ctx context.Context, c conn) error {
+		return c.api.Get(ctx, vmPath(t.node, t.vmid)+"/config", &v.conf)
+	})
 	if err != nil {
 		return fmt.Errorf("images[%q]: reading template %d on node %s: %w", imgKey, t.vmid, t.node, err)
 	}
