@@ -113,8 +113,9 @@ type MachineType struct {
 	MemoryMiB int `json:"memoryMiB"`
 }
 
-// Image names a template VM: by VMID, or by name (looked up in the
-// region's cluster; it must be unique there).
+// Image names a template VM: by VMID, or by name, looked up in the
+// region's cluster per zone: the one on the zone's node, else the
+// region's only one, which must then be on shared storage (templates.go).
 type Image struct {
 	TemplateVMID int    `json:"templateVMID,omitempty"`
 	TemplateName string `json:"templateName,omitempty"`
