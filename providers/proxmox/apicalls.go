@@ -25,14 +25,21 @@ var apiCalls = map[string]apiCall{
 	// A linked clone: no storage (qemu-server refuses one).
 	"CloneVM linked": {"POST", "/nodes/{node}/qemu/{vmid}/clone", map[string]string{
 		"node": "<template's node>", "vmid": "<template>", "newid": "<vmid>", "name": "<name>",
-		"description": "<marks>", "full": "0", "target": "<node>"}},
+		"description": "<marks>", "full": "0", "target": "<node>", "pool": "<pool>"}},
 	// fullClone: the zone's storage.
 	"CloneVM full": {"POST", "/nodes/{node}/qemu/{vmid}/clone", map[string]string{
 		"node": "<template's node>", "vmid": "<template>", "newid": "<vmid>", "name": "<name>",
-		"description": "<marks>", "full": "1", "storage": "<storage>", "target": "<node>"}},
+		"description": "<marks>", "full": "1", "storage": "<storage>", "format": "<format>", "target": "<node>", "pool": "<pool>"}},
 	"ConfigureVM": {"PUT", "/nodes/{node}/qemu/{vmid}/config", map[string]string{
 		"node": "<node>", "vmid": "<vmid>", "cores": "<cores>", "memory": "<memoryMiB>",
-		"ide2": "<isoStorage>:iso/<seed>,media=cdrom", "agent": "1", "tags": "<tags>"}},
+		"ide2": "<isoStorage>:iso/<seed>,media=cdrom", "agent": "1", "tags": "<tags>",
+		"net0": "virtio=<MAC>,bridge=<bridge>,tag=<vlan>,mtu=<mtu>,firewall=1"}},
+	// A zone's template on another node (templates.go): its config and
+	// the shared flag of its storages before a clone with target.
+	"GetTemplateConfig": {"GET", "/nodes/{node}/qemu/{vmid}/config",
+		map[string]string{"node": "<template's node>", "vmid": "<template>"}},
+	"StorageStatus templateStorage": {"GET", "/nodes/{node}/storage/{storage}/status", map[string]string{
+		"node": "<template's node>", "storage": "<templateStorage>"}},
 	// The started mark before the start (Create step 4): in the
 	// description, and as a tag where user-tag-access allows it.
 	"MarkStarted": {"PUT", "/nodes/{node}/qemu/{vmid}/config", map[string]string{

@@ -54,12 +54,13 @@ func tokenRole(t testing.TB, version int) (privs, paths []string) {
 // testACL is the generated role on the generated paths, the table's
 // placeholders bound to the test cluster's storages (<isoStorage> to each
 // that takes ISOs, <storage> and <templateStorage> to each that takes
-// disk images) and bridge (vmbr0), propagated as pveum acl modify does by
+// disk images) and bridges (vmbr0, the template's; vmbr1, a zone network's in
+// the tests), propagated as pveum acl modify does by
 // default: the fake's ACL in the provider's tests, so the harness proves
 // the documented role is enough.
 func testACL(t testing.TB, version int, storages []pvefake.StorageSpec) []pvefake.ACE {
 	privs, paths := tokenRole(t, version)
-	values := map[string][]string{"<templateBridge>": {"vmbr0"}}
+	values := map[string][]string{"<templateBridge>": {"vmbr0"}, "<bridge>": {"vmbr0", "vmbr1"}}
 	for _, st := range storages {
 		if slices.Contains(st.Content, "iso") {
 			values["<isoStorage>"] = append(values["<isoStorage>"], st.Name)
