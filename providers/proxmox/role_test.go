@@ -96,9 +96,13 @@ func roleDoc(t testing.TB) string {
 		privs, paths := tokenRole(t, version)
 		fmt.Fprintf(&b, "\nPVE %d:\n\n```sh\n", version)
 		fmt.Fprintf(&b, "pveum role add %s --privs \"%s\"\n", roleName, strings.Join(privs, " "))
+		// A privilege-separated token holds what its own ACL and its
+		// user's both grant (pve-access-control AccessControl.pm
+		// permission), so the user gets the role on the same paths.
+		b.WriteString("pveum user add egress@pve\n")
 		b.WriteString("pveum user token add egress@pve operator --privsep 1\n")
 		for _, p := range paths {
-			fmt.Fprintf(&b, "pveum acl modify %s --tokens %s --roles %s\n", p, roleDocTokens, roleName)
+			fmt.Fprintf(&b, "pveum acl modify %s --users egress@pve --tokens %s --roles %s\n", p, roleDocTokens, roleName)
 		}
 		b.WriteString("```\n")
 	}
