@@ -133,7 +133,8 @@ var (
 	// nodeRE is PVE's node name (a hostname label).
 	nodeRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	// storageRE is PVE's storage ID (pve-storage-id).
-	storageRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_.]{1,99}$`)
+	// It ends in a letter or digit (pve-common JSONSchema.pm parse_id).
+	storageRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_.]{0,98}[A-Za-z0-9]$`)
 	// bridgeRE is pve-common's pve-bridge-id format (JSONSchema.pm
 	// parse_bridge_id).
 	bridgeRE = regexp.MustCompile(`^[-_.\w\d]+$`)

@@ -130,6 +130,12 @@ func parseVolumeID(v string) string {
 	return ""
 }
 
+// CheckFormat reports why PVE's named format (pve-node, pve-storage-id,
+// pve-bridge-id, pve-poolid, dns-name, …) refuses v, "" when it accepts
+// it: the provider's config validation is held to it, so a value the
+// provider accepts is never one PVE refuses at the first call.
+func CheckFormat(format, v string) string { return checkFormat(format, v) }
+
 // checkFormat is JSONSchema.pm check_format for a named format: "-list"
 // checks each item of PVE::Tools::split_list (an empty list is allowed),
 // "-opt" checks a non-empty value. A format neither checked nor listed in
