@@ -21,9 +21,7 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
-	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
@@ -52,13 +50,6 @@ const (
 // MaxCloudInit bounds CloudInit: guestinfo values live in the VM's
 // configuration, which vSphere keeps small.
 const MaxCloudInit = 64 << 10
-
-// vmProps are the properties every read fetches of a VM, and taskProps
-// those of each task in its recentTask: one RetrieveProperties (readVMs).
-var (
-	vmProps   = []string{"name", "config.extraConfig", "config.createDate", "runtime.powerState", "guest.net", "guest.ipAddress", "recentTask"}
-	taskProps = []string{"info.descriptionId", "info.state"}
-)
 
 // destroyTask is the descriptionId of a VM's Destroy_Task.
 const destroyTask = "VirtualMachine.destroy"
@@ -372,7 +363,7 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 // read reads a VM by reference.
 func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference) (vm vmRead, err error) {
 	err = p.do(ctx, "ReadVM", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		vms, err := readVMs(ctx, c, ref, false)
+		vms, err := readVMs(ctx, c, ref)
 		if err == nil && len(vms) != 1 {
 			err = contract.NotFound(fmt.Errorf("no VM %s", ref.Value))
 		}
@@ -382,57 +373,6 @@ func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference) (
 		return err
 	})
 	return vm, err
-}
-
-// vmRead is one VM as a read finds it.
-type vmRead struct {
-	mo.VirtualMachine
-	// destroying says a destroy task is queued or running on the VM:
-	// another Delete's, or that of a Delete cut off while it waited.
-	destroying bool
-}
-
-// readVMs reads, in one RetrieveProperties, the VM obj names, or with
-// container the VMs of the container view obj names, each with the state
-// of the tasks in its recentTask, found by traversing it.
-func readVMs(ctx context.Context, c *vim25.Client, obj types.ManagedObjectReference, container bool) ([]vmRead, error) {
-	tasks := &types.TraversalSpec{Type: "ManagedEntity", Path: "recentTask"}
-	spec := types.ObjectSpec{Obj: obj, SelectSet: []types.BaseSelectionSpec{tasks}}
-	if container {
-		spec.Skip = types.NewBool(true)
-		spec.SelectSet = []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ContainerView", Path: "view", SelectSet: spec.SelectSet}}
-	}
-	res, err := property.DefaultCollector(c).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{{
-		ObjectSet: []types.ObjectSpec{spec},
-		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProps}, {Type: "Task", PathSet: taskProps}},
-	}}})
-	if err != nil {
-		return nil, err
-	}
-	destroying := map[types.ManagedObjectReference]bool{}
-	var vms []mo.VirtualMachine
-	for _, oc := range res.Returnval {
-		switch oc.Obj.Type {
-		case "Task":
-			var task mo.Task
-			if err := mo.LoadObjectContent([]types.ObjectContent{oc}, &task); err != nil {
-				return nil, err
-			}
-			under := task.Info.State == types.TaskInfoStateQueued || task.Info.State == types.TaskInfoStateRunning
-			destroying[oc.Obj] = task.Info.DescriptionId == destroyTask && under
-		case "VirtualMachine":
-			var vm mo.VirtualMachine
-			if err := mo.LoadObjectContent([]types.ObjectContent{oc}, &vm); err != nil {
-				return nil, err
-			}
-			vms = append(vms, vm)
-		}
-	}
-	out := make([]vmRead, len(vms))
-	for i, vm := range vms {
-		out[i] = vmRead{VirtualMachine: vm, destroying: slices.ContainsFunc(vm.RecentTask, func(t types.ManagedObjectReference) bool { return destroying[t] })}
-	}
-	return out, nil
 }
 
 // extraConfig is what the clone writes: the marks and the cloud-init
@@ -593,24 +533,6 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 	return out, nil
 }
 
-func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead, error) {
-	var vms []vmRead
-	err := p.do(ctx, "ListVMs", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		folder, err := p.folder(ctx, c, regionName)
-		if err != nil {
-			return err
-		}
-		v, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, true)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
-		vms, err = readVMs(ctx, c, v.Reference(), true)
-		return err
-	})
-	return vms, err
-}
-
 // lookup finds the VM by name in the region's folder and reads its
 // properties; ErrNotFound when there is none.
 func (p *Provider) lookup(ctx context.Context, regionName, name string) (vmRead, error) {
@@ -628,7 +550,7 @@ func (p *Provider) lookup(ctx context.Context, regionName, name string) (vmRead,
 		if ref == nil {
 			return contract.NotFound(fmt.Errorf("no VM %q in folder %q", name, region.Folder))
 		}
-		vms, err := readVMs(ctx, c, ref.Reference(), false)
+		vms, err := readVMs(ctx, c, ref.Reference())
 		if err == nil && len(vms) != 1 {
 			err = contract.NotFound(fmt.Errorf("no VM %q in folder %q", name, region.Folder))
 		}

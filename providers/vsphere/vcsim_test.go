@@ -86,6 +86,11 @@ type vcsim struct {
 	cut      cut      // the front call to cut, by number
 	cutClone bool     // FailAfterCreate: cut the next clone after it took effect
 	held     []func() // stalls, locks and deletes held; Reset lets them go
+
+	// answered counts the bytes of vcsim's answers through the front, and
+	// tap, when set, sees each call and its answer (reads_test.go).
+	answered atomic.Int64
+	tap      atomic.Pointer[func(call, answer []byte)]
 }
 
 // cut names one front call by its number in calls, and whether it is cut
@@ -95,7 +100,7 @@ type cut struct {
 	after bool
 }
 
-func startVcsim(t *testing.T) *vcsim {
+func startVcsim(t testing.TB) *vcsim {
 	t.Helper()
 	model := simulator.VPX()
 	model.Datacenter = len(datacenters)
@@ -140,6 +145,10 @@ func startVcsim(t *testing.T) *vcsim {
 		}
 		rec := httptest.NewRecorder()
 		proxy.ServeHTTP(rec, r)
+		v.answered.Add(int64(rec.Body.Len()))
+		if tap := v.tap.Load(); tap != nil {
+			(*tap)(body, rec.Body.Bytes())
+		}
 		v.awaitTask(r.Context(), rec.Body.Bytes())
 		if cutHere {
 			// vcsim did the work; its answer is lost on the way back.
@@ -207,7 +216,7 @@ func (v *vcsim) awaitTask(ctx context.Context, answer []byte) {
 // prepare makes the template and the operator's folder in every
 // datacenter: the first VM of each datacenter's cluster, powered off,
 // renamed to templateName and marked as a template.
-func (v *vcsim) prepare(t *testing.T) {
+func (v *vcsim) prepare(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	for _, name := range datacenters {
@@ -242,7 +251,7 @@ func (v *vcsim) prepare(t *testing.T) {
 
 // config writes the credential files and the front's CA and returns the
 // provider's config: one region per datacenter.
-func (v *vcsim) config(t *testing.T) Config {
+func (v *vcsim) config(t testing.TB) Config {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
@@ -271,7 +280,7 @@ func (v *vcsim) config(t *testing.T) Config {
 	}
 }
 
-func (v *vcsim) provider(t *testing.T) *Provider {
+func (v *vcsim) provider(t testing.TB) *Provider {
 	t.Helper()
 	p, err := New(v.cfg)
 	if err != nil {
@@ -684,7 +693,7 @@ type scope struct {
 
 // inventoryScope resolves, through vcsim's API, every region's folder and
 // the local directory vcsim keeps each zone's datastore in.
-func (v *vcsim) inventoryScope(t *testing.T) []scope {
+func (v *vcsim) inventoryScope(t testing.TB) []scope {
 	t.Helper()
 	ctx := context.Background()
 	var out []scope
