@@ -243,12 +243,12 @@ func optionValue(val types.AnyType) *types.OptionValue {
 }
 
 // missing fails a read vCenter answered only in part: a property it could
-// not read comes in the object's missingSet with its fault (API reference,
-// ObjectContent.missingSet). InvalidProperty is a property the VM does not
-// have (vcsim's answer for one under an unset parent, such as guest.net of
-// a VM without guest info), which reads as unset; any other fault, such as
-// NoPermission on a mark, would make a marked VM read as unmarked, so it
-// fails the read with its fault, classified.
+// not read comes in the object's missingSet with its fault, SystemError or
+// SecurityError (API reference, MissingProperty.fault). Either on a mark
+// would make a marked VM read as unmarked, so it fails the read with its
+// fault, classified. InvalidProperty is vcsim's answer for a property
+// under an unset parent (guest.net of a VM without guest info,
+// simulator/property_collector.go collectFields), which reads as unset.
 func missing(oc types.ObjectContent) error {
 	for _, m := range oc.MissingSet {
 		if _, ok := m.Fault.Fault.(*types.InvalidProperty); ok {

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
+	"maps"
+	"net/http"
+	"regexp"
 	"sync"
 	"testing"
+
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -20,7 +26,7 @@ type retrievals struct {
 // watch sets the front's tap to record every retrieval's answer until the
 // returned function is called.
 func (r *retrievals) watch(v *vcsim) (stop func()) {
-	tap := func(call, answer []byte) {
+	tap := func(_ *http.Request, call, answer []byte) {
 		if !bytes.Contains(call, []byte("RetrievePropertiesEx")) && !bytes.Contains(call, []byte("<RetrieveProperties ")) {
 			return
 		}
@@ -98,5 +104,158 @@ func TestReadsLeaveTheCloudInit(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// pages is the control's account of a paged retrieval through the front:
+// the token each answer returned, the session it was returned in, and
+// each Continue's token. vcsim keeps tokens in one book for all sessions
+// and never refuses one; vCenter takes a token once, only in the session
+// that was given it (API reference, RetrieveResult.token), so the control
+// records a token used twice or in another session as a violation.
+type pages struct {
+	mu         sync.Mutex
+	issued     map[string]string // token -> session cookie
+	continues  int
+	violations []string
+}
+
+var tokenRE = regexp.MustCompile(`<token>([^<]+)</token>`)
+
+func (pg *pages) watch(v *vcsim) (stop func()) {
+	pg.issued = map[string]string{}
+	tap := func(r *http.Request, call, answer []byte) {
+		cookie := ""
+		if c, err := r.Cookie("vmware_soap_session"); err == nil {
+			cookie = c.Value
+		}
+		pg.mu.Lock()
+		defer pg.mu.Unlock()
+		if bytes.Contains(call, []byte("<ContinueRetrievePropertiesEx")) {
+			pg.continues++
+			if m := tokenRE.FindSubmatch(call); m != nil {
+				owner, ok := pg.issued[string(m[1])]
+				switch {
+				case !ok:
+					pg.violations = append(pg.violations, "token "+string(m[1])+" used twice or never issued")
+				case owner != cookie:
+					pg.violations = append(pg.violations, "token "+string(m[1])+" used in another session")
+				}
+				delete(pg.issued, string(m[1]))
+			}
+		}
+		if bytes.Contains(call, []byte("RetrievePropertiesEx")) {
+			if m := tokenRE.FindSubmatch(answer); m != nil {
+				pg.issued[string(m[1])] = cookie
+			}
+		}
+	}
+	v.tap.Store(&tap)
+	return func() { v.tap.Store(nil) }
+}
+
+func (pg *pages) check(t *testing.T) {
+	t.Helper()
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	for _, v := range pg.violations {
+		t.Errorf("the provider broke vCenter's rule for retrieval tokens: %s", v)
+	}
+}
+
+// withListPage sets the list's page size for one test.
+func withListPage(t *testing.T, n int32) {
+	saved := listPage
+	listPage = n
+	t.Cleanup(func() { listPage = saved })
+}
+
+// TestListPagesThroughTheFolder: a list whose VMs and tasks need several
+// answers reads them all, page by page, each token once in its session.
+func TestListPagesThroughTheFolder(t *testing.T) {
+	v := startVcsim(t)
+	p := v.provider(t)
+	want := map[string]string{}
+	for _, name := range []string{"page-a", "page-b", "page-c"} {
+		want[createVM(t, p, name, "uid-"+name, testOwner).ProviderID] = testOwner
+	}
+	withListPage(t, 2)
+	var pg pages
+	defer pg.watch(v)()
+	if got := listed(t, p, contract.LabelManaged, testOwner); !maps.Equal(got, want) {
+		t.Errorf("ListByTag in pages of 2 = %v, want %v", got, want)
+	}
+	pg.check(t)
+	if pg.continues < 2 {
+		t.Errorf("ListByTag in pages of 2 made %d ContinueRetrievePropertiesEx calls for 3 VMs and their tasks, want at least 2", pg.continues)
+	}
+}
+
+// TestListAcrossSessionsFailsWhole: when the session ends between two
+// pages of a list, the provider logs in again, but the token is not good
+// in the new session: the list fails, transient, rather than return the
+// first page as the folder; the next list reads every VM.
+func TestListAcrossSessionsFailsWhole(t *testing.T) {
+	v := startVcsim(t)
+	p := v.provider(t)
+	want := map[string]string{}
+	for _, name := range []string{"sess-a", "sess-b", "sess-c"} {
+		want[createVM(t, p, name, "uid-"+name, testOwner).ProviderID] = testOwner
+	}
+	withListPage(t, 2)
+	var pg pages
+	stop := pg.watch(v)
+	inner := *v.tap.Load()
+	var ended sync.Once
+	tap := func(r *http.Request, call, answer []byte) {
+		inner(r, call, answer)
+		if bytes.Contains(call, []byte("<RetrievePropertiesEx")) && tokenRE.Match(answer) {
+			ended.Do(control{v}.endSessions)
+		}
+	}
+	v.tap.Store(&tap)
+	_, err := p.ListByTag(context.Background(), contract.LabelManaged, testOwner)
+	stop()
+	pg.check(t)
+	switch {
+	case err == nil:
+		t.Fatal("ListByTag whose session ended between pages = nil error, want the list failed whole")
+	case errors.Is(err, contract.ErrNotFound), errors.Is(err, contract.ErrPermanent), errors.Is(err, contract.ErrQuota):
+		t.Errorf("ListByTag whose session ended between pages = %v (class %v), want transient", err, contract.ClassOf(err))
+	}
+	if got := listed(t, p, contract.LabelManaged, testOwner); !maps.Equal(got, want) {
+		t.Errorf("the next ListByTag = %v, want %v", got, want)
+	}
+}
+
+// TestPartialReadFails: a mark vCenter could not read (missingSet:
+// SecurityError or SystemError, API reference MissingProperty.fault)
+// fails the read with its fault; vcsim never answers so, hence the answer
+// built here. InvalidProperty (vcsim's for a property under an unset
+// parent) reads as unset.
+func TestPartialReadFails(t *testing.T) {
+	vm := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-1"}
+	uid := markPaths([]string{markUID})[0]
+	content := func(f types.BaseMethodFault) []types.ObjectContent {
+		return []types.ObjectContent{{
+			Obj: vm,
+			PropSet: []types.DynamicProperty{
+				{Name: "name", Val: "p1"},
+				{Name: markPaths([]string{markManaged})[0], Val: types.OptionValue{Key: markManaged, Value: testOwner}},
+			},
+			MissingSet: []types.MissingProperty{{Path: uid, Fault: types.LocalizedMethodFault{Fault: f, LocalizedMessage: "denied"}}},
+		}}
+	}
+	if vms, err := decodeVMs(content(&types.NoPermission{PrivilegeId: "System.Read"})); err == nil {
+		t.Errorf("a read with %s missing for NoPermission read %d VMs and no error, want an error", uid, len(vms))
+	} else if !errors.Is(classify(err), contract.ErrPermanent) {
+		t.Errorf("a read with %s missing for NoPermission: %v, want it classified Permanent", uid, err)
+	}
+	vms, err := decodeVMs(content(&types.InvalidProperty{Name: uid}))
+	if err != nil || len(vms) != 1 {
+		t.Fatalf("a read with %s missing as InvalidProperty = %v, %v, want the VM", uid, vms, err)
+	}
+	if e := extra(vms[0].VirtualMachine); e[markManaged] != testOwner || e[markUID] != "" || vms[0].Name != "p1" {
+		t.Errorf("the VM read = %s, marks %v, want p1 with its owner and no UID", vms[0].Name, e)
 	}
 }

@@ -90,7 +90,7 @@ type vcsim struct {
 	// answered counts the bytes of vcsim's answers through the front, and
 	// tap, when set, sees each call and its answer (reads_test.go).
 	answered atomic.Int64
-	tap      atomic.Pointer[func(call, answer []byte)]
+	tap      atomic.Pointer[func(r *http.Request, call, answer []byte)]
 }
 
 // cut names one front call by its number in calls, and whether it is cut
@@ -147,7 +147,7 @@ func startVcsim(t testing.TB) *vcsim {
 		proxy.ServeHTTP(rec, r)
 		v.answered.Add(int64(rec.Body.Len()))
 		if tap := v.tap.Load(); tap != nil {
-			(*tap)(body, rec.Body.Bytes())
+			(*tap)(r, body, rec.Body.Bytes())
 		}
 		v.awaitTask(r.Context(), rec.Body.Bytes())
 		if cutHere {
@@ -625,9 +625,13 @@ func (c control) CutCall(n int, after bool) error {
 // administrator disabling the account would, ends its open sessions.
 func (c control) RejectCredentials(reject bool) {
 	c.v.rejected.Store(reject)
-	if !reject {
-		return
+	if reject {
+		c.endSessions()
 	}
+}
+
+// endSessions ends the operator's open sessions, as an administrator can.
+func (c control) endSessions() {
 	ctx := context.Background()
 	var sm mo.SessionManager
 	ref := *c.v.client.ServiceContent.SessionManager
