@@ -205,7 +205,10 @@ func decodeVMs(contents []types.ObjectContent) ([]vmRead, error) {
 // decodeVM loads a VM's properties; each mark read by its key comes as an
 // OptionValue of its own and joins Config.ExtraConfig. A key the VM lacks
 // comes as nothing at all (vcsim drops the empty property; a nil value is
-// skipped the same), so it reads as absent.
+// skipped the same), so it reads as absent. The marks are taken out before
+// mo.LoadObjectContent, which would append each to ExtraConfig but set it
+// to nil for a nil value, losing the marks before it (vim25/mo/type_info.go
+// assignValue).
 func decodeVM(oc types.ObjectContent) (mo.VirtualMachine, error) {
 	var vm mo.VirtualMachine
 	var marks []types.BaseOptionValue
