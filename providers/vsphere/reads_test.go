@@ -46,8 +46,8 @@ func (r *retrievals) take() [][]byte {
 	return out
 }
 
-// TestReadsLeaveTheCloudInit: Get and ListByTag read the marks of a VM,
-// never the rest of its extraConfig, where the cloud-init lives (up to
+// TestReadsLeaveTheCloudInit: Create, Get and ListByTag read the marks of
+// a VM, never the rest of its extraConfig, where the cloud-init lives (up to
 // 87 KiB of base64 a VM: tens of MB a sweep at 1,000 VMs when lists read
 // it all). The answers vcsim gives to the retrievals of each read must
 // carry the VM's Owner and UID and none of its user-data.
@@ -56,14 +56,12 @@ func TestReadsLeaveTheCloudInit(t *testing.T) {
 	p := v.provider(t)
 	ctx := context.Background()
 	cloudInit := bytes.Repeat([]byte("#cloud-config\n# read-sentinel-5e1f\n"), MaxCloudInit/36)
-	inst, err := p.Create(ctx, contract.CreateRequest{
+	userdata := []byte(base64.StdEncoding.EncodeToString(cloudInit))[:64]
+	req := contract.CreateRequest{
 		Name: "big", UID: "uid-big", Owner: testOwner, CloudInit: cloudInit, Port: 3128,
 		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	userdata := []byte(base64.StdEncoding.EncodeToString(cloudInit))[:64]
+	var inst contract.Instance
 
 	var r retrievals
 	defer r.watch(v)()
@@ -71,6 +69,17 @@ func TestReadsLeaveTheCloudInit(t *testing.T) {
 		name string
 		run  func() ([]contract.Instance, error)
 	}{
+		// Create reads the clone it made, and a repeat Create the VM it
+		// finds.
+		{"Create", func() ([]contract.Instance, error) {
+			var err error
+			inst, err = p.Create(ctx, req)
+			return []contract.Instance{inst}, err
+		}},
+		{"Create (repeat)", func() ([]contract.Instance, error) {
+			got, err := p.Create(ctx, req)
+			return []contract.Instance{got}, err
+		}},
 		{"Get", func() ([]contract.Instance, error) {
 			got, err := p.Get(ctx, inst.ProviderID)
 			return []contract.Instance{got}, err
