@@ -90,7 +90,7 @@ func BenchmarkReads(b *testing.B) {
 				vmProps, listPage = mode.props, mode.page
 				defer func() { vmProps, listPage = savedProps, savedPage }()
 				var largest atomic.Int64
-				tap := func(_ *http.Request, _, answer []byte) {
+				var tap tapFunc = func(_ *http.Request, _, answer []byte) {
 					for size := int64(len(answer)); ; {
 						cur := largest.Load()
 						if size <= cur || largest.CompareAndSwap(cur, size) {

@@ -16,6 +16,9 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
+// tapFunc sees a call through the test's front and vcsim's answer to it.
+type tapFunc func(r *http.Request, call, answer []byte)
+
 // retrievals records the answers to the property collector's retrievals
 // that pass the front while it is set.
 type retrievals struct {
@@ -26,7 +29,7 @@ type retrievals struct {
 // watch sets the front's tap to record every retrieval's answer until the
 // returned function is called.
 func (r *retrievals) watch(v *vcsim) (stop func()) {
-	tap := func(_ *http.Request, call, answer []byte) {
+	var tap tapFunc = func(_ *http.Request, call, answer []byte) {
 		if !bytes.Contains(call, []byte("RetrievePropertiesEx")) && !bytes.Contains(call, []byte("<RetrieveProperties ")) {
 			return
 		}
@@ -133,7 +136,7 @@ var tokenRE = regexp.MustCompile(`<token>([^<]+)</token>`)
 
 func (pg *pages) watch(v *vcsim) (stop func()) {
 	pg.issued = map[string]string{}
-	tap := func(r *http.Request, call, answer []byte) {
+	var tap tapFunc = func(r *http.Request, call, answer []byte) {
 		cookie := ""
 		if c, err := r.Cookie("vmware_soap_session"); err == nil {
 			cookie = c.Value
@@ -216,7 +219,7 @@ func TestListAcrossSessionsFailsWhole(t *testing.T) {
 	stop := pg.watch(v)
 	inner := *v.tap.Load()
 	var ended sync.Once
-	tap := func(r *http.Request, call, answer []byte) {
+	var tap tapFunc = func(r *http.Request, call, answer []byte) {
 		inner(r, call, answer)
 		if bytes.Contains(call, []byte("<RetrievePropertiesEx")) && tokenRE.Match(answer) {
 			ended.Do(control{v}.endSessions)

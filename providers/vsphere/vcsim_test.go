@@ -73,6 +73,8 @@ type vcsim struct {
 	model    *simulator.Model
 	front    *httptest.Server
 	calls    atomic.Int64
+	answered atomic.Int64            // bytes of vcsim's answers through the front
+	tap      atomic.Pointer[tapFunc] // when set, sees each call and its answer
 	gate     contracttest.Gate
 	rejected atomic.Bool
 	client   *vim25.Client // the control's own session, straight to vcsim
@@ -86,11 +88,6 @@ type vcsim struct {
 	cut      cut      // the front call to cut, by number
 	cutClone bool     // FailAfterCreate: cut the next clone after it took effect
 	held     []func() // stalls, locks and deletes held; Reset lets them go
-
-	// answered counts the bytes of vcsim's answers through the front, and
-	// tap, when set, sees each call and its answer (reads_test.go).
-	answered atomic.Int64
-	tap      atomic.Pointer[func(r *http.Request, call, answer []byte)]
 }
 
 // cut names one front call by its number in calls, and whether it is cut
