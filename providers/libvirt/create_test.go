@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -115,6 +116,74 @@ func TestCreatesOfOneInstanceTakeTurns(t *testing.T) {
 	inst, err := p.Create(context.Background(), req)
 	if err != nil {
 		t.Fatalf("Create after the first finished: %v", err)
+	}
+	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Create never unlinks a volume it did not make. A volume of the
+// instance's overlay or seed name that the operator did not leave (a
+// person's disk, another tool's) is a collision: Create fails permanent,
+// names the volume, and leaves it as it was, and removes what it made
+// itself. The overlay is the operator's when its backing store is one of
+// its base images in the pool; the seed when the overlay beside it is
+// (volumes.go, ownedVolumes).
+func TestCreateNeverUnlinksForeignVolumes(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	for _, tc := range []struct{ name, vol string }{
+		{"egress-foreign-overlay", overlayName("egress-foreign-overlay")},
+		{"egress-foreign-seed", seedName("egress-foreign-seed")},
+	} {
+		vols := b.foreignVolumes(t, testRegion, tc.vol)
+		req := contract.CreateRequest{Name: tc.name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000ee", Owner: testOwner, Port: 3128,
+			Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
+		inst, err := p.Create(context.Background(), req)
+		if err == nil {
+			_ = p.Delete(context.Background(), inst.ProviderID)
+		}
+		if !errors.Is(err, contract.ErrPermanent) || !strings.Contains(fmt.Sprint(err), tc.vol) {
+			t.Errorf("Create beside a foreign volume %s = %v, want ErrPermanent naming the volume", tc.vol, err)
+		}
+		b.checkVolumes(t, testRegion, vols)
+		left, err := control{b}.Resources(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range left {
+			if strings.Contains(r, tc.name) && !strings.HasSuffix(r, "/"+tc.vol) {
+				t.Errorf("Create beside a foreign %s left behind: %s", tc.vol, r)
+			}
+		}
+	}
+}
+
+// The volumes a Create cut off before its define left behind (the
+// operator restarted between the volumes and the domain) are the
+// operator's own: the next Create replaces them and succeeds.
+func TestCreateReplacesItsOwnLeftVolumes(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	req := contract.CreateRequest{Name: "egress-left-volumes", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000ef", Owner: testOwner, Port: 3128,
+		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
+	pl, err := p.plan(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := p.ensureImage(context.Background(), pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.createOverlay(context.Background(), pl, req.Name, base); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.createSeed(context.Background(), pl, req); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := p.Create(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Create over the volumes a cut-off Create left: %v", err)
 	}
 	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
 		t.Fatal(err)

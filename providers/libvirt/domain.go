@@ -99,6 +99,15 @@ type domain struct {
 	ip     string
 }
 
+// running says the guest runs, so it may have an address.
+func (d domain) running() bool {
+	return d.state == libvirt.DOMAIN_RUNNING || d.state == libvirt.DOMAIN_BLOCKED
+}
+
+// marked says the domain carries the operator's marks (any Owner's): an
+// instance. A domain without them is a person's, whatever its name.
+func (d domain) marked() bool { return d.marks.Managed != "" }
+
 func (d domain) active() bool {
 	return d.state == libvirt.DOMAIN_RUNNING || d.state == libvirt.DOMAIN_BLOCKED || d.state == libvirt.DOMAIN_PAUSED
 }
@@ -107,7 +116,7 @@ func (d domain) active() bool {
 // (an earlier release wrote "true", a renamed entry another Owner) and
 // with its UID. An unmarked domain never is, whatever its name.
 func (d domain) owned(uid string) bool {
-	return d.marks.Managed != "" && d.marks.UID == uid
+	return d.marked() && d.marks.UID == uid
 }
 
 func (d domain) instance(region string) contract.Instance {
@@ -133,23 +142,54 @@ func (p *Provider) read(ctx context.Context, dom *libvirt.Domain) (domain, error
 	if d.state, d.reason, err = getState(dom); err != nil {
 		return d, err
 	}
-	doc, err := dom.GetXMLDesc(0)
-	if err != nil {
+	if _, d.marks, err = definition(dom); err != nil {
 		return d, err
 	}
-	var def libvirtxml.Domain
-	if err := def.Unmarshal(doc); err != nil {
-		return d, fmt.Errorf("domain %s: %w", d.name, err)
-	}
-	if def.Metadata != nil {
-		if d.marks, err = parseMarks(def.Metadata.XML); err != nil {
-			return d, fmt.Errorf("domain %s metadata: %w", d.name, err)
-		}
-	}
-	if d.state == libvirt.DOMAIN_RUNNING || d.state == libvirt.DOMAIN_BLOCKED {
+	if d.running() {
 		d.ip = p.address(ctx, dom)
 	}
 	return d, nil
+}
+
+// definition reads the domain's XML (the live one of a running domain)
+// and the marks in it.
+func definition(dom *libvirt.Domain) (*libvirtxml.Domain, marks, error) {
+	doc, err := dom.GetXMLDesc(0)
+	if err != nil {
+		return nil, marks{}, err
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(doc); err != nil {
+		name, _ := dom.GetName()
+		return nil, marks{}, fmt.Errorf("domain %s: %w", name, err)
+	}
+	var m marks
+	if def.Metadata != nil {
+		if m, err = parseMarks(def.Metadata.XML); err != nil {
+			return nil, marks{}, fmt.Errorf("domain %s metadata: %w", def.Name, err)
+		}
+	}
+	return &def, m, nil
+}
+
+// volumesOf names the volumes the domain's disks use, by volume name (a
+// disk on a pool volume) or file name (a disk on a path): Delete leaves
+// them to a domain that is not the operator's.
+func volumesOf(def *libvirtxml.Domain) map[string]bool {
+	out := map[string]bool{}
+	if def.Devices == nil {
+		return out
+	}
+	for _, disk := range def.Devices.Disks {
+		switch src := disk.Source; {
+		case src == nil:
+		case src.Volume != nil:
+			out[src.Volume.Volume] = true
+		case src.File != nil:
+			out[path.Base(src.File.File)] = true
+		}
+	}
+	return out
 }
 
 // address is the first routable IPv4 address of the first source, in the

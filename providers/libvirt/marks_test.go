@@ -2,9 +2,12 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"testing"
+
+	"libvirt.org/go/libvirt"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -135,4 +138,40 @@ func TestCreateAdoptsWhateverOwner(t *testing.T) {
 			t.Errorf("after Create over a domain marked %q, ListByTag(%s, %s) = %v, want one domain", was, contract.LabelUID, uid, got)
 		}
 	}
+}
+
+// A domain without the operator's marks that holds an instance's name (a
+// person's, made with virsh after the instance was deleted, or never the
+// operator's) is not the instance: Get reports it gone and Delete leaves
+// it running, with the volumes of the instance's names beside it (a
+// person's disks). The harness's unmarked rules check Create and the list;
+// these are the two calls that take a providerID.
+func TestGetAndDeleteLeaveUnmarkedDomains(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	ctl := control{b}
+	const name = "egress-not-ours"
+	id, err := ctl.CreateUnmarked(context.Background(), name, contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"})
+	t.Cleanup(func() { _ = ctl.DeleteUnmarked(context.Background(), id) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := b.foreignVolumes(t, testRegion, overlayName(name), seedName(name))
+
+	if inst, err := p.Get(context.Background(), id); !errors.Is(err, contract.ErrNotFound) {
+		t.Errorf("Get of an unmarked domain = %+v, %v; want ErrNotFound", inst, err)
+	}
+	if err := p.Delete(context.Background(), id); err != nil {
+		t.Errorf("Delete of an unmarked domain = %v, want nil (no instance of this name)", err)
+	}
+	err = b.withDomain(id, func(dom *libvirt.Domain) error {
+		if active, err := dom.IsActive(); err != nil || !active {
+			return fmt.Errorf("active %v (%w)", active, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("after Delete, the unmarked domain is no longer running: %v", err)
+	}
+	b.checkVolumes(t, testRegion, vols)
 }

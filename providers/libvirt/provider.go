@@ -322,25 +322,51 @@ func (p *Provider) turn(ctx context.Context, region, name string) (done func(), 
 	}
 }
 
-// build runs steps 2–4 of Create and returns the defined domain.
+// build runs steps 2–4 of Create and returns the defined domain. Volumes
+// of the instance's names that a cut-off Create left are replaced (the
+// domain is not defined yet, so nothing has written to them); one the
+// operator did not make is a collision, left as it is (instanceVolumes).
 func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateRequest) (d domain, err error) {
 	log := logr.FromContextOrDiscard(ctx)
 	base, err := p.ensureImage(ctx, pl)
 	if err != nil {
 		return domain{}, err
 	}
+	pool := pl.region.Pool
+	mine, err := p.instanceVolumes(ctx, pl.regionName, pool, req.Name)
+	if err != nil {
+		return domain{}, err
+	}
+	if err := foreignVolume(mine, pl.regionName, pool); err != nil {
+		return domain{}, err
+	}
 	defer func() {
 		if err != nil {
-			p.dropVolumes(ctx, pl, req.Name)
+			p.dropVolumes(ctx, pl, req.Name, mine)
 		}
 	}()
-	if err := p.createOverlay(ctx, pl, req.Name, base); err != nil {
+	// The seed first: it counts as the operator's only beside its overlay.
+	for _, vol := range []string{seedName(req.Name), overlayName(req.Name)} {
+		if mine[vol] {
+			if err := p.deleteVolume(ctx, pl.regionName, pool, vol); err != nil {
+				return domain{}, err
+			}
+		}
+	}
+	// A volume is this Create's unless its create found the name taken:
+	// by a racing process, or by this Create's own call whose answer was
+	// lost (its retry finds the volume; the next Create replaces it).
+	err = p.createOverlay(ctx, pl, req.Name, base)
+	mine[overlayName(req.Name)] = !isExists(err)
+	if err != nil {
 		return domain{}, err
 	}
-	if err := p.createSeed(ctx, pl, req); err != nil {
+	err = p.createSeed(ctx, pl, req)
+	mine[seedName(req.Name)] = !isExists(err)
+	if err != nil {
 		return domain{}, err
 	}
-	log.V(contract.LogStep).Info("created volumes", "pool", pl.region.Pool)
+	log.V(contract.LogStep).Info("created volumes", "pool", pool)
 	xml, err := p.domainXML(pl, req, time.Now().UTC())
 	if err != nil {
 		return domain{}, err
@@ -362,18 +388,22 @@ func (p *Provider) build(ctx context.Context, pl plan, req contract.CreateReques
 	return p.lookup(ctx, pl.regionName, req.Name)
 }
 
-// dropVolumes deletes the volumes a failed build made, unless the domain
-// exists after all (a define whose answer was lost): volumes without a
-// domain are found by no list, so nothing else would ever delete them.
-// Best effort, bounded, even when ctx is done; what stays is replaced by
-// the next Create.
-func (p *Provider) dropVolumes(ctx context.Context, pl plan, name string) {
+// dropVolumes deletes the volumes a failed build made or replaces (mine),
+// unless the domain exists after all (a define whose answer was lost):
+// volumes without a domain are found by no list, so nothing else would
+// ever delete them. Best effort, bounded, even when ctx is done; what
+// stays is replaced by the next Create.
+func (p *Provider) dropVolumes(ctx context.Context, pl plan, name string, mine map[string]bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*p.cfg.CallTimeout.Duration)
 	defer cancel()
 	if _, err := p.lookup(ctx, pl.regionName, name); !isNotFound(err) {
 		return
 	}
-	for _, vol := range []string{overlayName(name), seedName(name)} {
+	// The seed first: it counts as the operator's only beside its overlay.
+	for _, vol := range []string{seedName(name), overlayName(name)} {
+		if !mine[vol] {
+			continue
+		}
 		if err := p.deleteVolume(ctx, pl.regionName, pl.region.Pool, vol); err != nil {
 			logr.FromContextOrDiscard(ctx).Error(err, "could not delete the volume of a failed create; the next Create replaces it", "volume", vol)
 		}
@@ -418,12 +448,19 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
+	if !d.marked() {
+		// A person's domain that took the name: the instance is gone.
+		return contract.Instance{}, contract.NotFound(fmt.Errorf("domain %s in region %s carries no marks of the operator: not an instance", name, region))
+	}
 	return d.instance(region), nil
 }
 
-// Delete destroys and undefines the domain, then deletes its overlay and
-// seed volumes; every step treats "already gone" as done, so a Delete cut
-// off anywhere is finished by the next (delete-return: waits).
+// Delete destroys and undefines the domain, then deletes its seed and
+// overlay volumes; every step treats "already gone" as done, so a Delete
+// cut off anywhere is finished by the next (delete-return: waits). A
+// domain of the name without the operator's marks is not the instance
+// (Get reports it gone): Delete leaves it, and the volumes it uses, alone.
+// Only the volumes the operator made are deleted (instanceVolumes).
 func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	region, name, err := ids.Parse(providerID)
 	if err != nil {
@@ -435,7 +472,16 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		return nil
 	}
 	ctx = logr.NewContext(ctx, log)
+	var inUse map[string]bool
 	err = p.onDomain(ctx, region, "UndefineDomain", name, func(dom *libvirt.Domain) error {
+		def, m, err := definition(dom)
+		if err != nil {
+			return err
+		}
+		if m.Managed == "" {
+			inUse = volumesOf(def)
+			return nil
+		}
 		if active, err := dom.IsActive(); err != nil {
 			return err
 		} else if active {
@@ -448,8 +494,25 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	if err != nil && !isNotFound(err) {
 		return err
 	}
-	for _, vol := range []string{overlayName(name), seedName(name)} {
-		if err := p.deleteVolume(ctx, region, p.cfg.Regions[region].Pool, vol); err != nil {
+	if inUse != nil {
+		log.Info("a domain without the operator's marks holds the name; leaving it", "region", region)
+	}
+	pool := p.cfg.Regions[region].Pool
+	vols, err := p.instanceVolumes(ctx, region, pool, name)
+	if err != nil {
+		return err
+	}
+	// The seed first: it counts as the operator's only beside its overlay.
+	for _, vol := range []string{seedName(name), overlayName(name)} {
+		mine, present := vols[vol]
+		if !present {
+			continue
+		}
+		if !mine || inUse[vol] {
+			log.Info("leaving a volume of the instance's name that the operator did not make or a foreign domain uses", "volume", vol)
+			continue
+		}
+		if err := p.deleteVolume(ctx, region, pool, vol); err != nil {
 			return err
 		}
 	}

@@ -93,7 +93,7 @@ var fixedTime = time.Unix(1700000000, 0)
 
 // testBackend is the control over both test driver instances.
 type testBackend struct {
-	t     *testing.T
+	t     testing.TB
 	cfg   Config
 	calls atomic.Int64
 	gate  contracttest.Gate
@@ -139,7 +139,7 @@ type hold struct {
 
 func (h *hold) release() { h.once.Do(func() { close(h.ch) }) }
 
-func newTestBackend(t *testing.T) *testBackend {
+func newTestBackend(t testing.TB) *testBackend {
 	t.Helper()
 	img := make([]byte, 1<<20)
 	_, _ = rand.Read(img)
@@ -188,7 +188,7 @@ func newTestBackend(t *testing.T) *testBackend {
 	return b
 }
 
-func (b *testBackend) provider(t *testing.T) *Provider {
+func (b *testBackend) provider(t testing.TB) *Provider {
 	t.Helper()
 	p, err := New(b.cfg)
 	if err != nil {
@@ -837,4 +837,61 @@ func (c control) Resources(context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// foreignVolumes makes, through the control's connection, raw volumes of
+// the names in the region's pool, as another process would (a person's
+// disk that happens to have an instance's volume name), each of a size the
+// provider never makes; checkVolumes reports any of them gone or changed.
+func (b *testBackend) foreignVolumes(t *testing.T, region string, names ...string) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	err := withPool(b.conns[region], b.pools[region], func(pool *libvirt.StoragePool) error {
+		for i, name := range names {
+			size := uint64(4096 + i)
+			vol, err := createVolume(pool, name, "raw", int64(size))
+			if err != nil {
+				return err
+			}
+			_ = vol.Free()
+			out[name] = size
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = withPool(b.conns[region], b.pools[region], func(pool *libvirt.StoragePool) error {
+			for name, size := range out {
+				if vol, err := pool.LookupStorageVolByName(name); err == nil {
+					if info, err := vol.GetInfo(); err == nil && info.Capacity == size {
+						_ = vol.Delete(0)
+					}
+					_ = vol.Free()
+				}
+			}
+			return nil
+		})
+	})
+	return out
+}
+
+func (b *testBackend) checkVolumes(t *testing.T, region string, want map[string]uint64) {
+	t.Helper()
+	_ = withPool(b.conns[region], b.pools[region], func(pool *libvirt.StoragePool) error {
+		for _, name := range slices.Sorted(maps.Keys(want)) {
+			vol, err := pool.LookupStorageVolByName(name)
+			if err != nil {
+				t.Errorf("the foreign volume %s is gone: %v", name, err)
+				continue
+			}
+			info, err := vol.GetInfo()
+			_ = vol.Free()
+			if err != nil || info.Capacity != want[name] {
+				t.Errorf("the foreign volume %s was replaced: capacity %d (%v), want %d", name, info.Capacity, err, want[name])
+			}
+		}
+		return nil
+	})
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path"
+	"regexp"
+	"slices"
 
 	"github.com/go-logr/logr"
 	"libvirt.org/go/libvirt"
@@ -23,13 +27,78 @@ const maxCloudInit = nocloud.MaxUserData
 func overlayName(instance string) string { return instance + ".qcow2" }
 func seedName(instance string) string    { return instance + "-seed.iso" }
 
-// createOverlay (re)creates the instance's qcow2 overlay on the base
-// volume. An overlay left by a cut-off Create is replaced: the domain is
-// not defined yet, so nothing has written to it.
-func (p *Provider) createOverlay(ctx context.Context, pl plan, name, base string) error {
-	if err := p.deleteVolume(ctx, pl.regionName, pl.region.Pool, overlayName(name)); err != nil {
-		return err
+// baseRE matches the name of a base volume of any release and image
+// (baseName).
+var baseRE = regexp.MustCompile(`^egress-base-[a-z0-9]([-a-z0-9]*[a-z0-9])?-[0-9a-f]{12}\.[a-z0-9]+$`)
+
+// instanceVolumes says, for each of the instance's volume names present in
+// the pool, whether the operator made it (true) or not (false); a name
+// absent is not in the map. libvirt keeps no metadata on a volume (its XML
+// has name, key, capacity, target and backing store, nothing free:
+// https://libvirt.org/formatstorage.html#storage-volume-xml), so the
+// operator's own are told by what it writes:
+//   - the overlay is the operator's when its backing store is a base
+//     volume of the operator (baseName) in the same pool: a disk another
+//     process made under that name has its own backing file or none;
+//   - the seed is the operator's only beside the operator's overlay: Create
+//     makes the seed after the overlay, and every delete removes the seed
+//     first, so a seed of the operator's never stands alone.
+func (p *Provider) instanceVolumes(ctx context.Context, region, poolName, name string) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := p.do(ctx, region, "CheckVolumes", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		clear(out)
+		return withPool(c, poolName, func(pool *libvirt.StoragePool) error {
+			overlay, err := pool.LookupStorageVolByName(overlayName(name))
+			if err == nil {
+				doc, err := overlay.GetXMLDesc(0)
+				_ = overlay.Free()
+				if err != nil {
+					return err
+				}
+				var v libvirtxml.StorageVolume
+				if err := v.Unmarshal(doc); err != nil {
+					return fmt.Errorf("volume %s: %w", overlayName(name), err)
+				}
+				out[overlayName(name)] = ownOverlay(&v)
+			} else if !isNotFound(classify(err)) {
+				return err
+			}
+			seed, err := pool.LookupStorageVolByName(seedName(name))
+			if err == nil {
+				_ = seed.Free()
+				out[seedName(name)] = out[overlayName(name)]
+			} else if !isNotFound(classify(err)) {
+				return err
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ownOverlay says the overlay's backing store is a base volume of the
+// operator's in the overlay's own directory (its pool).
+func ownOverlay(v *libvirtxml.StorageVolume) bool {
+	if v.BackingStore == nil || v.Target == nil {
+		return false
 	}
+	backing := v.BackingStore.Path
+	return baseRE.MatchString(path.Base(backing)) && path.Dir(backing) == path.Dir(v.Target.Path)
+}
+
+// foreignVolume is Create's collision error for a volume of the
+// instance's names that the operator did not make, or nil.
+func foreignVolume(vols map[string]bool, region, pool string) error {
+	for _, name := range slices.Sorted(maps.Keys(vols)) {
+		if !vols[name] {
+			return contract.Permanentf("volume %s in pool %s of region %s was not made by the operator (a seed beside no overlay of the operator's, or an overlay not backed by one of its base images); refusing to replace it", name, pool, region)
+		}
+	}
+	return nil
+}
+
+// createOverlay creates the instance's qcow2 overlay on the base volume.
+func (p *Provider) createOverlay(ctx context.Context, pl plan, name, base string) error {
 	return p.do(ctx, pl.regionName, "CreateOverlay", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
 		return withPool(c, pl.region.Pool, func(pool *libvirt.StoragePool) error {
 			capacity := uint64(pl.machine.DiskGiB) << 30
@@ -67,7 +136,7 @@ func (p *Provider) createOverlay(ctx context.Context, pl plan, name, base string
 
 // createSeed builds the NoCloud seed into a temporary file (its size must
 // be known before the volume is made; the seed is never whole in memory,
-// §1.4), then (re)creates the seed volume and streams the file into it.
+// §1.4), then creates the seed volume and streams the file into it.
 func (p *Provider) createSeed(ctx context.Context, pl plan, req contract.CreateRequest) error {
 	f, err := os.CreateTemp("", "egress-seed-*.iso")
 	if err != nil {
@@ -82,9 +151,6 @@ func (p *Provider) createSeed(ctx context.Context, pl plan, req contract.CreateR
 		return fmt.Errorf("seed for %s: %w", req.Name, err)
 	}
 	name := seedName(req.Name)
-	if err := p.deleteVolume(ctx, pl.regionName, pl.region.Pool, name); err != nil {
-		return err
-	}
 	var w volumeWriter
 	err = p.do(ctx, pl.regionName, "CreateSeed", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
 		return withPool(c, pl.region.Pool, func(pool *libvirt.StoragePool) error {
