@@ -90,6 +90,17 @@ func parseMarks(inner string) (marks, error) {
 	}
 }
 
+// parseMetadata reads the marks from virDomainGetMetadata's answer for
+// our namespace: the element alone, its namespace left off (libvirt strips
+// it: https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMetadata).
+func parseMetadata(doc string) (marks, error) {
+	dec := xml.NewDecoder(strings.NewReader(doc))
+	dec.DefaultSpace = xmlNamespace
+	var m marks
+	err := dec.Decode(&m)
+	return m, err
+}
+
 // domain is what one read of a domain gives.
 type domain struct {
 	name   string
@@ -135,12 +146,11 @@ func (p *Provider) read(ctx context.Context, dom *libvirt.Domain) (domain, error
 	if d.name, err = dom.GetName(); err != nil {
 		return d, err
 	}
-	getState := (*libvirt.Domain).GetState
-	if p.hooks.state != nil {
-		getState = p.hooks.state
-	}
-	if d.state, d.reason, err = getState(dom); err != nil {
+	if d.state, d.reason, err = dom.GetState(); err != nil {
 		return d, err
+	}
+	if p.hooks.state != nil {
+		d.state, d.reason = p.hooks.state(dom, d.state, d.reason)
 	}
 	if _, d.marks, err = definition(dom); err != nil {
 		return d, err

@@ -12,9 +12,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
-	"maps"
 	"regexp"
-	"slices"
 	"sync"
 	"time"
 
@@ -74,9 +72,13 @@ type hooks struct {
 	// addresses replaces virDomainInterfaceAddresses, whose answer on
 	// test:///default is the same fake address for every running domain.
 	addresses func(dom *libvirt.Domain, src libvirt.DomainInterfaceAddressesSource) ([]libvirt.DomainInterface, error)
-	// state replaces virDomainGetState, for a state the test driver cannot
-	// enter (a later libvirt's).
-	state func(dom *libvirt.Domain) (libvirt.DomainState, int, error)
+	// state changes the state libvirt reported for a domain (by
+	// virDomainGetState or in the list's bulk stats) into one the test
+	// driver cannot enter (a later libvirt's).
+	state func(dom *libvirt.Domain, state libvirt.DomainState, reason int) (libvirt.DomainState, int)
+	// leases replaces virNetworkGetDHCPLeases, which the test driver does
+	// not implement.
+	leases func(net *libvirt.Network) ([]libvirt.NetworkDHCPLease, error)
 }
 
 // backendCall names one backend call for the call hook: its step, its
@@ -523,53 +525,6 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 // undefineFlags also drop what a person may have added to the domain
 // (a managed save image, snapshot metadata); the operator makes neither.
 const undefineFlags = libvirt.DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
-
-// ListByTag lists every region's domains and keeps the marked ones whose
-// mark has exactly the value: an Owner (or "true") for <managed>, so
-// installs sharing a host never list each other's domains; any owner's
-// for <uid>. libvirt cannot filter on metadata, so the scan reads each
-// domain's XML (list-partial: fail-whole: a region that cannot be read
-// fails the list, so the garbage collector never takes it for empty).
-func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
-	if key != contract.LabelManaged && key != contract.LabelUID {
-		return nil, contract.InvalidField("key", key, "one of "+contract.LabelManaged+", "+contract.LabelUID)
-	}
-	var out []contract.Instance
-	for _, region := range slices.Sorted(maps.Keys(p.cfg.Regions)) {
-		var doms []domain
-		err := p.do(ctx, region, "ListDomains", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
-			all, err := c.ListAllDomains(0)
-			if err != nil {
-				return err
-			}
-			defer freeAll(all)
-			doms = doms[:0]
-			for i := range all {
-				d, err := p.read(ctx, &all[i])
-				if isNotFound(classify(err)) {
-					continue // undefined since the list was taken
-				}
-				if err != nil {
-					return err
-				}
-				doms = append(doms, d)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range doms {
-			if d.marks.Managed == "" {
-				continue
-			}
-			if key == contract.LabelManaged && d.marks.Managed == value || key == contract.LabelUID && d.marks.UID == value {
-				out = append(out, d.instance(region))
-			}
-		}
-	}
-	return out, nil
-}
 
 // lookup finds the domain by name and reads it; ErrNotFound when there is
 // none.

@@ -122,6 +122,7 @@ type testBackend struct {
 	states    map[string]libvirt.DomainState // domain UUID → the state GetState shows
 	volumes   map[string][]byte              // volume path → uploaded bytes
 	reported  map[string]string              // domain UUID → the address its guest reports
+	leased    map[string]map[string]string   // network → MAC → the address reported
 }
 
 // cut names one call by its number in calls, and whether it fails before
@@ -167,7 +168,7 @@ func newTestBackend(t testing.TB) *testBackend {
 	b.conns = map[string]*libvirt.Connect{}
 	b.faults, b.locks, b.states = map[string][]error{}, map[string]*hold{}, map[string]libvirt.DomainState{}
 	b.foreign = map[string]bool{}
-	b.volumes, b.reported = map[string][]byte{}, map[string]string{}
+	b.volumes, b.reported, b.leased = map[string][]byte{}, map[string]string{}, map[string]map[string]string{}
 	for region, uri := range map[string]string{testRegion: testURI, otherRegion: b.otherURI} {
 		conn, err := libvirt.NewConnect(uri)
 		if err != nil {
@@ -194,7 +195,7 @@ func (b *testBackend) provider(t testing.TB) *Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.hooks = hooks{call: b.call, connect: b.connect, upload: b.upload, addresses: b.addresses, state: b.state}
+	p.hooks = hooks{call: b.call, connect: b.connect, upload: b.upload, addresses: b.addresses, state: b.state, leases: b.leases}
 	return p
 }
 
@@ -345,23 +346,39 @@ func (b *testBackend) addresses(dom *libvirt.Domain, src libvirt.DomainInterface
 // (VIR_DOMAIN_LAST): a state a later daemon may report.
 const unknownState = libvirt.DOMAIN_PMSUSPENDED + 1
 
-// state calls the real virDomainGetState, then shows the state the
+// state shows, instead of the state libvirt reported, the state the
 // control put the domain in, if any.
-func (b *testBackend) state(dom *libvirt.Domain) (libvirt.DomainState, int, error) {
-	state, reason, err := dom.GetState()
+func (b *testBackend) state(dom *libvirt.Domain, state libvirt.DomainState, reason int) (libvirt.DomainState, int) {
+	uuid, err := dom.GetUUIDString() // held by the handle: no call
 	if err != nil {
-		return state, reason, err
-	}
-	uuid, err := dom.GetUUIDString()
-	if err != nil {
-		return state, reason, err
+		return state, reason
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if injected, ok := b.states[uuid]; ok {
-		return injected, 0, nil
+		return injected, 0
 	}
-	return state, reason, nil
+	return state, reason
+}
+
+// leases answers virNetworkGetDHCPLeases, which the test driver does not
+// implement ("this function is not supported by the connection driver"):
+// a lease for each NIC on the network whose guest has reported an
+// address, as dnsmasq's lease file would hold
+// (https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkGetDHCPLeases).
+func (b *testBackend) leases(net *libvirt.Network) ([]libvirt.NetworkDHCPLease, error) {
+	name, err := net.GetName()
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []libvirt.NetworkDHCPLease
+	for mac, ip := range b.leased[name] {
+		out = append(out, libvirt.NetworkDHCPLease{Mac: mac, IPaddr: ip, Prefix: 24, Type: libvirt.IP_ADDR_TYPE_IPV4,
+			ExpiryTime: time.Now().Add(time.Hour)})
+	}
+	return out, nil
 }
 
 // control is the harness's backend control.
@@ -413,9 +430,23 @@ func (c control) ReportIP(_ context.Context, providerID, ip string) error {
 		if err != nil {
 			return err
 		}
+		doc, err := dom.GetXMLDesc(0)
+		if err != nil {
+			return err
+		}
+		_, nics, err := marksAndNICs(doc)
+		if err != nil {
+			return err
+		}
 		c.b.mu.Lock()
 		defer c.b.mu.Unlock()
 		c.b.reported[uuid] = ip
+		for _, n := range nics {
+			if c.b.leased[n.network] == nil {
+				c.b.leased[n.network] = map[string]string{}
+			}
+			c.b.leased[n.network][n.mac] = ip
+		}
 		return nil
 	})
 }

@@ -1,0 +1,258 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// callCount counts a provider's backend calls: every step through the call
+// hook, and every call a test hook stands in for inside a step (the address
+// lookup, the lease table). The list before this count made every call of
+// a region inside one step; the test's counter then also counted its
+// GetState through the state hook, and printed 45 for 24 domains.
+type callCount struct{ n atomic.Int64 }
+
+func countCalls(p *Provider) *callCount {
+	cc := &callCount{}
+	call, addresses, leases := p.hooks.call, p.hooks.addresses, p.hooks.leases
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		cc.n.Add(1)
+		return call(ctx, c, run)
+	}
+	p.hooks.addresses = func(dom *libvirt.Domain, src libvirt.DomainInterfaceAddressesSource) ([]libvirt.DomainInterface, error) {
+		cc.n.Add(1)
+		return addresses(dom, src)
+	}
+	p.hooks.leases = func(net *libvirt.Network) ([]libvirt.NetworkDHCPLease, error) {
+		cc.n.Add(1)
+		return leases(net)
+	}
+	return cc
+}
+
+// fleet is n domains of one Owner in host1, named prefix-NNNN, defined straight through the
+// control's connection with the provider's own definition (the test
+// driver checks no disk source at define or start, so there are no
+// volumes); every third is defined and never started, the others run with
+// an address reported.
+type fleet struct {
+	owner string
+	ids   []string
+	ips   map[string]string // providerID → reported address; none for the stopped
+	// remove undefines the fleet (also at the test's end).
+	remove func()
+}
+
+func defineFleet(tb testing.TB, b *testBackend, prefix, owner string, n int) fleet {
+	tb.Helper()
+	p := b.provider(tb)
+	conn := b.conns[testRegion]
+	f := fleet{owner: owner, ips: map[string]string{}}
+	var doms []*libvirt.Domain
+	f.remove = func() {
+		for _, dom := range doms {
+			if active, _ := dom.IsActive(); active {
+				_ = dom.Destroy()
+			}
+			_ = dom.Undefine()
+			_ = dom.Free()
+		}
+		doms = nil
+	}
+	tb.Cleanup(func() { f.remove() })
+	now := time.Now().UTC()
+	for i := range n {
+		req := contract.CreateRequest{Name: fmt.Sprintf("%s-%04d", prefix, i), UID: fmt.Sprintf("0e9d6c1a-7f3b-4d2e-9a5c-%012x", i),
+			Owner: owner, Port: 3128, CloudInit: []byte("#cloud-config\n"),
+			Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}}
+		pl, err := p.plan(req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		m := marks{Managed: req.Owner, UID: req.UID, CreatedAt: now.Format(time.RFC3339)}
+		running := i%3 != 0
+		if running {
+			m.Started = "true"
+		}
+		doc, err := p.domainXML(pl, req, now)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		dom, err := conn.DomainDefineXML(doc)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		id := ids.Format(testRegion, req.Name)
+		f.ids = append(f.ids, id)
+		doms = append(doms, dom)
+		if err := dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, m.bare(), xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_CONFIG); err != nil {
+			tb.Fatal(err)
+		}
+		if !running {
+			continue
+		}
+		if err := dom.Create(); err != nil {
+			tb.Fatal(err)
+		}
+		ip := fmt.Sprintf("10.20.%d.%d", i/250, i%250+1)
+		if err := (control{b}).ReportIP(context.Background(), id, ip); err != nil {
+			tb.Fatal(err)
+		}
+		f.ips[id] = ip
+	}
+	return f
+}
+
+// check says what a list of the fleet's Owner got wrong.
+func (f fleet) check(got []contract.Instance) error {
+	if len(got) != len(f.ids) {
+		return fmt.Errorf("listed %d instances, want %d", len(got), len(f.ids))
+	}
+	for _, inst := range got {
+		ip, running := f.ips[inst.ProviderID]
+		want := contract.StateProvisioning
+		if running {
+			want = contract.StateRunning
+		}
+		if inst.State != want || inst.IP != ip || inst.Owner != f.owner {
+			return fmt.Errorf("%s: state %s, IP %q, owner %q; want %s, %q, %q", inst.ProviderID, inst.State, inst.IP, inst.Owner, want, ip, f.owner)
+		}
+	}
+	return nil
+}
+
+// ListByTag's backend calls do not grow several times with the domains:
+// a bulk list with the states, one read of each domain's marks, one lease
+// table per network, and the agent only for a domain the leases do not
+// answer. The list before read each domain's state and XML and asked the
+// lease source of each running one, one call after another.
+func TestListByTagCallsPerDomain(t *testing.T) {
+	b := newTestBackend(t)
+	const n = 24
+	f := defineFleet(t, b, "egress-calls", "c0ffee12-fleet-calls", n)
+	p := b.provider(t)
+	cc := countCalls(p)
+	got, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.check(got); err != nil {
+		t.Error(err)
+	}
+	// One read per domain on the hosts (the fleet, test:///default's own
+	// "test", any other test's); per region the list; one lease table
+	// (its step and the call in it) for the fleet's network.
+	all := 0
+	for _, conn := range b.conns {
+		doms, err := conn.ListAllDomains(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all += len(doms)
+		freeAll(doms)
+	}
+	if calls, limit := cc.n.Load(), int64(all+len(b.conns)+2); calls > limit {
+		t.Errorf("ListByTag over %d domains (%d of them the fleet's) made %d backend calls, want at most %d (one per domain and a few per region)", all, n, calls, limit)
+	}
+}
+
+// BenchmarkListByTag measures one sweep over 1,000 domains of one Owner
+// (a third defined and never started, the rest running with an address):
+// ns/op is the time of a sweep on the in-process test driver (no network:
+// a remote daemon adds a round trip per call), calls/op the backend calls
+// it makes (callCount). The figures are in the spec, entry 12.
+func BenchmarkListByTag(b *testing.B) {
+	be := newTestBackend(b)
+	for _, n := range []int{100, 1000} {
+		// b.Run calls the function again for each b.N: the fleet is made
+		// once, and removed when the whole benchmark ends.
+		var f fleet
+		b.Run(fmt.Sprintf("domains=%d", n), func(sb *testing.B) {
+			if f.ids == nil {
+				f = defineFleet(b, be, fmt.Sprintf("egress-bench%d", n), fmt.Sprintf("c0ffee12-bench-%d", n), n)
+			}
+			p := be.provider(sb)
+			cc := countCalls(p)
+			sb.ResetTimer()
+			for range sb.N {
+				got, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner)
+				if err != nil {
+					sb.Fatal(err)
+				}
+				if len(got) != n {
+					sb.Fatalf("listed %d, want %d", len(got), n)
+				}
+			}
+			sb.StopTimer()
+			sb.ReportMetric(float64(cc.n.Load())/float64(sb.N), "calls/op")
+			if err := f.check(mustList(sb, p, f.owner)); err != nil {
+				sb.Error(err)
+			}
+		})
+		if f.remove != nil {
+			f.remove()
+		}
+	}
+}
+
+func mustList(tb testing.TB, p *Provider, owner string) []contract.Instance {
+	tb.Helper()
+	got, err := p.ListByTag(context.Background(), contract.LabelManaged, owner)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return got
+}
+
+// The agent is asked only for a running domain the lease table does not
+// answer for (a NIC whose lease is gone, a bridged network without DHCP),
+// and its answer is the address; the others make no agent call.
+func TestListByTagAsksTheAgentOnlyWithoutALease(t *testing.T) {
+	b := newTestBackend(t)
+	f := defineFleet(t, b, "egress-agent", "c0ffee12-fleet-agent", 6)
+	// Drop the lease of one running domain: its guest reports through the
+	// agent alone.
+	unleased := f.ids[1]
+	err := b.withDomain(unleased, func(dom *libvirt.Domain) error {
+		doc, err := dom.GetXMLDesc(0)
+		if err != nil {
+			return err
+		}
+		_, nics, err := marksAndNICs(doc)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, n := range nics {
+			delete(b.leased[n.network], n.mac)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.provider(t)
+	var agent []string
+	call := p.hooks.call
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		if c.step == "AgentAddresses" {
+			agent = append(agent, ids.Format(c.region, c.domain))
+		}
+		return call(ctx, c, run)
+	}
+	got, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.check(got); err != nil {
+		t.Error(err)
+	}
+	if len(agent) != 1 || agent[0] != unleased {
+		t.Errorf("the agent was asked for %v, want only %s (the one domain without a lease)", agent, unleased)
+	}
+}
