@@ -1,0 +1,95 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
+)
+
+// TestListByTagSweepOnRealDaemon measures ListByTag against a real
+// daemon (realDaemon: LIBVIRT_TEST_URI, or the private one) with
+// LIBVIRT_TEST_SWEEP=<n> domains of one Owner defined and never started,
+// and three of them running (QEMU without a disk: no lease, no agent, so
+// each also asks the agent): it logs the calls and the time of each sweep
+// and asserts only what was listed. Off unless LIBVIRT_TEST_SWEEP is set;
+// the figures are in the spec, entry 12.
+func TestListByTagSweepOnRealDaemon(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("LIBVIRT_TEST_SWEEP"))
+	if n <= 0 {
+		t.Skip("skipped: set LIBVIRT_TEST_SWEEP=<domains> (with a real daemon, see realDaemon) to measure a sweep")
+	}
+	l := realDaemon(t)
+	p := labProvider(t, l, fetch.Entry{URL: "http://127.0.0.1:1/unused.qcow2", SHA256: fmt.Sprintf("%064x", 0), Format: "qcow2"})
+	conn, err := libvirt.NewConnect(l.uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = conn.Close() })
+	owner := fmt.Sprintf("c0ffee12-sweep-%d", n)
+	now := time.Now().UTC()
+	start := time.Now()
+	for i := range n {
+		req := contract.CreateRequest{Name: fmt.Sprintf("egress-sweep-%05d", i), UID: fmt.Sprintf("0e9d6c1a-7f3b-4d2e-9a5c-%012x", i),
+			Owner: owner, Port: 3128, CloudInit: []byte("#cloud-config\n"),
+			Placement: contract.Placement{Region: "lab", MachineType: "small", Image: "proxy"}}
+		pl, err := p.plan(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := p.domainXML(pl, req, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dom, err := conn.DomainDefineXML(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if active, _ := dom.IsActive(); active {
+				_ = dom.Destroy()
+			}
+			_ = dom.UndefineFlags(undefineFlags)
+			_ = dom.Free()
+		})
+		if i < 3 {
+			// Running needs its disks: start it without them (CDROM and
+			// disk sources are checked at start).
+			noDisks := fmt.Sprintf(`<domain type='qemu'><name>egress-sweep-run-%d</name><memory unit='MiB'>64</memory><os><type>hvm</type></os>
+<metadata>%s</metadata><devices><interface type='network'><source network='%s'/></interface></devices></domain>`, i,
+				marks{Managed: owner, UID: req.UID + "-run", CreatedAt: now.Format(time.RFC3339), Started: "true"}.xml(), l.network)
+			run, err := conn.DomainCreateXML(noDisks, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = run.Destroy(); _ = run.Free() })
+		}
+	}
+	t.Logf("defined %d domains in %s", n, time.Since(start).Round(time.Millisecond))
+	var calls atomic.Int64
+	p.hooks.call = func(_ context.Context, _ backendCall, run func() error) error {
+		calls.Add(1)
+		return run()
+	}
+	for sweep := range 3 {
+		calls.Store(0)
+		start := time.Now()
+		got, err := p.ListByTag(context.Background(), contract.LabelManaged, owner)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != n+3 {
+			t.Fatalf("listed %d, want %d", len(got), n+3)
+		}
+		t.Logf("sweep %d over %d domains: %d calls, %s", sweep, n+3, calls.Load(), took.Round(time.Millisecond))
+	}
+}
