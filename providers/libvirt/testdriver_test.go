@@ -51,6 +51,9 @@ import (
 //     no address for a domain whose guest has not reported (ReportIP), and
 //     the reported address for one that has. So Running-requires-IP and
 //     the routable-IPv4 filter are tested, not short-circuited.
+//   - virNetworkGetDHCPLeases, which the list reads once per network, is
+//     not implemented there: the leases hook answers a lease for each NIC
+//     of a domain whose guest has reported (ReportIP).
 //   - A test:///<file> instance is private to the connection that opened
 //     it: the connect hook hands every provider a reference to the
 //     control's one connection to host2, as every connection to one daemon
