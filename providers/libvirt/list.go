@@ -213,8 +213,10 @@ func (p *Provider) leaseTable(ctx context.Context, region, network string) map[s
 		if p.hooks.leases != nil {
 			leases, err = p.hooks.leases(net)
 		} else {
-			// Only unexpired leases (networkGetDHCPLeases skips the
-			// expired), as the per-domain lease source reads them.
+			// The table the per-domain lease source reads inside the
+			// daemon: for that source the drivers' virDomainInterfaceAddresses
+			// calls virDomainNetDHCPInterfaces, which asks
+			// virNetworkGetDHCPLeases for each NIC's MAC.
 			leases, err = net.GetDHCPLeases()
 		}
 		return err
