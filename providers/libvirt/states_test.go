@@ -48,3 +48,15 @@ func TestMarksRoundTrip(t *testing.T) {
 		t.Errorf("foreign metadata only = %+v, %v; want no marks", none, err)
 	}
 }
+
+// virDomainGetMetadata answers our element without its namespace (libvirt
+// 9.0, test driver and daemon); the list reads the marks from that answer.
+func TestParseMetadata(t *testing.T) {
+	m := marks{Managed: "c0ffee12-meta", UID: "0e9d6c1a-7f3b-4d2e-9a5c-000000000002", CreatedAt: "2026-11-29T10:00:00Z", Started: "true"}
+	for _, doc := range []string{m.bare(), m.xml()} {
+		got, err := parseMetadata(doc)
+		if err != nil || got.Managed != m.Managed || got.UID != m.UID || got.CreatedAt != m.CreatedAt || !got.started() {
+			t.Errorf("parseMetadata(%s) = %+v, %v", doc, got, err)
+		}
+	}
+}
