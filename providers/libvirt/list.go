@@ -3,8 +3,10 @@ package libvirt
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"libvirt.org/go/libvirt"
@@ -47,31 +49,75 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 // its handle, and the NICs of a running one (MAC and network).
 type listedDomain struct {
 	domain
-	dom  *libvirt.Domain
+	h    *handle
 	nics []nic
+}
+
+// handle is a domain handle from the bulk list, shared by the list and
+// the calls it makes on the domain. A call that outlives its budget (a
+// daemon that answers late) runs on after the list returned, so the
+// handle is freed when the list has closed it and no call uses it: a
+// late call on a freed handle uses freed memory (libvirt's object
+// check caught one: "invalid domain pointer in virDomainGetXMLDesc").
+type handle struct {
+	dom    *libvirt.Domain
+	mu     sync.Mutex
+	using  int
+	closed bool
+}
+
+// errListEnded is a call's error when the list it belonged to has
+// returned before the call started: it does not run.
+var errListEnded = errors.New("the list this call belonged to has ended")
+
+// with runs fn on the domain unless the list has closed the handle.
+func (h *handle) with(fn func(*libvirt.Domain) error) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return errListEnded
+	}
+	h.using++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.using--; h.using == 0 && h.closed {
+			_ = h.dom.Free()
+		}
+	}()
+	return fn(h.dom)
+}
+
+// close is the list's end: the handle is freed now, or by the last call
+// still using it.
+func (h *handle) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.closed = true
+		if h.using == 0 {
+			_ = h.dom.Free()
+		}
+	}
 }
 
 type nic struct{ mac, network string }
 
 // listRegion lists one region's domains whose marks match.
 func (p *Provider) listRegion(ctx context.Context, region string, match func(marks) bool) ([]contract.Instance, error) {
-	var stats []libvirt.DomainStats
-	defer func() { freeStats(stats) }()
-	err := p.do(ctx, region, "ListDomains", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
-		freeStats(stats)
-		var err error
-		// https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectGetAllDomainStats:
-		// every domain (no filter flags), with the "state" group:
-		// state.state and state.reason, as virDomainGetState gives them.
-		stats, err = c.GetAllDomainStats(nil, libvirt.DOMAIN_STATS_STATE, 0)
-		return err
-	})
+	listed, err := p.listDomains(ctx, region)
+	defer func() {
+		for _, l := range listed {
+			l.h.close()
+		}
+	}()
 	if err != nil {
 		return nil, err
 	}
 	var doms []*listedDomain
-	for i := range stats {
-		d, err := p.readListed(ctx, region, &stats[i])
+	for _, l := range listed {
+		d, err := p.readListed(ctx, region, l)
 		if isNotFound(err) {
 			continue // undefined since the list was taken
 		}
@@ -90,45 +136,103 @@ func (p *Provider) listRegion(ctx context.Context, region string, match func(mar
 	return out, nil
 }
 
+// listedState is a domain of the bulk list before its marks are read.
+type listedState struct {
+	h      *handle
+	state  libvirt.DomainState
+	reason int
+}
+
+// listDomains takes the bulk list: every domain (no filter flags) with
+// the "state" group, state.state and state.reason as virDomainGetState
+// gives them
+// (https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectGetAllDomainStats).
+// An answer that comes after the list gave up on it is freed where it
+// arrives.
+func (p *Provider) listDomains(ctx context.Context, region string) ([]listedState, error) {
+	var (
+		mu        sync.Mutex
+		got       []libvirt.DomainStats
+		abandoned bool
+	)
+	err := p.do(ctx, region, "ListDomains", p.cfg.CallTimeout.Duration, func(c *libvirt.Connect) error {
+		stats, err := c.GetAllDomainStats(nil, libvirt.DOMAIN_STATS_STATE, 0)
+		mu.Lock()
+		defer mu.Unlock()
+		freeStats(got) // a first attempt's, on a retry
+		got = nil
+		if abandoned {
+			freeStats(stats)
+			return errListEnded
+		}
+		got = stats
+		return err
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	abandoned = true
+	if err != nil {
+		freeStats(got)
+		return nil, err
+	}
+	listed := make([]listedState, len(got))
+	for i, st := range got {
+		listed[i].h = &handle{dom: st.Domain}
+		if st.State != nil {
+			listed[i].state, listed[i].reason = st.State.State, st.State.Reason
+		}
+	}
+	return listed, nil
+}
+
 // readListed reads one listed domain's marks: from the live XML of a
 // running one, which also names its NICs for the lease table; from
 // virDomainGetMetadata of our namespace for any other, a few hundred
 // bytes instead of the whole definition
 // (https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMetadata;
 // no element in the namespace is ERR_NO_DOMAIN_METADATA: unmarked).
-func (p *Provider) readListed(ctx context.Context, region string, st *libvirt.DomainStats) (*listedDomain, error) {
-	d := &listedDomain{dom: st.Domain}
+func (p *Provider) readListed(ctx context.Context, region string, l listedState) (*listedDomain, error) {
+	d := &listedDomain{h: l.h}
+	d.state, d.reason = l.state, l.reason
 	var err error
-	if d.name, err = st.Domain.GetName(); err != nil { // held by the handle: no call
+	if d.name, err = l.h.dom.GetName(); err != nil { // held by the handle: no call
 		return nil, err
 	}
-	if st.State != nil {
-		d.state, d.reason = st.State.State, st.State.Reason
-	}
 	if p.hooks.state != nil {
-		d.state, d.reason = p.hooks.state(st.Domain, d.state, d.reason)
+		d.state, d.reason = p.hooks.state(l.h.dom, d.state, d.reason)
 	}
+	// got and nics are read only when the call returned in time: one that
+	// runs on after its budget writes them when no one reads them any more.
+	var got marks
+	var nics []nic
 	err = p.call(ctx, backendCall{step: "ReadDomain", region: region, domain: d.name}, p.cfg.CallTimeout.Duration, func(*libvirt.Connect) error {
-		if d.running() {
-			doc, err := st.Domain.GetXMLDesc(0)
+		return l.h.with(func(dom *libvirt.Domain) error {
+			if d.running() {
+				doc, err := dom.GetXMLDesc(0)
+				if err != nil {
+					return err
+				}
+				m, n, err := marksAndNICs(doc)
+				got, nics = m, n
+				return err
+			}
+			doc, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, xmlNamespace, libvirt.DOMAIN_AFFECT_CURRENT)
+			if code(err) == libvirt.ERR_NO_DOMAIN_METADATA {
+				got = marks{}
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			d.marks, d.nics, err = marksAndNICs(doc)
+			got, err = parseMetadata(doc)
 			return err
-		}
-		doc, err := st.Domain.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, xmlNamespace, libvirt.DOMAIN_AFFECT_CURRENT)
-		if code(err) == libvirt.ERR_NO_DOMAIN_METADATA {
-			d.marks = marks{}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		d.marks, err = parseMetadata(doc)
-		return err
+		})
 	})
-	return d, err
+	if err != nil {
+		return nil, err
+	}
+	d.marks, d.nics = got, nics
+	return d, nil
 }
 
 // listedXML is the part of a domain's XML the list needs: decoding only
@@ -240,7 +344,11 @@ func (p *Provider) agentAddresses(ctx context.Context, region string, d *listedD
 	}
 	var ips []string
 	err := p.call(ctx, backendCall{step: "AgentAddresses", region: region, domain: d.name}, p.cfg.CallTimeout.Duration, func(*libvirt.Connect) error {
-		ifaces, err := lookup(d.dom, libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT)
+		var ifaces []libvirt.DomainInterface
+		err := d.h.with(func(dom *libvirt.Domain) (err error) {
+			ifaces, err = lookup(dom, libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -255,7 +363,9 @@ func (p *Provider) agentAddresses(ctx context.Context, region string, d *listedD
 		return nil
 	})
 	if err != nil {
+		// ips stays the late call's, if it runs on past its budget.
 		logr.FromContextOrDiscard(ctx).V(contract.LogCall).Info("address source did not answer", "source", SourceAgent, "error", err.Error())
+		return nil
 	}
 	return ips
 }

@@ -256,3 +256,35 @@ func TestListByTagAsksTheAgentOnlyWithoutALease(t *testing.T) {
 		t.Errorf("the agent was asked for %v, want only %s (the one domain without a lease)", agent, unleased)
 	}
 }
+
+// A list call that outlives the list (held past its budget: a daemon that
+// answers late) must not use the domain handle the list has freed once it
+// returned: libvirt caught the old code's late virDomainGetXMLDesc on the
+// freed handle ("invalid domain pointer"), by luck, since the memory had
+// not been reused.
+func TestListByTagNeverUsesAFreedHandle(t *testing.T) {
+	b := newTestBackend(t)
+	f := defineFleet(t, b, "egress-late", "c0ffee12-fleet-late", 3)
+	p := b.provider(t)
+	p.cfg.CallTimeout.Duration = 100 * time.Millisecond
+	held := ids.Format(testRegion, "egress-late-0001")
+	listed, late := make(chan struct{}), make(chan error, 1)
+	call := p.hooks.call
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		if c.step == "ReadDomain" && ids.Format(c.region, c.domain) == held {
+			<-ctx.Done() // the list gives up on this call
+			<-listed     // and returns; then the daemon answers
+			err := run()
+			late <- err
+			return err
+		}
+		return call(ctx, c, run)
+	}
+	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner); contract.ClassOf(err) != contract.ClassTransient {
+		t.Errorf("ListByTag with a call held past its budget = %v, want a transient error", err)
+	}
+	close(listed)
+	if err := <-late; code(err) == libvirt.ERR_INVALID_DOMAIN {
+		t.Errorf("the call that outlived the list used a freed domain handle: %v", err)
+	}
+}
