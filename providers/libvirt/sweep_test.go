@@ -93,3 +93,53 @@ func TestListByTagSweepOnRealDaemon(t *testing.T) {
 		t.Logf("sweep %d over %d domains: %d calls, %s", sweep, n+3, calls.Load(), took.Round(time.Millisecond))
 	}
 }
+
+// TestListByTagLeaseOnRealDaemon boots one guest on a real daemon
+// (LIBVIRT_TEST_IMAGE, as TestLifecycle) and checks that the list reads
+// the same address from the network's lease table, matched by MAC, as Get
+// reads from the per-domain lease source, with no agent call.
+func TestListByTagLeaseOnRealDaemon(t *testing.T) {
+	image := os.Getenv("LIBVIRT_TEST_IMAGE")
+	if image == "" {
+		t.Skip("skipped: set LIBVIRT_TEST_IMAGE to the proxy guest image (make image prints its path)")
+	}
+	l := realDaemon(t)
+	entry, _ := serveImage(t, image, "qcow2")
+	p := labProvider(t, l, entry)
+	p.cfg.AddressSources = []string{SourceLease, SourceAgent}
+	var agent atomic.Int64
+	p.hooks.call = func(_ context.Context, c backendCall, run func() error) error {
+		if c.step == "AgentAddresses" {
+			agent.Add(1)
+		}
+		return run()
+	}
+	ctx := context.Background()
+	req := contract.CreateRequest{Name: fmt.Sprintf("egress-lease-%d", time.Now().Unix()%1000000), UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000a1",
+		Owner: testOwner, Port: 3128, CloudInit: []byte("#cloud-config\n"),
+		Placement: contract.Placement{Region: "lab", MachineType: "small", Image: "proxy"}}
+	inst, err := p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Delete(context.WithoutCancel(ctx), inst.ProviderID) })
+	for deadline := time.Now().Add(5 * time.Minute); inst.State != contract.StateRunning; time.Sleep(2 * time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not Running after 5 minutes: %+v", inst)
+		}
+		if inst, err = p.Get(ctx, inst.ProviderID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent.Store(0)
+	listed, err := p.ListByTag(ctx, contract.LabelUID, req.UID)
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("ListByTag(%s) = %+v, %v; want the one instance", req.UID, listed, err)
+	}
+	if listed[0].State != contract.StateRunning || listed[0].IP != inst.IP {
+		t.Errorf("listed %s %q, Get said %s %q: the lease table must give the lease Get reads", listed[0].State, listed[0].IP, inst.State, inst.IP)
+	}
+	if n := agent.Load(); n != 0 {
+		t.Errorf("the list asked the agent %d times for a domain with a lease", n)
+	}
+}
