@@ -144,8 +144,17 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 		if c, err = p.session(ctx); err != nil {
 			break
 		}
-		err = classify(fn(ctx, c))
-		p.forgetMissing(c, err)
+		err = fn(ctx, c)
+		// Before classify: fault.As does not see through the class's
+		// wrapper, so forgetMissing never matched a classified fault.
+		dropped := p.forgetMissing(c, err)
+		err = classify(err)
+		if dropped {
+			// A cached location is gone (a folder removed, or removed
+			// and made again): look it up afresh, once. Read as it
+			// came, the fault would say the instance is gone.
+			continue
+		}
 		if !isNotAuthenticated(err) {
 			break
 		}
@@ -160,33 +169,41 @@ func (p *Provider) do(ctx context.Context, name string, budget time.Duration, fn
 }
 
 // forgetMissing drops from the cache the object a ManagedObjectNotFound
-// names, so it is looked up afresh next time; the rest stays. Most such
-// faults name an instance VM (destroyed by a racing Delete), which is never
-// cached; one that names no object empties the cache. A path the finder
-// did not find names nothing cached: a failed lookup is not stored.
-func (p *Provider) forgetMissing(c *vim25.Client, err error) {
+// names, so it is looked up afresh next time, and says whether the fault
+// named a cached object; the rest stays. Most such faults name an instance VM (destroyed by
+// a racing Delete), which is never cached; one that names no object
+// empties the cache. A path the finder did not find names nothing cached:
+// a failed lookup is not stored.
+func (p *Provider) forgetMissing(c *vim25.Client, err error) (dropped bool) {
 	var missing *types.ManagedObjectNotFound
 	if err == nil {
-		return
+		return false
 	}
 	if _, ok := fault.As(err, &missing); !ok {
-		return
+		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.client != c {
-		return
+		return false
 	}
 	for key, obj := range p.refs {
 		if missing.Obj.Value == "" || obj.Reference() == missing.Obj {
 			delete(p.refs, key)
+			dropped = true
 		}
 	}
+	// A fault naming no object is not known to be a location's: the
+	// cache goes, the call's answer stands.
+	return dropped && missing.Obj.Value != ""
 }
 
 // ref returns the inventory object at path in the region's datacenter,
-// from the session's cache when it was looked up before.
-func ref[T object.Reference](ctx context.Context, p *Provider, c *vim25.Client, region Region, path string, lookup func(*find.Finder, context.Context, string) (T, error)) (T, error) {
+// from the session's cache when it was looked up before. field is the
+// config field that names it: a lookup that fails names both
+// (locationError).
+func ref[T object.Reference](ctx context.Context, p *Provider, c *vim25.Client, regionName, field, path string, lookup func(*find.Finder, context.Context, string) (T, error)) (T, error) {
+	region := p.cfg.Regions[regionName]
 	key := fmt.Sprintf("%T %s %s", lookup, region.Datacenter, path)
 	p.mu.Lock()
 	cached, ok := p.refs[key].(T)
@@ -197,11 +214,11 @@ func ref[T object.Reference](ctx context.Context, p *Provider, c *vim25.Client, 
 	var zero T
 	f, err := p.finder(ctx, c, region)
 	if err != nil {
-		return zero, err
+		return zero, locationError(datacenterField(regionName), region.Datacenter, err)
 	}
 	obj, err := lookup(f, ctx, path)
 	if err != nil {
-		return zero, fmt.Errorf("%q: %w", path, err)
+		return zero, locationError(field, path, err)
 	}
 	p.mu.Lock()
 	if p.client == c {
@@ -213,8 +230,7 @@ func ref[T object.Reference](ctx context.Context, p *Provider, c *vim25.Client, 
 
 // folder returns the region's VM folder.
 func (p *Provider) folder(ctx context.Context, c *vim25.Client, regionName string) (*object.Folder, error) {
-	region := p.cfg.Regions[regionName]
-	return ref(ctx, p, c, region, region.Folder, (*find.Finder).Folder)
+	return ref(ctx, p, c, regionName, folderField(regionName), p.cfg.Regions[regionName].Folder, (*find.Finder).Folder)
 }
 
 func (p *Provider) dropSession(c *vim25.Client) {
@@ -305,21 +321,21 @@ func (p *Provider) powerOn(ctx context.Context, vm mo.VirtualMachine) error {
 func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequest) (types.ManagedObjectReference, error) {
 	var cloned types.ManagedObjectReference
 	err := p.do(ctx, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		tmpl, err := ref(ctx, p, c, plan.region, plan.template, (*find.Finder).VirtualMachine)
+		tmpl, err := ref(ctx, p, c, plan.regionName, imageField(plan.image), plan.template, (*find.Finder).VirtualMachine)
 		if err != nil {
-			return fmt.Errorf("template: %w", err)
+			return err
 		}
 		folder, err := p.folder(ctx, c, plan.regionName)
 		if err != nil {
 			return err
 		}
-		pool, err := ref(ctx, p, c, plan.region, plan.zone.ResourcePool, (*find.Finder).ResourcePool)
+		pool, err := ref(ctx, p, c, plan.regionName, plan.field("resourcePool"), plan.zone.ResourcePool, (*find.Finder).ResourcePool)
 		if err != nil {
-			return fmt.Errorf("resource pool: %w", err)
+			return err
 		}
-		ds, err := ref(ctx, p, c, plan.region, plan.zone.Datastore, (*find.Finder).Datastore)
+		ds, err := ref(ctx, p, c, plan.regionName, plan.field("datastore"), plan.zone.Datastore, (*find.Finder).Datastore)
 		if err != nil {
-			return fmt.Errorf("datastore: %w", err)
+			return err
 		}
 		poolRef, dsRef := pool.Reference(), ds.Reference()
 		spec := types.VirtualMachineCloneSpec{
@@ -332,9 +348,9 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 			},
 		}
 		if plan.zone.Network != "" {
-			net, err := ref(ctx, p, c, plan.region, plan.zone.Network, (*find.Finder).Network)
+			net, err := ref(ctx, p, c, plan.regionName, plan.field("network"), plan.zone.Network, (*find.Finder).Network)
 			if err != nil {
-				return fmt.Errorf("network: %w", err)
+				return err
 			}
 			change, err := nicChange(ctx, net, tmpl)
 			if err != nil {
@@ -418,10 +434,15 @@ func nicChange(ctx context.Context, net object.NetworkReference, tmpl *object.Vi
 type plan struct {
 	regionName string
 	region     Region
+	zoneName   string
 	zone       Zone
 	machine    MachineType
+	image      string // the images key
 	template   string
 }
+
+// field names a field of the plan's zone in the config.
+func (pl plan) field(name string) string { return zoneField(pl.regionName, pl.zoneName, name) }
 
 // plan validates req before any call (contract §1.2).
 func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
@@ -440,7 +461,12 @@ func (p *Provider) plan(req contract.CreateRequest) (plan, error) {
 	if err := contract.CloudInitFits(req.CloudInit, MaxCloudInit, "guestinfo"); err != nil {
 		return plan{}, err
 	}
-	return plan{regionName: pl.Region, region: region, zone: zone, machine: machine, template: template}, nil
+	zoneName := pl.Zone
+	if zoneName == "" {
+		// LookupZone chose the region's only zone.
+		zoneName = slices.Collect(maps.Keys(region.Zones))[0]
+	}
+	return plan{regionName: pl.Region, region: region, zoneName: zoneName, zone: zone, machine: machine, image: pl.Image, template: template}, nil
 }
 
 // Get reads the VM.
