@@ -17,7 +17,7 @@ import (
 
 // Check verifies, one cheap lookup each and in this order: the session
 // (credentials), then per region its datacenter and folder, per zone its
-// datastore and network, and each image's template in each region
+// resource pool, datastore, host and network, and each image's template in each region
 // (template entry 16). Details: "moref" is the managed object the target
 // resolved to; for credentials, the server's product name.
 func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
@@ -58,6 +58,11 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 				ds, err := f.Datastore(ctx, zone.Datastore)
 				if err != nil {
 					return "", fmt.Errorf("datastore %q: %w", zone.Datastore, err)
+				}
+				if zone.Host != "" {
+					if _, err := f.HostSystem(ctx, zone.Host); err != nil {
+						return "", fmt.Errorf("host %q: %w", zone.Host, err)
+					}
 				}
 				if zone.Network != "" {
 					if _, err := f.Network(ctx, zone.Network); err != nil {

@@ -55,7 +55,12 @@ type Region struct {
 // Zone is where a VM's compute, disk and network come from.
 type Zone struct {
 	ResourcePool string `json:"resourcePool"`
-	Datastore    string `json:"datastore"`
+	// Host pins the zone's VMs to one ESXi host of the pool's cluster
+	// (an inventory path or name). Empty: DRS places them, or, on a
+	// cluster without DRS, the provider picks a connected host out of
+	// maintenance with the fewest VMs (spec entry 3).
+	Host      string `json:"host,omitempty"`
+	Datastore string `json:"datastore"`
 	// Network is a port group; empty keeps the template's.
 	Network string `json:"network,omitempty"`
 }
@@ -108,8 +113,13 @@ func (c Config) Validate() error {
 			if !keyRE.MatchString(zn) {
 				add("regions[%q].zones[%q]: a zone key must match %s", name, zn, keyRE)
 			}
-			if !pathRE.MatchString(z.ResourcePool) || !pathRE.MatchString(z.Datastore) || (z.Network != "" && !pathRE.MatchString(z.Network)) {
-				add("regions[%q].zones[%q]: resourcePool %q, datastore %q, network %q: want inventory names or paths", name, zn, z.ResourcePool, z.Datastore, z.Network)
+			for _, f := range []struct {
+				field, value string
+				required     bool
+			}{{"resourcePool", z.ResourcePool, true}, {"datastore", z.Datastore, true}, {"network", z.Network, false}, {"host", z.Host, false}} {
+				if (f.required || f.value != "") && !pathRE.MatchString(f.value) {
+					add("%s %q: want an inventory name or path", zoneField(name, zn, f.field), f.value)
+				}
 			}
 		}
 	}

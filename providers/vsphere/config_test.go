@@ -18,7 +18,7 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 		CAFile:                "/ca.pem",
 		InsecureSkipTLSVerify: true,
 		Regions: map[string]Region{
-			"EU_1": {Datacenter: "DC0", Folder: "/DC0/vm/egress", Zones: map[string]Zone{"z1": {ResourcePool: "rp", Datastore: "ds"}}},
+			"EU_1": {Datacenter: "DC0", Folder: "/DC0/vm/egress", Zones: map[string]Zone{"z1": {ResourcePool: "rp", Datastore: "ds", Host: "esx;1"}}},
 			"eu-2": {Datacenter: "DC0;rm", Folder: "", Zones: nil},
 		},
 		MachineTypes: map[string]MachineType{"tiny": {CPUs: 0, MemoryMiB: 128}},
@@ -34,6 +34,7 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 		`regions["eu-2"].datacenter "DC0;rm"`,
 		`regions["eu-2"].folder ""`,
 		`regions["eu-2"].zones: at least one is required`,
+		`regions["EU_1"].zones["z1"].host "esx;1": want an inventory name or path`,
 		`machineTypes["tiny"]: cpus 0, memoryMiB 128`,
 		"images: at least one is required",
 	} {

@@ -1,0 +1,89 @@
+package vsphere
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// Host placement (spec entry 3): on a cluster without DRS a clone must
+// name a host (the control refuses one that does not, as vCenter does:
+// vcsim_checks_test.go); the provider picks one, or takes the zone's.
+
+func placementRequest(name string) contract.CreateRequest {
+	return contract.CreateRequest{
+		Name: name, UID: "uid-" + name, Owner: testOwner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
+		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
+	}
+}
+
+func TestCloneOnClusterWithoutDRSPicksAHost(t *testing.T) {
+	v := startVcsim(t)
+	v.setDRS(t, "/DC0/host/DC0_C0", false)
+	inst, err := v.provider(t).Create(context.Background(), placementRequest("no-drs"))
+	if err != nil {
+		t.Fatalf("Create on a cluster without DRS: %v", err)
+	}
+	if host := v.hostOf(t, inst.ProviderID); !strings.HasPrefix(host, "DC0_C0_H") {
+		t.Errorf("the VM runs on %q, want a host of cluster DC0_C0", host)
+	}
+}
+
+// A host in maintenance mode is not picked; with every host of the
+// cluster in it there is none to pick, which is not Permanent: hosts come
+// back.
+func TestCloneWithoutDRSSkipsHostsInMaintenance(t *testing.T) {
+	v := startVcsim(t)
+	v.setDRS(t, "/DC0/host/DC0_C0", false)
+	v.maintenance(t, "/DC0/host/DC0_C0/DC0_C0_H0", true)
+	v.maintenance(t, "/DC0/host/DC0_C0/DC0_C0_H1", true)
+	p := v.provider(t)
+	inst, err := p.Create(context.Background(), placementRequest("skip-mm"))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if host := v.hostOf(t, inst.ProviderID); host != "DC0_C0_H2" {
+		t.Errorf("the VM runs on %q, want DC0_C0_H2, the one host out of maintenance", host)
+	}
+	v.maintenance(t, "/DC0/host/DC0_C0/DC0_C0_H2", true)
+	_, err = p.Create(context.Background(), placementRequest("no-host"))
+	if err == nil || contract.ClassOf(err) != contract.ClassTransient || !strings.Contains(err.Error(), "DC0_C0") {
+		t.Errorf("Create with every host in maintenance = %v (class %s), want a transient error naming the cluster", err, contract.ClassOf(err))
+	}
+}
+
+func TestZoneHostPinsTheClone(t *testing.T) {
+	v := startVcsim(t)
+	v.setDRS(t, "/DC0/host/DC0_C0", false)
+	p := withConfig(t, v, func(c *Config) {
+		r := c.Regions["dc0"]
+		z := r.Zones["c0"]
+		z.Host = "/DC0/host/DC0_C0/DC0_C0_H1"
+		r.Zones["c0"] = z
+	})
+	inst, err := p.Create(context.Background(), placementRequest("pinned"))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if host := v.hostOf(t, inst.ProviderID); host != "DC0_C0_H1" {
+		t.Errorf("the VM runs on %q, want the zone's host DC0_C0_H1", host)
+	}
+}
+
+// A zone's host that is not in the zone's pool's cluster: vCenter's
+// InvalidArgument, Permanent.
+func TestZoneHostOutsideThePoolIsPermanent(t *testing.T) {
+	v := startVcsim(t)
+	p := withConfig(t, v, func(c *Config) {
+		r := c.Regions["dc0"]
+		z := r.Zones["c0"]
+		z.Host = "/DC0/host/DC0_H0"
+		r.Zones["c0"] = z
+	})
+	_, err := p.Create(context.Background(), placementRequest("elsewhere"))
+	if contract.ClassOf(err) != contract.ClassPermanent {
+		t.Errorf("Create with a host outside the pool's cluster = %v (class %s), want Permanent", err, contract.ClassOf(err))
+	}
+}
