@@ -41,9 +41,10 @@ const (
 	// contract.LegacyManagedValue on a VM of an earlier release.
 	markManaged = "egressproxies.managed"
 	markUID     = "egressproxies.uid"
-	// markStarted says the VM has been started: the clone that powers it on
-	// writes it, as does Create before powering on a VM it found off. A
-	// powered-off VM without it has never run (provisioning-state: marker).
+	// markStarted says the VM has been started: Create writes it once a
+	// power-on succeeded (the clone's or its own), never before, so a
+	// powered-off VM without it has never run (provisioning-state:
+	// marker), a clone whose power-on failed included.
 	markStarted = "egressproxies.started"
 )
 
@@ -68,6 +69,8 @@ type Provider struct {
 
 	mu     sync.Mutex
 	client *vim25.Client
+	// login is the login in flight, nil when none (session).
+	login *loginCall
 	// refs caches, for the session, the inventory objects the config names
 	// (folders, templates, pools, datastores, networks): each finder lookup
 	// costs several round trips, and they seldom change. An object a
@@ -90,13 +93,56 @@ func New(cfg Config) (*Provider, error) {
 }
 
 // session returns the logged-in client, logging in when there is none or
-// the credential files changed.
+// the credential files changed. One login runs at a time, and every call
+// that needs it waits for it only as long as its own ctx allows (contract
+// §1.5): a slow vCenter login stalls no call past its deadline. The login
+// itself runs to its end, bounded by callTimeout, for the calls still
+// waiting and the ones to come.
 func (p *Provider) session(ctx context.Context) (*vim25.Client, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.client != nil && !p.user.Changed() && !p.pass.Changed() {
-		return p.client, nil
+		c := p.client
+		p.mu.Unlock()
+		return c, nil
 	}
+	call := p.login
+	if call == nil {
+		call = &loginCall{done: make(chan struct{})}
+		p.login = call
+		go p.runLogin(context.WithoutCancel(ctx), call)
+	}
+	p.mu.Unlock()
+	select {
+	case <-call.done:
+		return call.client, call.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the login to vCenter: %w", ctx.Err())
+	}
+}
+
+// loginCall is a login in flight; done is closed once client or err is set.
+type loginCall struct {
+	done   chan struct{}
+	client *vim25.Client
+	err    error
+}
+
+// runLogin logs in for call and, when it succeeds, makes its client the
+// session's, with an empty cache.
+func (p *Provider) runLogin(ctx context.Context, call *loginCall) {
+	c, err := p.logIn(ctx)
+	p.mu.Lock()
+	if err == nil {
+		p.client, p.refs = c, map[string]object.Reference{}
+	}
+	p.login = nil
+	p.mu.Unlock()
+	call.client, call.err = c, err
+	close(call.done)
+}
+
+// logIn connects to the server and logs in with the credential files.
+func (p *Provider) logIn(ctx context.Context) (*vim25.Client, error) {
 	user, err := p.user.Read()
 	if err != nil {
 		return nil, err
@@ -125,7 +171,6 @@ func (p *Provider) session(ctx context.Context) (*vim25.Client, error) {
 		return nil, classify(fmt.Errorf("log in to %s: %w", u.Host, err))
 	}
 	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("logged in", "server", u.Host)
-	p.client, p.refs = c, map[string]object.Reference{}
 	return c, nil
 }
 
@@ -247,7 +292,8 @@ func (p *Provider) dropSession(c *vim25.Client) {
 // entry 10):
 //  1. find the VM by name in the region's folder: ours → resume; not ours → collision;
 //  2. clone and power on in one task (DuplicateName: a racing attempt cloned it → resume);
-//  3. a VM found powered off (the clone's power-on failed): power it on.
+//  3. a VM found powered off (the clone's power-on failed): power it on;
+//     then, the VM on, mark it started if it is not (start).
 func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	plan, err := p.plan(req)
 	if err != nil {
@@ -274,50 +320,56 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if !owned(vm.VirtualMachine, req.UID) {
 		return contract.Instance{}, contract.Permanentf("a VM named %q already exists in folder %q and does not belong to this Proxy (uid %s)", req.Name, plan.region.Folder, req.UID)
 	}
-	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
-		if err := p.powerOn(ctx, vm.VirtualMachine); err != nil {
-			return contract.Instance{}, err
-		}
-		vm.Runtime.PowerState = types.VirtualMachinePowerStatePoweredOn
-		log.V(contract.LogStep).Info("powered on instance")
+	if err := p.start(ctx, &vm); err != nil {
+		return contract.Instance{}, err
 	}
 	return instance(plan.regionName, vm), nil
 }
 
-// powerOn marks the VM started if it is not yet, then powers it on.
-func (p *Provider) powerOn(ctx context.Context, vm mo.VirtualMachine) error {
+// start powers the VM on if it is off, then marks it started if it is not
+// yet. The mark follows a power-on that succeeded: a VM whose power-on
+// failed, in the clone or here, has never run and reads Provisioning, not
+// Stopped (provisioning-state: marker). A VM that ran but was cut off
+// before its mark reads by its power state while on, and Provisioning if
+// powered off before the mark: the next Create powers it on again.
+func (p *Provider) start(ctx context.Context, vm *vmRead) error {
 	obj := func(c *vim25.Client) *object.VirtualMachine { return object.NewVirtualMachine(c, vm.Reference()) }
-	if extra(vm)[markStarted] != "true" {
-		err := p.do(ctx, "MarkStarted", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-			task, err := obj(c).Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
-				&types.OptionValue{Key: markStarted, Value: "true"},
-			}})
+	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		err := p.do(ctx, "PowerOn", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+			task, err := obj(c).PowerOn(ctx)
 			if err != nil {
 				return err
 			}
-			return task.Wait(ctx)
+			err = task.Wait(ctx)
+			if isAlreadyOn(err) {
+				return nil
+			}
+			return err
 		})
 		if err != nil {
 			return err
 		}
+		vm.Runtime.PowerState = types.VirtualMachinePowerStatePoweredOn
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("powered on instance")
 	}
-	return p.do(ctx, "PowerOn", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		task, err := obj(c).PowerOn(ctx)
+	if extra(vm.VirtualMachine)[markStarted] == "true" {
+		return nil
+	}
+	return p.do(ctx, "MarkStarted", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
+		task, err := obj(c).Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
+			&types.OptionValue{Key: markStarted, Value: "true"},
+		}})
 		if err != nil {
 			return err
 		}
-		err = task.Wait(ctx)
-		if isAlreadyOn(err) {
-			return nil
-		}
-		return err
+		return task.Wait(ctx)
 	})
 }
 
 // clone runs step 2 of Create and returns the new VM. Powering on in the
-// clone task saves the Reconfigure and PowerOn tasks and their round trips;
-// a power-on fault fails the task but leaves the clone, which step 3 of
-// the next attempt powers on.
+// clone task saves a PowerOn task and its round trips; a power-on fault
+// fails the task but leaves the clone, unmarked and so Provisioning, which
+// step 3 of the next attempt powers on.
 func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequest) (types.ManagedObjectReference, error) {
 	var cloned types.ManagedObjectReference
 	err := p.do(ctx, "CloneVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
@@ -337,14 +389,18 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 		if err != nil {
 			return err
 		}
+		host, err := p.hostFor(ctx, c, plan, pool)
+		if err != nil {
+			return err
+		}
 		poolRef, dsRef := pool.Reference(), ds.Reference()
 		spec := types.VirtualMachineCloneSpec{
-			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
+			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef, Host: host},
 			PowerOn:  true,
 			Config: &types.VirtualMachineConfigSpec{
 				NumCPUs:     plan.machine.CPUs,
 				MemoryMB:    plan.machine.MemoryMiB,
-				ExtraConfig: append(extraConfig(req), &types.OptionValue{Key: markStarted, Value: "true"}),
+				ExtraConfig: extraConfig(req),
 			},
 		}
 		if plan.zone.Network != "" {

@@ -85,9 +85,15 @@ type vcsim struct {
 	inventory []scope
 
 	mu       sync.Mutex
-	cut      cut      // the front call to cut, by number
-	cutClone bool     // FailAfterCreate: cut the next clone after it took effect
-	held     []func() // stalls, locks and deletes held; Reset lets them go
+	cut      cut  // the front call to cut, by number
+	cutClone bool // FailAfterCreate: cut the next clone after it took effect
+	// powerOnFault, when set, fails the power-on of the next clone that
+	// asks for one: the VM is cloned, left off, and the task fails with
+	// it (failPowerOn).
+	powerOnFault types.BaseMethodFault
+	// holds are the methods whose next call the front holds (holdNext).
+	holds map[string]*heldCall
+	held  []func() // stalls, locks and deletes held; Reset lets them go
 }
 
 // cut names one front call by its number in calls, and whether it is cut
@@ -133,6 +139,11 @@ func startVcsim(t testing.TB) *vcsim {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if v.holdHere(r.Context(), body) != nil {
+			return
+		}
+		body, powerOnFault := v.takePowerOnFault(body)
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		cutHere, after := v.takeCut(n, body)
 		if cutHere && !after {
 			// Lost on the way: the load balancer in front of vCenter
@@ -147,6 +158,9 @@ func startVcsim(t testing.TB) *vcsim {
 			(*tap)(r, body, rec.Body.Bytes())
 		}
 		v.awaitTask(r.Context(), rec.Body.Bytes())
+		if powerOnFault != nil {
+			v.failTask(rec.Body.Bytes(), powerOnFault)
+		}
 		if cutHere {
 			// vcsim did the work; its answer is lost on the way back.
 			http.Error(w, "upstream connection reset", http.StatusBadGateway)
@@ -168,6 +182,7 @@ func startVcsim(t testing.TB) *vcsim {
 	}
 	v.client = c
 	v.prepare(t)
+	v.checkTemplates(t)
 	v.cfg = v.config(t)
 	v.inventory = v.inventoryScope(t)
 	return v
@@ -657,7 +672,7 @@ func (c control) Reset() {
 	c.v.rejected.Store(false)
 	c.v.mu.Lock()
 	held := c.v.held
-	c.v.held, c.v.cut, c.v.cutClone = nil, cut{}, false
+	c.v.held, c.v.cut, c.v.cutClone, c.v.powerOnFault = nil, cut{}, false, nil
 	c.v.mu.Unlock()
 	for _, release := range held {
 		release()
