@@ -46,6 +46,10 @@ const (
 	// powered-off VM without it has never run (provisioning-state:
 	// marker), a clone whose power-on failed included.
 	markStarted = "egressproxies.started"
+	// markDeleting's value is the time a Delete began (RFC 3339): written
+	// before the power-off, so the VM reads Terminated while that Delete
+	// powers it off and starts the destroy, never Stopped (deleting.go).
+	markDeleting = "egressproxies.deleting"
 )
 
 // MaxCloudInit bounds CloudInit: guestinfo values live in the VM's
@@ -320,10 +324,15 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if !owned(vm.VirtualMachine, req.UID) {
 		return contract.Instance{}, contract.Permanentf("a VM named %q already exists in folder %q and does not belong to this Proxy (uid %s)", req.Name, plan.region.Folder, req.UID)
 	}
+	if vm.destroying || p.deleting(vm) {
+		// A Delete has begun: powering it on would undo it. Transient:
+		// once the VM is gone, the next Create clones afresh.
+		return contract.Instance{}, fmt.Errorf("the VM %q in folder %q is being deleted", req.Name, plan.region.Folder)
+	}
 	if err := p.start(ctx, &vm); err != nil {
 		return contract.Instance{}, err
 	}
-	return instance(plan.regionName, vm), nil
+	return p.instance(plan.regionName, vm), nil
 }
 
 // start powers the VM on if it is off, then marks it started if it is not
@@ -385,11 +394,11 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 		if err != nil {
 			return err
 		}
-		ds, err := ref(ctx, p, c, plan.regionName, plan.field("datastore"), plan.zone.Datastore, (*find.Finder).Datastore)
+		host, err := p.hostFor(ctx, c, plan, pool)
 		if err != nil {
 			return err
 		}
-		host, err := p.hostFor(ctx, c, plan, pool)
+		ds, err := ref(ctx, p, c, plan.regionName, plan.field("datastore"), plan.zone.Datastore, (*find.Finder).Datastore)
 		if err != nil {
 			return err
 		}
@@ -536,7 +545,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	return instance(regionName, vm), nil
+	return p.instance(regionName, vm), nil
 }
 
 // Delete powers the VM off and destroys it, with its disks; a VM already
@@ -564,6 +573,15 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		// Terminated until the destroy is done.
 		log.V(contract.LogOutcome).Info("a destroy of the instance is already under way")
 		return nil
+	}
+	// A mark another Delete left is no proof that it is still under way
+	// (it may have failed): this one goes on, and marks afresh.
+	err = p.markDeleting(ctx, vm)
+	if errors.Is(err, contract.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	err = p.do(ctx, "DestroyVM", p.cfg.TaskTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
 		obj := object.NewVirtualMachine(c, vm.Reference())
@@ -608,7 +626,7 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 		}
 		for _, vm := range vms {
 			if e := extra(vm.VirtualMachine); e[markManaged] != "" && e[mark] == value {
-				out = append(out, instance(regionName, vm))
+				out = append(out, p.instance(regionName, vm))
 			}
 		}
 	}

@@ -7,8 +7,9 @@ import (
 )
 
 // stateOf maps a VM to the contract's state (template entry 9,
-// provisioning-state: marker). A VM a destroy task is under way on is
-// Terminated, whatever its power state. vSphere's power state has three
+// provisioning-state: marker). A VM a destroy task is under way on, or
+// that a Delete is powering off (Provider.instance), is Terminated,
+// whatever its power state. vSphere's power state has three
 // values; a powered-off VM is Provisioning until markStarted says it has
 // been started, so a clone not yet powered on is never taken for a
 // stopped VM.

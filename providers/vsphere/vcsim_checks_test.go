@@ -21,6 +21,7 @@ import (
 // checkedTemplate is vcsim's template VM with vCenter's placement checks.
 type checkedTemplate struct {
 	*simulator.VirtualMachine
+	v *vcsim
 }
 
 // CloneVMTask refuses, with InvalidArgument as vCenter does:
@@ -86,7 +87,7 @@ func (v *vcsim) checkTemplates(t *testing.T) {
 		if !ok {
 			t.Fatalf("vcsim's template %s is a %T", tmpl.Reference(), v.model.Map().Get(tmpl.Reference()))
 		}
-		v.model.Map().Put(&checkedTemplate{VirtualMachine: obj})
+		v.model.Map().Put(&checkedTemplate{VirtualMachine: obj, v: v})
 	}
 }
 

@@ -289,6 +289,11 @@ func (v *vcsim) config(t testing.TB) Config {
 		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
 		Images:       map[string]string{"debian-12": templateName},
 		CallTimeout:  contract.Duration{Duration: 1e9},
+		// vcsim's tasks take milliseconds. The bound also sets how long a
+		// Delete's mark reads Terminated (deleting.go), which a Delete cut
+		// off in DeleteResumesAfterFailure leaves for the harness to wait
+		// out before it resumes.
+		TaskTimeout: contract.Duration{Duration: 4 * time.Second},
 	}
 }
 
@@ -485,10 +490,38 @@ func (c control) Lock(ctx context.Context, providerID string) (func(), error) {
 	return c.v.hold(func() { free(); complete() }), nil
 }
 
-// BeginDelete starts the VM's deletion as another client would: powers it
-// off, then holds a destroy task running on it (every other operation on
-// the VM answers TaskInProgress) until finish destroys it.
+// BeginDelete starts the VM's deletion as the operator does: a Delete
+// of a provider of its own (another replica's, or one cut off while it
+// waited), held at its Destroy_Task before vcsim sees it, as vcsim's
+// method delay on Destroy_Task would hold it, until finish lets it go and
+// waits for it. Only that call is held: another Delete's destroy passes.
+// A destroy another client started is TestGetDuringAnotherClientsDestroy's.
 func (c control) BeginDelete(ctx context.Context, providerID string) (func(), error) {
+	p, err := New(c.v.cfg)
+	if err != nil {
+		return nil, err
+	}
+	arrived, release := c.v.holdNext("Destroy_Task")
+	done := make(chan error, 1)
+	go func() { done <- p.Delete(context.WithoutCancel(ctx), providerID) }()
+	select {
+	case <-arrived:
+	case err := <-done:
+		release()
+		return nil, fmt.Errorf("control: the Delete ended before its destroy: %v", err)
+	}
+	return c.v.hold(func() {
+		release()
+		if err := <-done; err != nil {
+			log.Printf("control: the held Delete of %s: %v", providerID, err)
+		}
+	}), nil
+}
+
+// beginForeignDelete starts the VM's deletion as another client would:
+// powers it off, then holds a destroy task running on it (every other
+// operation on the VM answers TaskInProgress) until finish destroys it.
+func (c control) beginForeignDelete(ctx context.Context, providerID string) (func(), error) {
 	vm, err := c.vm(ctx, providerID)
 	if err != nil {
 		return nil, err
