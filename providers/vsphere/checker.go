@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/types"
@@ -17,7 +18,7 @@ import (
 
 // Check verifies, one cheap lookup each and in this order: the session
 // (credentials), then per region its datacenter and folder, per zone its
-// resource pool, datastore, host and network, and each image's template in each region
+// resource pool, datastore (or datastore cluster), host and network, and each image's template in each region
 // (template entry 16). Details: "moref" is the managed object the target
 // resolved to; for credentials, the server's product name.
 func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
@@ -52,12 +53,17 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 				if err != nil {
 					return "", err
 				}
-				if _, err := f.ResourcePool(ctx, zone.ResourcePool); err != nil {
+				if _, err = f.ResourcePool(ctx, zone.ResourcePool); err != nil {
 					return "", fmt.Errorf("resource pool %q: %w", zone.ResourcePool, err)
 				}
-				ds, err := f.Datastore(ctx, zone.Datastore)
-				if err != nil {
-					return "", fmt.Errorf("datastore %q: %w", zone.Datastore, err)
+				var ds object.Reference
+				if zone.Datastore != "" {
+					ds, err = f.Datastore(ctx, zone.Datastore)
+					if err != nil {
+						return "", fmt.Errorf("datastore %q: %w", zone.Datastore, err)
+					}
+				} else if ds, err = f.DatastoreCluster(ctx, zone.DatastoreCluster); err != nil {
+					return "", fmt.Errorf("datastore cluster %q: %w", zone.DatastoreCluster, err)
 				}
 				if zone.Host != "" {
 					if _, err := f.HostSystem(ctx, zone.Host); err != nil {

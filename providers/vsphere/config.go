@@ -34,6 +34,14 @@ type Config struct {
 	// Images maps Placement.Image to a template VM's name in the region's
 	// datacenter (found with the finder: a name or an inventory path).
 	Images map[string]string `json:"images"`
+	// CloneMode is fullClone (the default: the VM's disks are copies, the
+	// template may change or go) or linkedClone (the disks are children of
+	// a snapshot of the template, which must stay: faster clones, less
+	// space), as CAPV's VSphereMachine cloneMode.
+	CloneMode string `json:"cloneMode,omitempty"`
+	// Snapshot names the template's snapshot a linked clone is made from;
+	// empty takes the template's current snapshot. Only with linkedClone.
+	Snapshot string `json:"snapshot,omitempty"`
 	// CallTimeout bounds each SOAP call; TaskTimeout each task (clone,
 	// power on, destroy). Defaults 30 s and 10 min.
 	CallTimeout contract.Duration `json:"callTimeout,omitempty"`
@@ -59,8 +67,16 @@ type Zone struct {
 	// (an inventory path or name). Empty: DRS places them, or, on a
 	// cluster without DRS, the provider picks a connected host out of
 	// maintenance with the fewest VMs (spec entry 3).
-	Host      string `json:"host,omitempty"`
-	Datastore string `json:"datastore"`
+	Host string `json:"host,omitempty"`
+	// Datastore is where the VM's disks and files go; DatastoreCluster,
+	// instead, a datastore cluster whose storage DRS picks one per clone
+	// (StorageResourceManager.RecommendDatastores). Exactly one is set.
+	Datastore        string `json:"datastore,omitempty"`
+	DatastoreCluster string `json:"datastoreCluster,omitempty"`
+	// StoragePolicyID is a storage policy (SPBM profile) ID applied to
+	// the VM's home and disks: vCenter places and checks the disks
+	// against it. Optional.
+	StoragePolicyID string `json:"storagePolicyID,omitempty"`
 	// Network is a port group; empty keeps the template's.
 	Network string `json:"network,omitempty"`
 }
@@ -76,6 +92,15 @@ var (
 	keyRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)
 	// pathRE bounds inventory names and paths.
 	pathRE = regexp.MustCompile(`^[A-Za-z0-9 _.()/-]{1,255}$`)
+	// policyRE bounds a storage policy ID: SPBM's IDs are UUIDs, the
+	// built-in ones as well.
+	policyRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+)
+
+// The clone modes, CAPV's names.
+const (
+	fullClone   = "fullClone"
+	linkedClone = "linkedClone"
 )
 
 // Validate reports every problem at once, each naming the field and value.
@@ -116,10 +141,16 @@ func (c Config) Validate() error {
 			for _, f := range []struct {
 				field, value string
 				required     bool
-			}{{"resourcePool", z.ResourcePool, true}, {"datastore", z.Datastore, true}, {"network", z.Network, false}, {"host", z.Host, false}} {
+			}{{"resourcePool", z.ResourcePool, true}, {"datastore", z.Datastore, false}, {"datastoreCluster", z.DatastoreCluster, false}, {"network", z.Network, false}, {"host", z.Host, false}} {
 				if (f.required || f.value != "") && !pathRE.MatchString(f.value) {
 					add("%s %q: want an inventory name or path", zoneField(name, zn, f.field), f.value)
 				}
+			}
+			if (z.Datastore == "") == (z.DatastoreCluster == "") {
+				add("%s %q and %s %q: set exactly one", zoneField(name, zn, "datastore"), z.Datastore, zoneField(name, zn, "datastoreCluster"), z.DatastoreCluster)
+			}
+			if z.StoragePolicyID != "" && !policyRE.MatchString(z.StoragePolicyID) {
+				add("%s %q: want a storage policy ID (a UUID such as aa6d5a82-1c88-45da-85d3-3d74b91a5bad)", zoneField(name, zn, "storagePolicyID"), z.StoragePolicyID)
 			}
 		}
 	}
@@ -138,6 +169,18 @@ func (c Config) Validate() error {
 		if !pathRE.MatchString(c.Images[name]) {
 			add("images[%q] %q: want a template VM's name or path", name, c.Images[name])
 		}
+	}
+	switch c.CloneMode {
+	case "", fullClone:
+		if c.Snapshot != "" {
+			add("snapshot %q: only with cloneMode %s", c.Snapshot, linkedClone)
+		}
+	case linkedClone:
+		if c.Snapshot != "" && !pathRE.MatchString(c.Snapshot) {
+			add("snapshot %q: want a snapshot name or path", c.Snapshot)
+		}
+	default:
+		add("cloneMode %q: want %s or %s", c.CloneMode, fullClone, linkedClone)
 	}
 	if c.CallTimeout.Duration < 0 || c.TaskTimeout.Duration < 0 {
 		add("callTimeout %s, taskTimeout %s: must not be negative", c.CallTimeout, c.TaskTimeout)

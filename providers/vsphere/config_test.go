@@ -88,3 +88,52 @@ func TestCloudInitAboveLimitIsRefusedFirst(t *testing.T) {
 		t.Errorf("Create made %d calls before refusing", after-before)
 	}
 }
+
+// The clone and storage options: each bad value named with its field.
+func TestConfigValidatesCloneAndStorageOptions(t *testing.T) {
+	base := func() Config {
+		return Config{
+			Server: "https://vcenter.example/sdk", UsernameFile: "/u", PasswordFile: "/p",
+			Regions: map[string]Region{"dc1": {Datacenter: "DC1", Folder: "/DC1/vm/egress", Zones: map[string]Zone{
+				"a": {ResourcePool: "/DC1/host/a/Resources", Datastore: "ds-a"},
+			}}},
+			MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
+			Images:       map[string]string{"debian-12": "tmpl"},
+		}
+	}
+	zone := func(edit func(*Zone)) Config {
+		c := base()
+		z := c.Regions["dc1"].Zones["a"]
+		edit(&z)
+		c.Regions["dc1"].Zones["a"] = z
+		return c
+	}
+	if err := base().Validate(); err != nil {
+		t.Fatalf("the base config: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"unknown clone mode", func() Config { c := base(); c.CloneMode = "copy"; return c }(), `cloneMode "copy": want fullClone or linkedClone`},
+		{"snapshot with a full clone", func() Config { c := base(); c.Snapshot = "base"; return c }(), `snapshot "base": only with cloneMode linkedClone`},
+		{"bad snapshot name", func() Config { c := base(); c.CloneMode, c.Snapshot = linkedClone, "a;b"; return c }(), `snapshot "a;b": want a snapshot name or path`},
+		{"datastore and cluster", zone(func(z *Zone) { z.DatastoreCluster = "pod" }), `regions["dc1"].zones["a"].datastore "ds-a" and regions["dc1"].zones["a"].datastoreCluster "pod": set exactly one`},
+		{"neither datastore nor cluster", zone(func(z *Zone) { z.Datastore = "" }), `regions["dc1"].zones["a"].datastore "" and regions["dc1"].zones["a"].datastoreCluster "": set exactly one`},
+		{"bad policy", zone(func(z *Zone) { z.StoragePolicyID = "gold" }), `regions["dc1"].zones["a"].storagePolicyID "gold": want a storage policy ID`},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	ok := base()
+	ok.CloneMode = linkedClone
+	z := ok.Regions["dc1"].Zones["a"]
+	z.Datastore, z.DatastoreCluster, z.StoragePolicyID = "", "pod-a", "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
+	ok.Regions["dc1"].Zones["a"] = z
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a linked clone on a datastore cluster with a policy: %v", err)
+	}
+}

@@ -398,13 +398,9 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 		if err != nil {
 			return err
 		}
-		ds, err := ref(ctx, p, c, plan.regionName, plan.field("datastore"), plan.zone.Datastore, (*find.Finder).Datastore)
-		if err != nil {
-			return err
-		}
-		poolRef, dsRef := pool.Reference(), ds.Reference()
+		poolRef := pool.Reference()
 		spec := types.VirtualMachineCloneSpec{
-			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef, Host: host},
+			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Host: host},
 			PowerOn:  true,
 			Config: &types.VirtualMachineConfigSpec{
 				NumCPUs:     plan.machine.CPUs,
@@ -422,6 +418,12 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 				return err
 			}
 			spec.Config.DeviceChange = change
+		}
+		if err := p.cloneOptions(ctx, c, plan, tmpl, &spec); err != nil {
+			return err
+		}
+		if err := p.placeStorage(ctx, c, plan, tmpl, folder, req.Name, &spec); err != nil {
+			return err
 		}
 		task, err := tmpl.Clone(ctx, folder, req.Name, spec)
 		if err != nil {

@@ -40,6 +40,9 @@ type checkedTemplate struct {
 //     specified resource pool" (vCenter's VmProv log in
 //     ansible-modules-extras#2911), invalidProperty spec.location.host.
 func (vm *checkedTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_Task) soap.HasFault {
+	vm.v.mu.Lock()
+	vm.v.clones = append(vm.v.clones, req.Spec)
+	vm.v.mu.Unlock()
 	if prop := placementFault(ctx, req.Spec.Location); prop != "" {
 		return &methods.CloneVM_TaskBody{Fault_: simulator.Fault("A specified parameter was not correct: "+prop, &types.InvalidArgument{InvalidProperty: prop})}
 	}
@@ -191,4 +194,15 @@ func (v *vcsim) failTask(answer []byte, fault types.BaseMethodFault) {
 		{Name: "info.state", Val: types.TaskInfoStateError},
 		{Name: "info.error", Val: &types.LocalizedMethodFault{Fault: fault, LocalizedMessage: "The available Memory resources in the parent resource pool are insufficient for the operation."}},
 	})
+}
+
+// lastClone is the spec of the last clone asked of a template.
+func (v *vcsim) lastClone(t *testing.T) types.VirtualMachineCloneSpec {
+	t.Helper()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.clones) == 0 {
+		t.Fatal("no clone was asked for")
+	}
+	return v.clones[len(v.clones)-1]
 }

@@ -60,6 +60,8 @@ const (
 	// templateName is the template every datacenter holds under the same
 	// name, as the images catalogue expects (one name for all regions).
 	templateName = "debian-12-proxy"
+	// baseSnapshot is the snapshot DC0's template carries.
+	baseSnapshot = "base"
 	// testOwner is the Owner (install and provider entry) the package's
 	// own tests create with; the harness sends its own.
 	testOwner = "c0ffee12-vsphere"
@@ -91,6 +93,8 @@ type vcsim struct {
 	// asks for one: the VM is cloned, left off, and the task fails with
 	// it (failPowerOn).
 	powerOnFault types.BaseMethodFault
+	// clones are the specs of the clones asked of the templates.
+	clones []types.VirtualMachineCloneSpec
 	// holds are the methods whose next call the front holds (holdNext).
 	holds map[string]*heldCall
 	held  []func() // stalls, locks and deletes held; Reset lets them go
@@ -247,6 +251,13 @@ func (v *vcsim) prepare(t testing.TB) {
 		}
 		if task, err := vm.Rename(ctx, templateName); err != nil || task.Wait(ctx) != nil {
 			t.Fatalf("rename the template: %v", err)
+		}
+		if name == datacenters[0] {
+			// A snapshot for linked clones (clone_options_test.go);
+			// DC1's template has none.
+			if task, err := vm.CreateSnapshot(ctx, baseSnapshot, "", false, false); err != nil || task.Wait(ctx) != nil {
+				t.Fatalf("snapshot the template: %v", err)
+			}
 		}
 		if err := vm.MarkAsTemplate(ctx); err != nil {
 			t.Fatal(err)
