@@ -22,7 +22,7 @@ import (
 // named snapshot, or the template's current one. A template without one
 // is a config to fix, not a reason to fall back to a full clone silently
 // (CAPV falls back; here the admin chose linkedClone and is told).
-func (p *Provider) cloneOptions(ctx context.Context, c *vim25.Client, plan plan, tmpl *object.VirtualMachine, spec *types.VirtualMachineCloneSpec) error {
+func (p *Provider) cloneOptions(ctx context.Context, plan plan, tmpl *object.VirtualMachine, spec *types.VirtualMachineCloneSpec) error {
 	if id := plan.zone.StoragePolicyID; id != "" {
 		profile := []types.BaseVirtualMachineProfileSpec{&types.VirtualMachineDefinedProfileSpec{ProfileId: id}}
 		spec.Location.Profile = profile

@@ -419,7 +419,7 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 			}
 			spec.Config.DeviceChange = change
 		}
-		if err := p.cloneOptions(ctx, c, plan, tmpl, &spec); err != nil {
+		if err := p.cloneOptions(ctx, plan, tmpl, &spec); err != nil {
 			return err
 		}
 		if err := p.placeStorage(ctx, c, plan, tmpl, folder, req.Name, &spec); err != nil {

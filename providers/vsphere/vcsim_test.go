@@ -519,7 +519,7 @@ func (c control) BeginDelete(ctx context.Context, providerID string) (func(), er
 	case <-arrived:
 	case err := <-done:
 		release()
-		return nil, fmt.Errorf("control: the Delete ended before its destroy: %v", err)
+		return nil, fmt.Errorf("control: the Delete ended before its destroy: %w", err)
 	}
 	return c.v.hold(func() {
 		release()
