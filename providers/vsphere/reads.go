@@ -27,7 +27,7 @@ import (
 // vmware/govmomi#3451), as Apache CloudStack's VMware plugin and
 // vm-operator have long read `config.extraConfig["…"]` from vCenter.
 var (
-	markKeys = []string{markManaged, markUID, markStarted}
+	markKeys = []string{markManaged, markUID, markStarted, markDeleting}
 	// vmProps are the properties every read fetches of a VM, and taskProps
 	// those of each task in its recentTask (the destroy a VM is under).
 	vmProps   = append([]string{"name", "config.createDate", "runtime.powerState", "guest.net", "guest.ipAddress", "recentTask"}, markPaths(markKeys)...)

@@ -79,7 +79,7 @@ func placementFault(ctx *simulator.Context, loc types.VirtualMachineRelocateSpec
 }
 
 // checkTemplates puts the checks on every datacenter's template.
-func (v *vcsim) checkTemplates(t *testing.T) {
+func (v *vcsim) checkTemplates(t testing.TB) {
 	t.Helper()
 	for _, name := range datacenters {
 		tmpl, err := find.NewFinder(v.client, true).VirtualMachine(context.Background(), "/"+name+"/vm/"+templateName)
