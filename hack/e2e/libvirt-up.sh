@@ -14,6 +14,11 @@
 #   hack/e2e/libvirt-up.sh        # E2E_STATE and E2E_NETNS from hack/e2e/env.sh
 #   hack/e2e/libvirt-down.sh      # undoes all of it, also after a half-done up
 #
+# This is the one private-daemon set-up: the libvirt provider's real-daemon
+# tests (providers/libvirt/daemon_test.go) run it too, each with an
+# E2E_STATE and E2E_NETNS of its own and E2E_SSH=0 (no sshd: the tests use
+# the socket), and read the URI, pool and network from env.sh.
+#
 # Recipe and measurements: the field notes on a real VM end to end
 # (cgroup_controllers = [ ] because ip netns exec remounts /sys and no
 # systemd runs there; security_driver "none" and root-owned QEMU because
@@ -111,4 +116,6 @@ ip -n "$E2E_NETNS" addr add "$E2E_OUTSIDE_IP/32" dev "$E2E_BRIDGE"
 virsh pool-define-as "$E2E_POOL" dir --target "$E2E_STATE/pool" >/dev/null
 virsh pool-start "$E2E_POOL" >/dev/null
 log "network $E2E_NET ($E2E_BRIDGE $E2E_HOST_IP, outside client $E2E_OUTSIDE_IP) and pool $E2E_POOL ($E2E_STATE/pool) ready"
-"$here/ssh-up.sh"
+if [ "${E2E_SSH:-1}" != 0 ]; then
+  "$here/ssh-up.sh"
+fi

@@ -16,14 +16,17 @@ import (
 )
 
 // A real libvirt daemon for the tests that need one (the volume upload
-// stream and the lifecycle of a booted guest). Either an existing daemon
-// named by LIBVIRT_TEST_URI (with LIBVIRT_TEST_POOL, LIBVIRT_TEST_NETWORK),
-// or, with LIBVIRT_TEST_PRIVATE_DAEMON=1 and root, a private libvirtd and
-// virtlogd the test starts in a network namespace it creates, with state
-// directories of its own bind-mounted over libvirt's (the recipe of
-// shared/notes/real-vm-e2e.md §3): the root namespace's libvirt and
-// networks are never touched, and libvirt's "default" network is unknown
-// to the private daemon. make test-integration-libvirt sets the latter.
+// stream, the lifecycle of a booted guest, a frozen daemon, the harness's
+// rules a real daemon plays). Either an existing daemon named by
+// LIBVIRT_TEST_URI (with LIBVIRT_TEST_POOL, LIBVIRT_TEST_NETWORK), or,
+// with LIBVIRT_TEST_PRIVATE_DAEMON=1 and root, a private libvirtd and
+// virtlogd in a network namespace of their own, started by the end-to-end
+// lane's own script, hack/e2e/libvirt-up.sh (the one private-daemon
+// set-up: state directories of its own bind-mounted over libvirt's, a NAT
+// network and a directory pool; the root namespace's libvirt and networks
+// are never touched, and libvirt's "default" network is unknown to the
+// private daemon), with a state directory and namespace per test and no
+// sshd. make test-integration-libvirt sets the latter.
 
 // lab is a real daemon and where the provider works on it.
 type lab struct {
@@ -31,20 +34,29 @@ type lab struct {
 	// ns is the private daemon's network namespace ("" for an existing
 	// daemon); the guests' network exists only there.
 	ns string
-	// subnet is the private network's, for the proxy's allowed clients.
-	subnet string
+	// subnet is the private network's, for the proxy's allowed clients;
+	// hostIP the network's address on the host side.
+	subnet, hostIP string
 	// logDir is where the private daemon logs the guests' serial consoles.
 	logDir string
 	// smallPool is a 16 MiB pool of the private daemon, for filling up.
 	smallPool string
+	// pidFile is the private libvirtd's pid file.
+	pidFile string
 }
 
 func realDaemon(t *testing.T) lab {
 	t.Helper()
 	if uri := os.Getenv("LIBVIRT_TEST_URI"); uri != "" {
 		return lab{uri: uri, pool: envOr("LIBVIRT_TEST_POOL", "default"), network: envOr("LIBVIRT_TEST_NETWORK", "default"),
-			subnet: envOr("LIBVIRT_TEST_SUBNET", "192.168.122.0/24")}
+			subnet: envOr("LIBVIRT_TEST_SUBNET", "192.168.122.0/24"), hostIP: envOr("LIBVIRT_TEST_HOST_IP", "192.168.122.1")}
 	}
+	return privateDaemon(t)
+}
+
+// privateDaemon starts a private daemon, or skips saying why it cannot.
+func privateDaemon(t *testing.T) lab {
+	t.Helper()
 	if os.Getenv("LIBVIRT_TEST_PRIVATE_DAEMON") != "1" {
 		t.Skip("skipped: no real libvirtd; set LIBVIRT_TEST_URI (and LIBVIRT_TEST_POOL, LIBVIRT_TEST_NETWORK), " +
 			"or LIBVIRT_TEST_PRIVATE_DAEMON=1 as root for a private daemon in a network namespace (make test-integration-libvirt)")
@@ -52,12 +64,19 @@ func realDaemon(t *testing.T) lab {
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: a private libvirtd in a network namespace needs root")
 	}
-	for _, bin := range []string{"libvirtd", "virtlogd", "ip", "qemu-system-x86_64"} {
+	for _, bin := range []string{"libvirtd", "virtlogd", "virsh", "ip", "nsenter", "qemu-system-x86_64"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("skipped: %s is not installed (Debian: libvirt-daemon-system, libvirt-daemon-driver-qemu, qemu-system-x86, iproute2)", bin)
+			t.Skipf("skipped: %s is not installed (Debian: libvirt-daemon-system, libvirt-daemon-driver-qemu, libvirt-clients, qemu-system-x86, iproute2)", bin)
 		}
 	}
-	return startPrivateDaemon(t)
+	hack, err := filepath.Abs(filepath.Join("..", "..", "hack", "e2e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(hack, "libvirt-up.sh")); err != nil {
+		t.Skip("skipped: hack/e2e/libvirt-up.sh, which starts the private daemon, is not beside this module (built from the module cache)")
+	}
+	return startPrivateDaemon(t, hack)
 }
 
 func envOr(name, def string) string {
@@ -67,10 +86,12 @@ func envOr(name, def string) string {
 	return def
 }
 
-// startPrivateDaemon starts libvirtd and virtlogd in a new network
-// namespace and makes a directory pool and a NAT network there. Cleanup
-// destroys every domain, stops the daemons and removes the namespace.
-func startPrivateDaemon(t *testing.T) lab {
+// startPrivateDaemon runs hack/e2e/libvirt-up.sh with a state directory
+// and network namespace of the test's own, reads the daemon's URI, pool,
+// network and addresses from hack/e2e/env.sh, and adds what only the
+// tests need: a 16 MiB tmpfs pool mounted in the daemon's own mount
+// namespace. Cleanup runs hack/e2e/libvirt-down.sh.
+func startPrivateDaemon(t *testing.T, hack string) lab {
 	t.Helper()
 	// Short: the daemon's socket path must fit a sockaddr_un.
 	dir, err := os.MkdirTemp("", "eplv-")
@@ -78,47 +99,66 @@ func startPrivateDaemon(t *testing.T) lab {
 		t.Fatal(err)
 	}
 	ns := filepath.Base(dir)
-	l := lab{uri: "qemu:///system?socket=" + dir + "/run/libvirt-sock", pool: "egress", network: "egress-net", ns: ns,
-		subnet: "192.168.151.0/24", logDir: dir + "/serial", smallPool: "egress-small"}
-	sh := func(script string) {
-		t.Helper()
-		if out, err := exec.CommandContext(t.Context(), "sh", "-ec", script).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", script, err, out)
+	// LIBVIRT_TEST_PRIVATE_STATE names a daemon libvirt-up.sh started
+	// already (E2E_STATE, with E2E_NETNS its base name): the tests reuse
+	// it and leave it running, which saves its start while iterating.
+	reuse := os.Getenv("LIBVIRT_TEST_PRIVATE_STATE")
+	if reuse != "" {
+		_ = os.Remove(dir)
+		dir, ns = reuse, filepath.Base(reuse)
+	}
+	env := append(os.Environ(), "E2E_STATE="+dir, "E2E_NETNS="+ns, "E2E_SSH=0")
+	script := func(ctx context.Context, name string, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, filepath.Join(hack, name), args...)
+		cmd.Env = env
+		return cmd
+	}
+	start := time.Now()
+	if reuse == "" {
+		t.Cleanup(func() {
+			// t.Context is already done in a cleanup.
+			if out, err := script(context.Background(), "libvirt-down.sh").CombinedOutput(); err != nil {
+				t.Logf("libvirt-down.sh: %v\n%s", err, out)
+			}
+		})
+		if out, err := script(t.Context(), "libvirt-up.sh").CombinedOutput(); err != nil {
+			t.Fatalf("libvirt-up.sh: %v\n%s", err, out)
 		}
 	}
-	sh(fmt.Sprintf(`cd %[1]s
-cp -a /etc/libvirt etc
-rm -f etc/qemu/networks/default.xml etc/qemu/networks/autostart/default.xml
-cat >> etc/qemu.conf <<'EOF'
-user = "root"
-group = "root"
-dynamic_ownership = 0
-remember_owner = 0
-security_driver = "none"
-cgroup_controllers = [ ]
-EOF
-mkdir -p run lib cache log pool serial small`, dir))
-	t.Cleanup(func() { stopPrivateDaemon(t, l, dir) })
-	sh(fmt.Sprintf(`ip netns add %[2]s
-ip -n %[2]s link set lo up
-ip netns exec %[2]s sh -ec '
-  mount --bind %[1]s/etc /etc/libvirt; mount --bind %[1]s/run /run/libvirt
-  mount --bind %[1]s/lib /var/lib/libvirt; mount --bind %[1]s/cache /var/cache/libvirt
-  mount --bind %[1]s/log /var/log/libvirt
-  mount -t tmpfs -o size=16m egress-small %[1]s/small
-  virtlogd -d -p /run/libvirt/virtlogd.pid
-  libvirtd -d -p /run/libvirt/libvirtd.pid'`, dir, ns))
-	var c *libvirt.Connect
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		if c, err = libvirt.NewConnect(l.uri); err == nil {
-			break
+	cmd := exec.CommandContext(t.Context(), "bash", "-c", `. "$1/env.sh" && printf '%s\n' "$E2E_URI" "$E2E_POOL" "$E2E_NET" "$E2E_SUBNET" "$E2E_HOST_IP"`, "sh", hack)
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(v) != 5 {
+		t.Fatalf("hack/e2e/env.sh gave %q", out)
+	}
+	l := lab{uri: v[0], pool: v[1], network: v[2], subnet: v[3], hostIP: v[4], ns: ns,
+		logDir: filepath.Join(dir, "serial"), smallPool: "egress-small", pidFile: filepath.Join(dir, "lv", "run", "libvirtd.pid")}
+	t.Logf("private libvirtd up in %s (%s)", l.ns, time.Since(start).Round(time.Millisecond))
+	small := filepath.Join(dir, "small")
+	if reuse != "" {
+		return l
+	}
+	for _, d := range []string{l.logDir, small} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
 		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("the private libvirtd did not answer within 30 s: %v", err)
-		}
+	}
+	// A 16 MiB tmpfs, mounted only in the daemon's mount namespace: a pool
+	// that fills up without touching the machine's disks.
+	if out, err := exec.CommandContext(t.Context(), "nsenter", "-t", strconv.Itoa(l.pid(t)), "-m",
+		"mount", "-t", "tmpfs", "-o", "size=16m", "egress-small", small).CombinedOutput(); err != nil {
+		t.Fatalf("mount the small pool's tmpfs: %v %s", err, out)
+	}
+	c, err := libvirt.NewConnect(l.uri)
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer func() { _, _ = c.Close() }()
-	pool, err := c.StoragePoolDefineXML(fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s/pool</path></target></pool>`, l.pool, dir), 0)
+	pool, err := c.StoragePoolDefineXML(fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, l.smallPool, small), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,63 +166,39 @@ ip netns exec %[2]s sh -ec '
 	if err := pool.Create(0); err != nil {
 		t.Fatal(err)
 	}
-	// A 16 MiB tmpfs, mounted only in the daemon's mount namespace: a pool
-	// that fills up without touching the machine's disks.
-	small, err := c.StoragePoolDefineXML(fmt.Sprintf(`<pool type='dir'><name>egress-small</name><target><path>%s/small</path></target></pool>`, dir), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = small.Free() }()
-	if err := small.Create(0); err != nil {
-		t.Fatal(err)
-	}
-	network, err := c.NetworkDefineXML(fmt.Sprintf(`<network><name>%s</name><forward mode='nat'/><bridge name='eplvbr0' stp='on' delay='0'/>
-<ip address='192.168.151.1' netmask='255.255.255.0'><dhcp><range start='192.168.151.100' end='192.168.151.200'/></dhcp></ip></network>`, l.network))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = network.Free() }()
-	if err := network.Create(); err != nil {
-		t.Fatal(err)
-	}
 	return l
 }
 
-// stopPrivateDaemon destroys what the daemon runs, stops the daemons this
-// test started (by their pid files) and removes the namespace and files.
-func stopPrivateDaemon(t *testing.T, l lab, dir string) {
-	if c, err := libvirt.NewConnect(l.uri); err == nil {
-		if doms, err := c.ListAllDomains(libvirt.CONNECT_LIST_DOMAINS_ACTIVE); err == nil {
-			for i := range doms {
-				_ = doms[i].Destroy()
-				_ = doms[i].Free()
-			}
-		}
-		if n, err := c.LookupNetworkByName(l.network); err == nil {
-			_ = n.Destroy()
-			_ = n.Free()
-		}
-		_, _ = c.Close()
+// pid is the private libvirtd's process id.
+func (l lab) pid(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(l.pidFile)
+	if err != nil {
+		t.Fatalf("the private libvirtd's pid: %v", err)
 	}
-	for _, name := range []string{"libvirtd", "virtlogd"} {
-		b, err := os.ReadFile(filepath.Join(dir, "run", name+".pid"))
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-			for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the private libvirtd's pid file: %v", err)
 	}
-	// t.Context is already done in a cleanup.
-	if out, err := exec.CommandContext(context.Background(), "ip", "netns", "del", l.ns).CombinedOutput(); err != nil {
-		t.Logf("ip netns del %s: %v %s", l.ns, err, out)
+	return pid
+}
+
+// freeze stops the private libvirtd with SIGSTOP, as a hung daemon (or a
+// host that went away without closing its connections) looks to a
+// client: the socket accepts what is sent and nothing answers. thaw
+// continues it; cleanup thaws it in any case.
+func (l lab) freeze(t *testing.T) (thaw func()) {
+	t.Helper()
+	if l.pidFile == "" {
+		t.Skip("skipped: freezing the daemon needs the private one (LIBVIRT_TEST_PRIVATE_DAEMON=1)")
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		t.Logf("remove %s: %v", dir, err)
+	pid := l.pid(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
 	}
+	thaw = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(thaw)
+	return thaw
 }
 
 // inNamespace runs a command in the lab's network namespace (the host

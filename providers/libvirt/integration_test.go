@@ -312,10 +312,40 @@ func startWebServer(t *testing.T, l lab) string {
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("egress-lifecycle-ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := l.inNamespace(t.Context(), "python3", "-m", "http.server", "--bind", "192.168.151.1", "--directory", dir, "8080")
+	cmd := l.inNamespace(t.Context(), "python3", "-m", "http.server", "--bind", l.hostIP, "--directory", dir, "8080")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return "http://192.168.151.1:8080/hello.txt"
+	return "http://" + l.hostIP + ":8080/hello.txt"
+}
+
+// TestPrivateDaemonIsTheLanes: the tests' private daemon is the one the
+// end-to-end lane starts (hack/e2e/libvirt-up.sh, one set-up for both):
+// the URI, pool, network and subnet hack/e2e/env.sh names, and no other
+// network than the lane's.
+func TestPrivateDaemonIsTheLanes(t *testing.T) {
+	l := privateDaemon(t)
+	cmd := exec.CommandContext(t.Context(), "bash", "-c", `. ../../hack/e2e/env.sh && printf '%s\n' "$E2E_POOL" "$E2E_NET" "$E2E_SUBNET"`)
+	cmd.Env = append(os.Environ(), "E2E_STATE=/nonexistent")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields(string(out))
+	if got := []string{l.pool, l.network, l.subnet}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("the tests' private daemon has pool, network, subnet %v; the lane's (hack/e2e/env.sh) %v", got, want)
+	}
+	c, err := libvirt.NewConnect(l.uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = c.Close() }()
+	nets, err := c.ListNetworks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(nets, " ") != l.network {
+		t.Errorf("the private daemon knows networks %v, want only %s", nets, l.network)
+	}
 }
