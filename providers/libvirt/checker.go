@@ -14,10 +14,12 @@ import (
 )
 
 // Check verifies, one cheap call each and in this order, per region: the
-// connection (the transport's credentials and the daemon), the pool
-// (exists, active), the network (exists, active), and each image (its base
-// volume is in the pool, or else its URL answers a HEAD request) (template
-// entry 16). Details: region — "libvirtVersion", "hostname"; pool —
+// connection (the transport's credentials and the daemon), the domain
+// type (the host offers the configured one), the pool (exists, active),
+// the network (exists, active), and each image (its base volume is in the
+// pool, or else its URL answers a HEAD request) (template entry 16).
+// Details: region — "libvirtVersion", "hostname"; domainType —
+// "domainType" (what new domains get), "kvmOffered"; pool —
 // "availableBytes"; network — "bridge"; image — "inPool" ("true" or
 // "false").
 func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
@@ -34,6 +36,9 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 				return nil, err
 			}
 			return map[string]string{"libvirtVersion": fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000), "hostname": host}, nil
+		}))
+		results = append(results, p.check(ctx, rn, "region/"+rn+"/domainType", func(c *libvirt.Connect) (map[string]string, error) {
+			return p.checkDomainType(rn, c)
 		}))
 		results = append(results, p.check(ctx, rn, "region/"+rn+"/pool", func(c *libvirt.Connect) (map[string]string, error) {
 			var details map[string]string
@@ -69,6 +74,24 @@ func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 		}
 	}
 	return results
+}
+
+// checkDomainType: the host offers the configured domain type. An
+// explicit kvm on a host without it would fail every Create's start
+// (ERR_CONFIG_UNSUPPORTED); "auto" and qemu always pass and say what new
+// domains get.
+func (p *Provider) checkDomainType(rn string, c *libvirt.Connect) (map[string]string, error) {
+	kvm, err := offersKVM(c)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.kvm[rn] = kvm
+	p.mu.Unlock()
+	if p.cfg.DomainType == DomainTypeKVM && !kvm {
+		return nil, contract.Permanentf("domainType %q: the host does not offer KVM (its capabilities list no kvm domain for its architecture); set domainType auto or qemu, or enable KVM on the host", p.cfg.DomainType)
+	}
+	return map[string]string{"domainType": p.domainType(rn), "kvmOffered": strconv.FormatBool(kvm)}, nil
 }
 
 // checkImage: the base volume is complete in the pool, or the catalogue

@@ -21,9 +21,12 @@ type Config struct {
 	// Regions maps Placement.Region to one libvirt daemon (a host): several
 	// hosts are several regions.
 	Regions map[string]Region `json:"regions"`
-	// DomainType is the domain's type attribute: "qemu" (TCG emulation,
-	// works everywhere, the default) or "kvm" (hardware virtualisation;
-	// only where /dev/kvm can boot a stock guest).
+	// DomainType is the domain's type attribute: "auto" (the default:
+	// "kvm" where the host's domain capabilities offer it, else "qemu"),
+	// "qemu" (TCG emulation, works everywhere) or "kvm" (hardware
+	// virtualisation; the Checker reports a host that does not offer it).
+	// Set "qemu" on a host whose /dev/kvm cannot boot a stock guest
+	// although libvirt offers it (kvm-pvm: docs/libvirt-provider.md).
 	DomainType string `json:"domainType,omitempty"`
 	// Machine is the QEMU machine type; default "pc" (i440fx). The seed is
 	// an IDE cdrom, which q35 has no bus for.
@@ -45,6 +48,16 @@ type Config struct {
 	// one image fetch into a pool (default 30 min).
 	CallTimeout  contract.Duration `json:"callTimeout,omitempty"`
 	ImageTimeout contract.Duration `json:"imageTimeout,omitempty"`
+	// KeepaliveInterval and KeepaliveCount are each connection's libvirt
+	// keepalive (virConnectSetKeepAlive): after KeepaliveInterval without
+	// a message from the daemon the client sends a keepalive request, and
+	// after KeepaliveCount of them unanswered it closes the connection.
+	// A daemon that died silently or is frozen is so detected within
+	// about interval × (count + 1), default 5 s × 3 = 15 s, instead of when
+	// TCP gives up (minutes), and every call waiting on it fails
+	// transient. Whole seconds, 1 s to 10 min; count 1 to 100.
+	KeepaliveInterval contract.Duration `json:"keepaliveInterval,omitempty"`
+	KeepaliveCount    uint              `json:"keepaliveCount,omitempty"`
 }
 
 // Region is one libvirt daemon and where on it the provider works.
@@ -73,6 +86,15 @@ type MachineType struct {
 	// DiskGiB is the overlay's virtual size; 0 keeps the image's size.
 	DiskGiB uint `json:"diskGiB,omitempty"`
 }
+
+// The domain types.
+const (
+	DomainTypeAuto = "auto"
+	DomainTypeQEMU = "qemu"
+	DomainTypeKVM  = "kvm"
+)
+
+var domainTypes = []string{DomainTypeAuto, DomainTypeQEMU, DomainTypeKVM}
 
 // The address sources.
 const (
@@ -120,8 +142,8 @@ func (c Config) Validate() error {
 			add("regions[%q].network %q: want a libvirt network name", name, r.Network)
 		}
 	}
-	if c.DomainType != "" && c.DomainType != "qemu" && c.DomainType != "kvm" {
-		add("domainType %q: one of qemu, kvm", c.DomainType)
+	if c.DomainType != "" && !slices.Contains(domainTypes, c.DomainType) {
+		add("domainType %q: one of %s", c.DomainType, strings.Join(domainTypes, ", "))
 	}
 	if c.Machine != "" && !machineRE.MatchString(c.Machine) {
 		add("machine %q: want a QEMU machine type such as pc", c.Machine)
@@ -156,12 +178,25 @@ func (c Config) Validate() error {
 	if c.CallTimeout.Duration < 0 || c.ImageTimeout.Duration < 0 {
 		add("callTimeout %s, imageTimeout %s: must not be negative", c.CallTimeout, c.ImageTimeout)
 	}
+	// libvirt takes the interval in whole seconds; 0 leaves the default.
+	if ki := c.KeepaliveInterval.Duration; ki != 0 && (ki < time.Second || ki > 10*time.Minute || ki%time.Second != 0) {
+		add("keepaliveInterval %s: want whole seconds from 1s to 10m", c.KeepaliveInterval)
+	}
+	if c.KeepaliveCount > 100 {
+		add("keepaliveCount %d: want 1 to 100", c.KeepaliveCount)
+	}
 	return errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
 	if c.DomainType == "" {
-		c.DomainType = "qemu"
+		c.DomainType = DomainTypeAuto
+	}
+	if c.KeepaliveInterval.Duration == 0 {
+		c.KeepaliveInterval.Duration = 5 * time.Second
+	}
+	if c.KeepaliveCount == 0 {
+		c.KeepaliveCount = 3
 	}
 	if c.Machine == "" {
 		c.Machine = "pc"

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
 )
 
@@ -16,12 +17,14 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 			"host-2": {URI: "qemu+ssh://root:hunter2@host2/system", Pool: "bad pool", Network: ""},
 			"host-3": {URI: "no scheme", Pool: "p", Network: "n"},
 		},
-		DomainType:     "xen",
-		Machine:        "PC;rm",
-		MachineTypes:   map[string]MachineType{"tiny": {CPUs: 0, MemoryMiB: 128}},
-		Images:         map[string]fetch.Entry{"img": {URL: "ftp://x/y", SHA256: "abc", Format: "qcow2"}},
-		AddressSources: []string{"lease", "arp", "lease"},
-		SerialLogDir:   "relative/dir",
+		DomainType:        "xen",
+		Machine:           "PC;rm",
+		MachineTypes:      map[string]MachineType{"tiny": {CPUs: 0, MemoryMiB: 128}},
+		Images:            map[string]fetch.Entry{"img": {URL: "ftp://x/y", SHA256: "abc", Format: "qcow2"}},
+		AddressSources:    []string{"lease", "arp", "lease"},
+		SerialLogDir:      "relative/dir",
+		KeepaliveInterval: contract.Duration{Duration: 1500 * time.Millisecond},
+		KeepaliveCount:    101,
 	}.Validate()
 	if err == nil {
 		t.Fatal("an invalid config was accepted")
@@ -32,13 +35,15 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 		`regions["host-2"].pool "bad pool"`,
 		`regions["host-2"].network ""`,
 		`regions["host-3"].uri "no scheme"`,
-		`domainType "xen": one of qemu, kvm`,
+		`domainType "xen": one of auto, qemu, kvm`,
 		`machine "PC;rm"`,
 		`machineTypes["tiny"]: cpus 0, memoryMiB 128`,
 		`images["img"].url "ftp://x/y"`,
 		`addressSources[1] "arp"`,
 		`addressSources[2] "lease"`,
 		`serialLogDir "relative/dir"`,
+		`keepaliveInterval 1.5s: want whole seconds from 1s to 10m`,
+		`keepaliveCount 101: want 1 to 100`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not report %q:\n%v", want, err)
@@ -55,7 +60,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = c.withDefaults()
-	if c.CallTimeout.Duration != 45*time.Second || c.ImageTimeout.Duration != 30*time.Minute || c.DomainType != "qemu" ||
+	if c.CallTimeout.Duration != 45*time.Second || c.ImageTimeout.Duration != 30*time.Minute || c.DomainType != "auto" ||
+		c.KeepaliveInterval.Duration != 5*time.Second || c.KeepaliveCount != 3 ||
 		c.Machine != "pc" || strings.Join(c.AddressSources, ",") != "lease,agent" {
 		t.Errorf("defaults: %+v", c)
 	}

@@ -254,7 +254,7 @@ func (p *Provider) domainXML(pl plan, req contract.CreateRequest, now time.Time)
 		serial.Log = &libvirtxml.DomainChardevLog{File: path.Join(p.cfg.SerialLogDir, req.Name+".serial.log"), Append: "on"}
 	}
 	def := libvirtxml.Domain{
-		Type:     p.cfg.DomainType,
+		Type:     p.domainType(pl.regionName),
 		Name:     req.Name,
 		Metadata: &libvirtxml.DomainMetadata{XML: m.xml()},
 		Memory:   &libvirtxml.DomainMemory{Value: pl.machine.MemoryMiB, Unit: "MiB"},

@@ -47,6 +47,15 @@ type Provider struct {
 	// working on that instance returns: Creates of one instance take
 	// turns (see turn).
 	creating map[string]chan struct{}
+	// closed counts the connections libvirt closed under the provider
+	// (the close callback: keepalive, a daemon gone).
+	closed int
+	// kvm holds, per region, whether the host offered KVM when its
+	// connection was last opened (domainType.go).
+	kvm map[string]bool
+	// opening holds, per region, a channel closed when the connect in
+	// progress returns (connection.go).
+	opening map[string]chan struct{}
 
 	// hooks are nil in production. The fast tests on test:///default set
 	// them; see hooks.
@@ -98,52 +107,12 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("libvirt provider config: %w", err)
 	}
-	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{},
+	if err := startEventLoop(); err != nil {
+		return nil, fmt.Errorf("libvirt client event loop: %w", err)
+	}
+	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{}, kvm: map[string]bool{},
+		opening:  map[string]chan struct{}{},
 		creating: map[string]chan struct{}{}}, nil
-}
-
-// conn returns the region's connection, opening it when there is none,
-// the one held is dead, or the credential files it was opened with have
-// changed (a rotated Secret).
-func (p *Provider) conn(region string) (*libvirt.Connect, error) {
-	uri := p.cfg.Regions[region].URI
-	fp := fingerprint(credentialFiles(uri))
-	p.mu.Lock()
-	c, opened := p.conns[region], p.prints[region]
-	p.mu.Unlock()
-	if c != nil {
-		if alive, err := c.IsAlive(); err == nil && alive && opened == fp {
-			return c, nil
-		}
-		p.drop(region, c)
-	}
-	open := libvirt.NewConnect
-	if p.hooks.connect != nil {
-		open = p.hooks.connect
-	}
-	c, err := open(uri)
-	if err != nil {
-		return nil, fmt.Errorf("connect to region %s: %w", region, err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if held := p.conns[region]; held != nil {
-		// A racing call connected first; keep one.
-		_, _ = c.Close()
-		return held, nil
-	}
-	p.conns[region], p.prints[region] = c, fp
-	return c, nil
-}
-
-// drop forgets a broken connection so the next call opens a new one.
-func (p *Provider) drop(region string, c *libvirt.Connect) {
-	p.mu.Lock()
-	if p.conns[region] == c {
-		delete(p.conns, region)
-	}
-	p.mu.Unlock()
-	_, _ = c.Close()
 }
 
 // do runs one step against a region's daemon: bounded by budget, under a
@@ -172,9 +141,10 @@ func (p *Provider) call(ctx context.Context, bc backendCall, budget time.Duratio
 			var c *libvirt.Connect
 			attemptFn := func() error {
 				var err error
-				if c, err = p.conn(bc.region); err != nil {
+				if c, err = p.conn(ctx, bc.region); err != nil {
 					return err
 				}
+				defer func() { _, _ = c.Close() }()
 				return fn(c)
 			}
 			if p.hooks.call != nil {
