@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,17 +87,51 @@ func envOr(name, def string) string {
 	return def
 }
 
-// startPrivateDaemon runs hack/e2e/libvirt-up.sh with a state directory
-// and network namespace of the test's own, reads the daemon's URI, pool,
-// network and addresses from hack/e2e/env.sh, and adds what only the
-// tests need: a 16 MiB tmpfs pool mounted in the daemon's own mount
-// namespace. Cleanup runs hack/e2e/libvirt-down.sh.
+// shared is the private daemon of this test binary: started by the first
+// test that needs one, used by every later one, stopped by TestMain.
+// Starting one costs about a minute on the CI machines, nearly all of it
+// libvirtd probing QEMU's capabilities (libvirt-up.sh's first virsh call),
+// so each test starting its own would cost that again.
+var shared struct {
+	once sync.Once
+	lab  lab
+	err  error
+	stop func()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stop != nil {
+		shared.stop()
+	}
+	os.Exit(code)
+}
+
 func startPrivateDaemon(t *testing.T, hack string) lab {
 	t.Helper()
+	shared.once.Do(func() {
+		start := time.Now()
+		shared.lab, shared.stop, shared.err = upPrivateDaemon(hack)
+		if shared.err == nil {
+			t.Logf("private libvirtd up in %s (%s)", shared.lab.ns, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.lab
+}
+
+// upPrivateDaemon runs hack/e2e/libvirt-up.sh with a state directory
+// and network namespace of the test binary's own, reads the daemon's
+// URI, pool, network and addresses from hack/e2e/env.sh, and adds what
+// only the tests need: a 16 MiB tmpfs pool mounted in the daemon's own
+// mount namespace. stop runs hack/e2e/libvirt-down.sh.
+func upPrivateDaemon(hack string) (l lab, stop func(), err error) {
 	// Short: the daemon's socket path must fit a sockaddr_un.
 	dir, err := os.MkdirTemp("", "eplv-")
 	if err != nil {
-		t.Fatal(err)
+		return lab{}, nil, err
 	}
 	ns := filepath.Base(dir)
 	// LIBVIRT_TEST_PRIVATE_STATE names a daemon libvirt-up.sh started
@@ -108,79 +143,98 @@ func startPrivateDaemon(t *testing.T, hack string) lab {
 		dir, ns = reuse, filepath.Base(reuse)
 	}
 	env := append(os.Environ(), "E2E_STATE="+dir, "E2E_NETNS="+ns, "E2E_SSH=0")
-	script := func(ctx context.Context, name string, args ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, filepath.Join(hack, name), args...)
+	script := func(name string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(hack, name))
 		cmd.Env = env
 		return cmd
 	}
-	start := time.Now()
+	stop = func() {}
 	if reuse == "" {
-		t.Cleanup(func() {
-			// t.Context is already done in a cleanup.
-			if out, err := script(context.Background(), "libvirt-down.sh").CombinedOutput(); err != nil {
-				t.Logf("libvirt-down.sh: %v\n%s", err, out)
+		stop = func() {
+			if out, err := runLogged(script("libvirt-down.sh")); err != nil {
+				fmt.Fprintf(os.Stderr, "libvirt-down.sh: %v\n%s", err, out)
 			}
-		})
-		if out, err := script(t.Context(), "libvirt-up.sh").CombinedOutput(); err != nil {
-			t.Fatalf("libvirt-up.sh: %v\n%s", err, out)
+		}
+		if out, err := runLogged(script("libvirt-up.sh")); err != nil {
+			stop()
+			return lab{}, nil, fmt.Errorf("libvirt-up.sh: %w\n%s", err, out)
 		}
 	}
-	cmd := exec.CommandContext(t.Context(), "bash", "-c", `. "$1/env.sh" && printf '%s\n' "$E2E_URI" "$E2E_POOL" "$E2E_NET" "$E2E_SUBNET" "$E2E_HOST_IP"`, "sh", hack)
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	cmd := exec.Command("bash", "-c", `. "$1/env.sh" && printf '%s\n' "$E2E_URI" "$E2E_POOL" "$E2E_NET" "$E2E_SUBNET" "$E2E_HOST_IP"`, "sh", hack)
 	cmd.Env = env
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		return lab{}, nil, err
 	}
 	v := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(v) != 5 {
-		t.Fatalf("hack/e2e/env.sh gave %q", out)
+		return lab{}, nil, fmt.Errorf("hack/e2e/env.sh gave %q", out)
 	}
-	l := lab{uri: v[0], pool: v[1], network: v[2], subnet: v[3], hostIP: v[4], ns: ns,
+	l = lab{uri: v[0], pool: v[1], network: v[2], subnet: v[3], hostIP: v[4], ns: ns,
 		logDir: filepath.Join(dir, "serial"), smallPool: "egress-small", pidFile: filepath.Join(dir, "lv", "run", "libvirtd.pid")}
-	t.Logf("private libvirtd up in %s (%s)", l.ns, time.Since(start).Round(time.Millisecond))
 	small := filepath.Join(dir, "small")
 	if reuse != "" {
-		return l
+		return l, stop, nil
 	}
 	for _, d := range []string{l.logDir, small} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
+			return lab{}, nil, err
 		}
+	}
+	pid, err := l.daemonPID()
+	if err != nil {
+		return lab{}, nil, err
 	}
 	// A 16 MiB tmpfs, mounted only in the daemon's mount namespace: a pool
 	// that fills up without touching the machine's disks.
-	if out, err := exec.CommandContext(t.Context(), "nsenter", "-t", strconv.Itoa(l.pid(t)), "-m",
+	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-m",
 		"mount", "-t", "tmpfs", "-o", "size=16m", "egress-small", small).CombinedOutput(); err != nil {
-		t.Fatalf("mount the small pool's tmpfs: %v %s", err, out)
+		return lab{}, nil, fmt.Errorf("mount the small pool's tmpfs: %w %s", err, out)
 	}
 	c, err := libvirt.NewConnect(l.uri)
 	if err != nil {
-		t.Fatal(err)
+		return lab{}, nil, err
 	}
 	defer func() { _, _ = c.Close() }()
 	pool, err := c.StoragePoolDefineXML(fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, l.smallPool, small), 0)
 	if err != nil {
-		t.Fatal(err)
+		return lab{}, nil, err
 	}
 	defer func() { _ = pool.Free() }()
 	if err := pool.Create(0); err != nil {
-		t.Fatal(err)
+		return lab{}, nil, err
 	}
-	return l
+	return l, stop, nil
 }
 
-// pid is the private libvirtd's process id.
-func (l lab) pid(t *testing.T) int {
-	t.Helper()
+// runLogged runs cmd with its output in a file and returns the output:
+// the daemons libvirt-up.sh starts inherit the script's stdout and
+// stderr, so a pipe (CombinedOutput) would stay open, and the call wait,
+// until they close them (about 50 s after they start).
+func runLogged(cmd *exec.Cmd) ([]byte, error) {
+	f, err := os.CreateTemp("", "eplv-log-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.Remove(f.Name()); _ = f.Close() }()
+	cmd.Stdout, cmd.Stderr = f, f
+	err = cmd.Run()
+	out, _ := os.ReadFile(f.Name())
+	return out, err
+}
+
+// daemonPID is the private libvirtd's process id.
+func (l lab) daemonPID() (int, error) {
 	b, err := os.ReadFile(l.pidFile)
 	if err != nil {
-		t.Fatalf("the private libvirtd's pid: %v", err)
+		return 0, fmt.Errorf("the private libvirtd's pid: %w", err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("the private libvirtd's pid file: %v", err)
-	}
-	return pid
+	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
 // freeze stops the private libvirtd with SIGSTOP, as a hung daemon (or a
@@ -192,7 +246,10 @@ func (l lab) freeze(t *testing.T) (thaw func()) {
 	if l.pidFile == "" {
 		t.Skip("skipped: freezing the daemon needs the private one (LIBVIRT_TEST_PRIVATE_DAEMON=1)")
 	}
-	pid := l.pid(t)
+	pid, err := l.daemonPID()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
