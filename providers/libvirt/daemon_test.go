@@ -144,7 +144,7 @@ func upPrivateDaemon(hack string) (l lab, stop func(), err error) {
 	}
 	env := append(os.Environ(), "E2E_STATE="+dir, "E2E_NETNS="+ns, "E2E_SSH=0")
 	script := func(name string) *exec.Cmd {
-		cmd := exec.Command(filepath.Join(hack, name))
+		cmd := exec.CommandContext(context.Background(), filepath.Join(hack, name))
 		cmd.Env = env
 		return cmd
 	}
@@ -165,7 +165,7 @@ func upPrivateDaemon(hack string) (l lab, stop func(), err error) {
 			stop()
 		}
 	}()
-	cmd := exec.Command("bash", "-c", `. "$1/env.sh" && printf '%s\n' "$E2E_URI" "$E2E_POOL" "$E2E_NET" "$E2E_SUBNET" "$E2E_HOST_IP"`, "sh", hack)
+	cmd := exec.CommandContext(context.Background(), "bash", "-c", `. "$1/env.sh" && printf '%s\n' "$E2E_URI" "$E2E_POOL" "$E2E_NET" "$E2E_SUBNET" "$E2E_HOST_IP"`, "sh", hack)
 	cmd.Env = env
 	out, err := cmd.Output()
 	if err != nil {
@@ -192,7 +192,7 @@ func upPrivateDaemon(hack string) (l lab, stop func(), err error) {
 	}
 	// A 16 MiB tmpfs, mounted only in the daemon's mount namespace: a pool
 	// that fills up without touching the machine's disks.
-	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-m",
+	if out, err := exec.CommandContext(context.Background(), "nsenter", "-t", strconv.Itoa(pid), "-m",
 		"mount", "-t", "tmpfs", "-o", "size=16m", "egress-small", small).CombinedOutput(); err != nil {
 		return lab{}, nil, fmt.Errorf("mount the small pool's tmpfs: %w %s", err, out)
 	}

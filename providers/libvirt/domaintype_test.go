@@ -90,7 +90,7 @@ func TestAutoDomainTypeOnRealDaemon(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), "qemu-img", "create", "-q", "-f", "qcow2", imgPath, "16M").CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img: %v %s", err, out)
 	}
-	entry, _ := serveImage(t, imgPath, "qcow2")
+	entry, _ := serveImage(t, imgPath)
 	p := labProvider(t, l, entry)
 	p.cfg.DomainType = Config{}.withDefaults().DomainType
 	c, err := libvirt.NewConnect(l.uri)

@@ -29,9 +29,9 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
 )
 
-// serveImage serves the file at path on loopback and returns its
+// serveImage serves the qcow2 file at path on loopback and returns its
 // catalogue entry and a counter of the GETs served.
-func serveImage(t *testing.T, path, format string) (fetch.Entry, *atomic.Int64) {
+func serveImage(t *testing.T, path string) (fetch.Entry, *atomic.Int64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -50,7 +50,7 @@ func serveImage(t *testing.T, path, format string) (fetch.Entry, *atomic.Int64) 
 		http.ServeContent(w, r, filepath.Base(path), fixedTime, f)
 	}))
 	t.Cleanup(srv.Close)
-	return fetch.Entry{URL: srv.URL + "/" + filepath.Base(path), SHA256: hex.EncodeToString(h.Sum(nil)), Format: format}, &gets
+	return fetch.Entry{URL: srv.URL + "/" + filepath.Base(path), SHA256: hex.EncodeToString(h.Sum(nil)), Format: "qcow2"}, &gets
 }
 
 func labProvider(t *testing.T, l lab, image fetch.Entry) *Provider {
@@ -123,7 +123,7 @@ func TestVolumeUpload(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), "qemu-img", "create", "-q", "-f", "qcow2", imgPath, "64M").CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img: %v %s", err, out)
 	}
-	entry, gets := serveImage(t, imgPath, "qcow2")
+	entry, gets := serveImage(t, imgPath)
 	p := labProvider(t, l, entry)
 	ctx := logr.NewContext(context.Background(), testr.New(t))
 	req := contract.CreateRequest{Name: "egress-upload-test", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000aa", Owner: testOwner, Port: 3128,
@@ -255,7 +255,7 @@ func TestLifecycle(t *testing.T) {
 	if image == "" {
 		t.Skip("skipped: set LIBVIRT_TEST_IMAGE to the proxy guest image (make image prints its path)")
 	}
-	entry, _ := serveImage(t, image, "qcow2")
+	entry, _ := serveImage(t, image)
 	p := labProvider(t, l, entry)
 	name := fmt.Sprintf("egress-it-%d", time.Now().Unix()%1000000)
 	userData, err := cloudinit.Render(cloudinit.Proxy{Hostname: name, Port: 3128, AllowedClients: []string{l.subnet}})

@@ -62,7 +62,7 @@ func TestContractOnRealDaemon(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), "qemu-img", "create", "-q", "-f", "qcow2", imgPath, "16M").CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img: %v %s", err, out)
 	}
-	entry, _ := serveImage(t, imgPath, "qcow2")
+	entry, _ := serveImage(t, imgPath)
 	c, err := libvirt.NewConnect(l.uri)
 	if err != nil {
 		t.Fatal(err)
