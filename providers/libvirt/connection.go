@@ -174,6 +174,33 @@ func (p *Provider) forget(region string, c *libvirt.Connect) {
 	}
 }
 
+// take waits for the region's connection to have no call in flight, or
+// for ctx, and returns the function that ends this call's turn. Calls on
+// one connection take turns because of libvirt 9.0's client
+// (src/rpc/virnetclient.c): when keepalive closes a connection several
+// calls wait on, only the call reading the socket is woken; the others
+// stay blocked until the daemon answers, and when it does the client,
+// already closed, can crash the process (SIGSEGV in the waiting call;
+// GLib: "g_main_loop_quit: assertion 'loop != NULL' failed"). With one
+// call at a time, keepalive fails that call and nothing else waits on the
+// dead connection. Image and seed upload streams write outside the turns
+// (imageUpload.Write, UploadSeed's copy is a turn of its own).
+func (p *Provider) take(ctx context.Context, region string) (release func(), err error) {
+	p.mu.Lock()
+	turn, ok := p.turns[region]
+	if !ok {
+		turn = make(chan struct{}, 1)
+		p.turns[region] = turn
+	}
+	p.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // drop forgets a broken connection so the next call opens a new one.
 func (p *Provider) drop(region string, c *libvirt.Connect) {
 	p.mu.Lock()

@@ -56,6 +56,9 @@ type Provider struct {
 	// opening holds, per region, a channel closed when the connect in
 	// progress returns (connection.go).
 	opening map[string]chan struct{}
+	// turns holds, per region, a one-slot channel: calls on the region's
+	// connection take turns (connection.go, take).
+	turns map[string]chan struct{}
 
 	// hooks are nil in production. The fast tests on test:///default set
 	// them; see hooks.
@@ -111,7 +114,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("libvirt client event loop: %w", err)
 	}
 	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{}, kvm: map[string]bool{},
-		opening:  map[string]chan struct{}{},
+		opening: map[string]chan struct{}{}, turns: map[string]chan struct{}{},
 		creating: map[string]chan struct{}{}}, nil
 }
 
@@ -140,7 +143,11 @@ func (p *Provider) call(ctx context.Context, bc backendCall, budget time.Duratio
 		for attempt := 0; attempt < 2; attempt++ {
 			var c *libvirt.Connect
 			attemptFn := func() error {
-				var err error
+				release, err := p.take(ctx, bc.region)
+				if err != nil {
+					return err
+				}
+				defer release()
 				if c, err = p.conn(ctx, bc.region); err != nil {
 					return err
 				}

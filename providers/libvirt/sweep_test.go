@@ -104,7 +104,7 @@ func TestListByTagLeaseOnRealDaemon(t *testing.T) {
 		t.Skip("skipped: set LIBVIRT_TEST_IMAGE to the proxy guest image (make image prints its path)")
 	}
 	l := realDaemon(t)
-	entry, _ := serveImage(t, image, "qcow2")
+	entry, _ := serveImage(t, image)
 	p := labProvider(t, l, entry)
 	p.cfg.AddressSources = []string{SourceLease, SourceAgent}
 	var agent atomic.Int64
