@@ -3,6 +3,8 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -286,5 +288,63 @@ func TestListByTagNeverUsesAFreedHandle(t *testing.T) {
 	close(listed)
 	if err := <-late; code(err) == libvirt.ERR_INVALID_DOMAIN {
 		t.Errorf("the call that outlived the list used a freed domain handle: %v", err)
+	}
+}
+
+// A domain undefined between the bulk list and the read of its marks (a
+// racing Delete, a person's virsh undefine) is gone: the list leaves it
+// out and lists the rest. libvirt answers the read on the stale handle
+// with ERR_NO_DOMAIN (the daemon looks the handle's UUID up again,
+// virDomainObjListFindByUUID).
+func TestListByTagSkipsADomainUndefinedMidSweep(t *testing.T) {
+	b := newTestBackend(t)
+	f := defineFleet(t, b, "egress-mid", "c0ffee12-fleet-mid", 3)
+	p := b.provider(t)
+	gone := ids.Format(testRegion, "egress-mid-0001")
+	var once sync.Once
+	call := p.hooks.call
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		if c.step == "ReadDomain" && ids.Format(c.region, c.domain) == gone {
+			once.Do(func() {
+				err := b.withDomain(gone, func(dom *libvirt.Domain) error {
+					if err := dom.Destroy(); err != nil {
+						return err
+					}
+					return dom.Undefine()
+				})
+				if err != nil {
+					t.Errorf("undefining %s mid-sweep: %v", gone, err)
+				}
+			})
+		}
+		return call(ctx, c, run)
+	}
+	got, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner)
+	if err != nil {
+		t.Fatalf("ListByTag with a domain undefined mid-sweep = %v, want the others listed", err)
+	}
+	var listedIDs []string
+	for _, inst := range got {
+		listedIDs = append(listedIDs, inst.ProviderID)
+	}
+	slices.Sort(listedIDs)
+	if want := []string{f.ids[0], f.ids[2]}; !slices.Equal(listedIDs, want) {
+		t.Errorf("ListByTag with %s undefined mid-sweep listed %v, want %v", gone, listedIDs, want)
+	}
+}
+
+// A domain whose marks could not be read (a call that failed, not a
+// domain that is gone) fails the whole list (list-partial: fail-whole):
+// a list without it would have the garbage collector and a finalizer
+// take the instance for gone, and a Proxy's finalizer released with its
+// VM left running.
+func TestListByTagFailsWholeWhenAReadFails(t *testing.T) {
+	b := newTestBackend(t)
+	f := defineFleet(t, b, "egress-unread", "c0ffee12-fleet-unread", 3)
+	p := b.provider(t)
+	b.faults["ReadDomain"] = []error{b.provoke(nil)}
+	got, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner)
+	if err == nil || contract.ClassOf(err) != contract.ClassTransient || got != nil {
+		t.Errorf("ListByTag with one domain's read failing = %d instances, %v; want none and a transient error", len(got), err)
 	}
 }
