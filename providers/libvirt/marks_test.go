@@ -175,3 +175,52 @@ func TestGetAndDeleteLeaveUnmarkedDomains(t *testing.T) {
 	}
 	b.checkVolumes(t, testRegion, vols)
 }
+
+// A domain that lost its marks (a person took the instance over: virsh
+// metadata --remove, or undefined it and defined their own of the name
+// on its disks) runs on the operator's volumes: they pass as the
+// operator's (an overlay on its base image, the seed beside it), yet the
+// domain uses them. Delete leaves the domain and every volume it uses.
+func TestDeleteLeavesTheVolumesAnUnmarkedDomainUses(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	const name = "egress-taken-over"
+	inst := createDomain(t, p, name, "0e9d6c1a-7f3b-4d2e-9a5c-0000000000f1", testOwner)
+	err := b.withDomain(inst.ProviderID, func(dom *libvirt.Domain) error {
+		return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, "", xmlPrefix, xmlNamespace, libvirt.DOMAIN_AFFECT_LIVE|libvirt.DOMAIN_AFFECT_CONFIG)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.foreign[inst.ProviderID] = true
+	b.mu.Unlock()
+	t.Cleanup(func() { _ = (control{b}).DeleteUnmarked(context.Background(), inst.ProviderID) })
+	vols, err := p.instanceVolumes(context.Background(), testRegion, testPool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vols[overlayName(name)] || !vols[seedName(name)] {
+		t.Fatalf("the instance's volumes = %v, want both taken for the operator's (else this test shows nothing)", vols)
+	}
+
+	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
+		t.Errorf("Delete of a domain that lost its marks = %v, want nil (no instance of this name)", err)
+	}
+	after, err := p.instanceVolumes(context.Background(), testRegion, testPool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(after, vols) {
+		t.Errorf("after Delete, the volumes the unmarked domain uses = %v, want %v left as they were", after, vols)
+	}
+	err = b.withDomain(inst.ProviderID, func(dom *libvirt.Domain) error {
+		if active, err := dom.IsActive(); err != nil || !active {
+			return fmt.Errorf("active %v (%w)", active, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("after Delete, the unmarked domain is no longer running: %v", err)
+	}
+}
