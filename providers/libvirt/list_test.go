@@ -348,3 +348,33 @@ func TestListByTagFailsWholeWhenAReadFails(t *testing.T) {
 		t.Errorf("ListByTag with one domain's read failing = %d instances, %v; want none and a transient error", len(got), err)
 	}
 }
+
+// A list call still running on a domain handle when the list returns
+// (the guest agent answering past the call's budget) keeps the handle:
+// the list frees it only once that call is done, so the call never runs
+// on into freed memory.
+func TestListByTagKeepsAHandleACallStillUses(t *testing.T) {
+	b := newTestBackend(t)
+	f := defineFleet(t, b, "egress-inuse", "c0ffee12-fleet-inuse", 3)
+	p := b.provider(t)
+	p.cfg.CallTimeout.Duration = 100 * time.Millisecond
+	p.cfg.AddressSources = []string{SourceAgent}
+	const held = "egress-inuse-0001"
+	listed, late := make(chan struct{}), make(chan error, 1)
+	addresses := p.hooks.addresses
+	p.hooks.addresses = func(dom *libvirt.Domain, src libvirt.DomainInterfaceAddressesSource) ([]libvirt.DomainInterface, error) {
+		if name, err := dom.GetName(); err == nil && name == held {
+			<-listed // inside the call: the list gives up on it and returns
+			_, err := dom.GetXMLDesc(0)
+			late <- err
+		}
+		return addresses(dom, src)
+	}
+	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner); err != nil {
+		t.Fatal(err)
+	}
+	close(listed)
+	if err := <-late; err != nil {
+		t.Errorf("the call still running when the list returned lost its domain handle: %v", err)
+	}
+}
