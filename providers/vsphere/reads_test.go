@@ -8,9 +8,11 @@ import (
 	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -270,4 +272,111 @@ func TestPartialReadFails(t *testing.T) {
 	if e := extra(vms[0].VirtualMachine); e[markManaged] != testOwner || e[markUID] != "" || vms[0].Name != "p1" {
 		t.Errorf("the VM read = %s, marks %v, want p1 with its owner and no UID", vms[0].Name, e)
 	}
+}
+
+// leftovers is the control's account of what a list leaves on vCenter
+// for its session: a container view lives until DestroyView or the
+// session's end (API reference, vim.view.View: "A view exists until you
+// terminate it by calling the DestroyView method, or until the end of
+// the session",
+// https://developer.broadcom.com/xapis/vsphere-web-services-api/8.0U3/vim.view.View.html),
+// and a retrieval's remaining pages until its token is continued to the
+// end or cancelled (API reference, PropertyCollector.CancelRetrievePropertiesEx:
+// "Discards remaining results from a retrieval started by
+// RetrievePropertiesEx"). The operator keeps one session for its life, so
+// either left by every sweep grows vCenter's memory until a restart.
+// vcsim keeps every token in one book forever and implements no
+// CancelRetrievePropertiesEx, so the control counts the calls instead.
+type leftovers struct {
+	mu     sync.Mutex
+	views  map[string]bool // created, not destroyed
+	tokens map[string]bool // issued, neither continued nor cancelled
+	// created and issued count what the tap saw made, so a check never
+	// passes on answers it could not read.
+	created, issued int
+}
+
+var (
+	viewRE      = regexp.MustCompile(`<returnval type="ContainerView">([^<]+)</returnval>`)
+	destroyRE   = regexp.MustCompile(`<DestroyView[^>]*>\s*<_this type="ContainerView">([^<]+)</_this>`)
+	continuedRE = regexp.MustCompile(`<ContinueRetrievePropertiesEx[^>]*>[\s\S]*<token>([^<]+)</token>`)
+	cancelledRE = regexp.MustCompile(`<CancelRetrievePropertiesEx[^>]*>[\s\S]*<token>([^<]+)</token>`)
+)
+
+func (l *leftovers) watch(v *vcsim) (stop func()) {
+	l.views, l.tokens, l.created, l.issued = map[string]bool{}, map[string]bool{}, 0, 0
+	var tap tapFunc = func(_ *http.Request, call, answer []byte) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if m := viewRE.FindSubmatch(answer); m != nil && bytes.Contains(call, []byte("<CreateContainerView")) {
+			l.views[string(m[1])] = true
+			l.created++
+		}
+		if m := destroyRE.FindSubmatch(call); m != nil {
+			delete(l.views, string(m[1]))
+		}
+		// A Continue vCenter refused read nothing: its token still
+		// holds the pages. A Cancel discards them (vcsim answers it
+		// with NotImplemented).
+		if m := continuedRE.FindSubmatch(call); m != nil && !bytes.Contains(answer, []byte("Fault>")) {
+			delete(l.tokens, string(m[1]))
+		}
+		if m := cancelledRE.FindSubmatch(call); m != nil {
+			delete(l.tokens, string(m[1]))
+		}
+		if m := tokenRE.FindSubmatch(answer); m != nil && bytes.Contains(call, []byte("RetrievePropertiesEx")) {
+			l.tokens[string(m[1])] = true
+			l.issued++
+		}
+	}
+	v.tap.Store(&tap)
+	return func() { v.tap.Store(nil) }
+}
+
+func (l *leftovers) check(t *testing.T, what string) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.created == 0 || l.issued == 0 {
+		t.Fatalf("%s: the tap saw %d views created and %d tokens issued; it cannot read the calls", what, l.created, l.issued)
+	}
+	if len(l.views) > 0 {
+		t.Errorf("%s left %d container views on vCenter: %v", what, len(l.views), slices.Collect(maps.Keys(l.views)))
+	}
+	if len(l.tokens) > 0 {
+		t.Errorf("%s left %d retrievals neither read to the end nor cancelled: %v", what, len(l.tokens), slices.Collect(maps.Keys(l.tokens)))
+	}
+}
+
+// TestListLeavesNothingOnVCenter: a list destroys its view, and one that
+// stops between pages cancels the retrieval it leaves (leftovers).
+func TestListLeavesNothingOnVCenter(t *testing.T) {
+	v := startVcsim(t)
+	p := v.provider(t)
+	for _, name := range []string{"left-a", "left-b", "left-c"} {
+		createVM(t, p, name, "uid-"+name, testOwner)
+	}
+	withListPage(t, 2)
+
+	var l leftovers
+	stop := l.watch(v)
+	if got := listed(t, p, contract.LabelManaged, testOwner); len(got) != 3 {
+		t.Fatalf("ListByTag = %v, want the 3 VMs", got)
+	}
+	stop()
+	l.check(t, "a list read to the end")
+
+	// A page that fails while the session lives: the retrieval's token
+	// stays good on vCenter.
+	v.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
+		MethodName: "ContinueRetrievePropertiesEx", ObjectType: "*", ObjectName: "*", FaultType: simulator.FaultTypeCustom,
+		Fault: &types.SystemError{Reason: "injected"}, MaxCount: 1, Enabled: true, Probability: 1,
+	})
+	stop = l.watch(v)
+	_, err := p.ListByTag(context.Background(), contract.LabelManaged, testOwner)
+	stop()
+	if err == nil {
+		t.Fatal("ListByTag with a page refused = nil error, want the list failed whole")
+	}
+	l.check(t, "a list cut off between pages")
 }
