@@ -380,3 +380,41 @@ func TestListLeavesNothingOnVCenter(t *testing.T) {
 	}
 	l.check(t, "a list cut off between pages")
 }
+
+// TestDestroyUnderWayIsQueuedOrRunning: a VM is being destroyed while a
+// destroy task in its recentTask is queued or running (TaskInfo.state:
+// queued, running, success, error); a destroy that failed or finished
+// is not one under way, and another task is none. vcsim runs a destroy
+// at once, so the answers are built here.
+func TestDestroyUnderWayIsQueuedOrRunning(t *testing.T) {
+	vm := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-1"}
+	task := types.ManagedObjectReference{Type: "Task", Value: "task-1"}
+	for _, tc := range []struct {
+		description string
+		state       types.TaskInfoState
+		want        bool
+	}{
+		{destroyTask, types.TaskInfoStateQueued, true},
+		{destroyTask, types.TaskInfoStateRunning, true},
+		{destroyTask, types.TaskInfoStateError, false},
+		{destroyTask, types.TaskInfoStateSuccess, false},
+		{"VirtualMachine.powerOff", types.TaskInfoStateRunning, false},
+	} {
+		vms, err := decodeVMs([]types.ObjectContent{
+			{Obj: vm, PropSet: []types.DynamicProperty{
+				{Name: "name", Val: "p1"},
+				{Name: "recentTask", Val: types.ArrayOfManagedObjectReference{ManagedObjectReference: []types.ManagedObjectReference{task}}},
+			}},
+			{Obj: task, PropSet: []types.DynamicProperty{
+				{Name: "info.descriptionId", Val: tc.description},
+				{Name: "info.state", Val: tc.state},
+			}},
+		})
+		if err != nil || len(vms) != 1 {
+			t.Fatalf("%s %s: decodeVMs = %v, %v; want the VM", tc.description, tc.state, vms, err)
+		}
+		if vms[0].destroying != tc.want {
+			t.Errorf("a VM whose recent task is %s, %s: destroying = %v, want %v", tc.description, tc.state, vms[0].destroying, tc.want)
+		}
+	}
+}
