@@ -93,9 +93,14 @@ func readVMs(ctx context.Context, c *vim25.Client, ref types.ManagedObjectRefere
 // reference, RetrieveResult.token). The next sweep starts over.
 var errSessionChanged = errors.New("the session changed during the list; its remaining pages are lost")
 
-// listFolder reads every VM of the region's folder, recursively, through a
-// container view: a page of listPage objects a call, each call in its own
-// budget. The view lives until the last page is read; a list cut off
+// listFolder reads every VM of the region's folder, through a container
+// view: a page of listPage objects a call, each call in its own budget.
+// Only the folder's own VMs, not its subfolders': an instance's key is its
+// name in the folder, and Get and Delete find it with
+// SearchIndex.FindChild, which searches only the immediate children (API
+// reference, vim.SearchIndex.findChild). A VM listed from a subfolder
+// would read as gone under its providerID, and its Delete would return
+// nil and leave it. The view lives until the last page is read; a list cut off
 // between pages cancels the rest of its retrieval.
 func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead, error) {
 	var (
@@ -108,7 +113,7 @@ func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead,
 		if err != nil {
 			return err
 		}
-		v, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, true)
+		v, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, false)
 		if err != nil {
 			return err
 		}

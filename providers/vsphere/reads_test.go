@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -416,5 +417,62 @@ func TestDestroyUnderWayIsQueuedOrRunning(t *testing.T) {
 		if vms[0].destroying != tc.want {
 			t.Errorf("a VM whose recent task is %s, %s: destroying = %v, want %v", tc.description, tc.state, vms[0].destroying, tc.want)
 		}
+	}
+}
+
+// TestListNamesOnlyVMsGetFinds: every instance ListByTag returns is one
+// Get and Delete find by its providerID. The key is the VM's name in the
+// region's folder, and Get and Delete look it up with
+// SearchIndex.FindChild, which "only searches the immediate children of
+// a managed entity" (API reference, vim.SearchIndex.findChild). A marked
+// VM a person moved into a subfolder of the operator's folder would
+// otherwise be listed under a providerID that reads as gone: the garbage
+// collector's Delete and a finalizer's return nil and leave it running,
+// and the finalizer lists it again, for ever.
+func TestListNamesOnlyVMsGetFinds(t *testing.T) {
+	v := startVcsim(t)
+	p := v.provider(t)
+	ctx := context.Background()
+	kept := createVM(t, p, "kept", "uid-kept", testOwner)
+	moved := createVM(t, p, "moved", "uid-moved", testOwner)
+	folder, err := find.NewFinder(v.client, true).Folder(ctx, v.cfg.Regions["dc0"].Folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := folder.CreateFolder(ctx, "sorted-by-hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := (control{v}).vm(ctx, moved.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := sub.MoveInto(ctx, []types.ManagedObjectReference{vm.Reference()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := powerOff(context.Background(), vm); err != nil {
+			t.Errorf("removing the moved VM: %v", err)
+		}
+		if err := destroy(context.Background(), vm); err != nil {
+			t.Errorf("removing the moved VM: %v", err)
+		}
+	})
+
+	got, err := p.ListByTag(ctx, contract.LabelManaged, testOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range got {
+		if _, err := p.Get(ctx, inst.ProviderID); err != nil {
+			t.Errorf("ListByTag listed %s, which Get cannot read: %v", inst.ProviderID, err)
+		}
+	}
+	if len(got) != 1 || got[0].ProviderID != kept.ProviderID {
+		t.Errorf("ListByTag = %v, want only %s", got, kept.ProviderID)
 	}
 }
