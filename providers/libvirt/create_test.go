@@ -189,3 +189,45 @@ func TestCreateReplacesItsOwnLeftVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A volume of the instance's name that another process makes between
+// Create's volume check and its create of that volume (the create fails:
+// ERR_STORAGE_VOL_EXIST) is not the Create's: the failed Create removes
+// what it made and leaves that volume as it is.
+func TestFailedCreateLeavesAVolumeARacerMade(t *testing.T) {
+	for _, step := range []string{"CreateOverlay", "CreateSeed"} {
+		t.Run(step, func(t *testing.T) {
+			b := newTestBackend(t)
+			p := b.provider(t)
+			name := "egress-raced-" + strings.ToLower(step)
+			vol := map[string]string{"CreateOverlay": overlayName(name), "CreateSeed": seedName(name)}[step]
+			var racer map[string]uint64
+			call := p.hooks.call
+			p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+				if c.step == step && racer == nil {
+					racer = b.foreignVolumes(t, testRegion, vol)
+				}
+				return call(ctx, c, run)
+			}
+			req := contract.CreateRequest{Name: name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000f2", Owner: testOwner, Port: 3128,
+				Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
+			if inst, err := p.Create(context.Background(), req); err == nil {
+				_ = p.Delete(context.Background(), inst.ProviderID)
+				t.Fatalf("Create whose %s found the name taken succeeded", step)
+			}
+			if racer == nil {
+				t.Fatalf("Create never reached %s", step)
+			}
+			b.checkVolumes(t, testRegion, racer)
+			left, err := control{b}.Resources(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range left {
+				if strings.Contains(r, name) && !strings.HasSuffix(r, "/"+vol) {
+					t.Errorf("the failed Create left behind: %s", r)
+				}
+			}
+		})
+	}
+}
