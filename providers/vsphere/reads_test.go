@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -474,5 +475,31 @@ func TestListNamesOnlyVMsGetFinds(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].ProviderID != kept.ProviderID {
 		t.Errorf("ListByTag = %v, want only %s", got, kept.ProviderID)
+	}
+}
+
+// TestPartialReadFailsWhateverComesFirst: a mark vCenter could not read
+// fails the read even after a property that reads as unset
+// (InvalidProperty), and the error names the property and the fault,
+// by its message or, without one, by its type.
+func TestPartialReadFailsWhateverComesFirst(t *testing.T) {
+	vm := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-1"}
+	uid := markPaths([]string{markUID})[0]
+	for _, msg := range []string{"denied", ""} {
+		_, err := decodeVMs([]types.ObjectContent{{
+			Obj:     vm,
+			PropSet: []types.DynamicProperty{{Name: "name", Val: "p1"}},
+			MissingSet: []types.MissingProperty{
+				{Path: "guest.net", Fault: types.LocalizedMethodFault{Fault: &types.InvalidProperty{Name: "guest.net"}}},
+				{Path: uid, Fault: types.LocalizedMethodFault{Fault: &types.NoPermission{PrivilegeId: "System.Read"}, LocalizedMessage: msg}},
+			},
+		}})
+		want := msg
+		if want == "" {
+			want = "NoPermission"
+		}
+		if err == nil || !strings.Contains(err.Error(), uid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a read with guest.net unset and %s missing for NoPermission (message %q) = %v, want an error naming %s and %s", uid, msg, err, uid, want)
+		}
 	}
 }
