@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,8 +193,10 @@ func TestCreateReplacesItsOwnLeftVolumes(t *testing.T) {
 
 // A volume of the instance's name that another process makes between
 // Create's volume check and its create of that volume (the create fails:
-// ERR_STORAGE_VOL_EXIST) is not the Create's: the failed Create removes
-// what it made and leaves that volume as it is.
+// ERR_STORAGE_VOL_EXIST) is not the Create's: the failed Create leaves
+// that volume as it is, and removes what it made, but for the overlay
+// beside a seed it could not make (dropVolumes: such a seed is most
+// likely its own, whose answer was lost).
 func TestFailedCreateLeavesAVolumeARacerMade(t *testing.T) {
 	for _, step := range []string{"CreateOverlay", "CreateSeed"} {
 		t.Run(step, func(t *testing.T) {
@@ -201,6 +204,7 @@ func TestFailedCreateLeavesAVolumeARacerMade(t *testing.T) {
 			p := b.provider(t)
 			name := "egress-raced-" + strings.ToLower(step)
 			vol := map[string]string{"CreateOverlay": overlayName(name), "CreateSeed": seedName(name)}[step]
+			t.Cleanup(func() { _ = p.deleteVolume(context.Background(), testRegion, testPool, overlayName(name)) })
 			var racer map[string]uint64
 			call := p.hooks.call
 			p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
@@ -223,11 +227,54 @@ func TestFailedCreateLeavesAVolumeARacerMade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			kept := map[string][]string{"CreateOverlay": {vol}, "CreateSeed": {vol, overlayName(name)}}[step]
 			for _, r := range left {
-				if strings.Contains(r, name) && !strings.HasSuffix(r, "/"+vol) {
+				if strings.Contains(r, name) && !slices.ContainsFunc(kept, func(k string) bool { return strings.HasSuffix(r, "/"+k) }) {
 					t.Errorf("the failed Create left behind: %s", r)
 				}
 			}
 		})
+	}
+}
+
+// A seed volume whose create took effect but whose answer was lost with
+// the connection (do runs the step again on a new one, and that finds the
+// name taken) is the Create's own, though it cannot tell: the failed
+// Create must not leave it standing alone, where the next Create takes it
+// for another process's (a seed counts as the operator's only beside its
+// overlay) and fails for good. The next Create finds the pair and
+// replaces it.
+func TestSeedWhoseAnswerWasLostDoesNotBlockTheNextCreate(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	// The connection broke after the daemon made the volume: libvirt's
+	// client reports it as an RPC error (rpc/virnetclient.c), which do
+	// takes for a lost connection (isConnectionLost).
+	lost := libvirt.Error{Code: libvirt.ERR_RPC, Domain: libvirt.FROM_RPC, Level: libvirt.ERR_ERROR, Message: "internal error: client socket is closed"}
+	var once sync.Once
+	call := p.hooks.call
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		var cut bool
+		if c.step == "CreateSeed" {
+			once.Do(func() { cut = true })
+		}
+		err := call(ctx, c, run)
+		if cut && err == nil {
+			return lost
+		}
+		return err
+	}
+	req := contract.CreateRequest{Name: "egress-seed-answer-lost", UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000f3", Owner: testOwner, Port: 3128,
+		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
+	if inst, err := p.Create(context.Background(), req); err == nil {
+		_ = p.Delete(context.Background(), inst.ProviderID)
+		t.Fatal("Create whose seed's answer was lost and retried into ERR_STORAGE_VOL_EXIST succeeded; the test shows nothing")
+	}
+	inst, err := b.provider(t).Create(context.Background(), req)
+	if err != nil {
+		t.Fatalf("the next Create after a seed's answer was lost = %v, want the instance", err)
+	}
+	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -379,6 +379,15 @@ func (p *Provider) dropVolumes(ctx context.Context, pl plan, name string, mine m
 		return
 	}
 	// The seed first: it counts as the operator's only beside its overlay.
+	// A seed whose create found the name taken stays (it may be a racer's),
+	// and so does the overlay beside it: that seed is most likely this
+	// Create's own, made by a call whose answer was lost and run again on
+	// a new connection (do), and alone it would read as another process's
+	// to every later Create, which would fail for good; beside the overlay
+	// the next Create replaces the pair.
+	if taken, tried := mine[seedName(name)]; tried && !taken {
+		return
+	}
 	for _, vol := range []string{seedName(name), overlayName(name)} {
 		if !mine[vol] {
 			continue
