@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -376,5 +377,92 @@ func TestListByTagKeepsAHandleACallStillUses(t *testing.T) {
 	close(listed)
 	if err := <-late; err != nil {
 		t.Errorf("the call still running when the list returned lost its domain handle: %v", err)
+	}
+}
+
+// closeConn takes the provider's connection to the region away from it
+// and closes it, saying whether that closed it: virConnectClose answers 0
+// when no reference is left and 1 while one is
+// (https://libvirt.org/html/libvirt-libvirt-host.html#virConnectClose),
+// and every domain handle holds one on its connection until it is freed
+// (virGetDomain, src/datatypes.c).
+func closeConn(t *testing.T, p *Provider, region string) bool {
+	t.Helper()
+	p.mu.Lock()
+	c := p.conns[region]
+	delete(p.conns, region)
+	p.mu.Unlock()
+	if c == nil {
+		t.Fatalf("the provider holds no connection to %s", region)
+	}
+	left, err := c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left == 0
+}
+
+// A list frees every domain handle it took: a sweep that kept them would
+// hold one more for every domain of the host every sweep (client memory,
+// and a reference that keeps a dropped connection open), and so does a
+// call still using a handle when the list returned, once it ends.
+func TestListByTagFreesEveryHandle(t *testing.T) {
+	b := newTestBackend(t)
+	f := defineFleet(t, b, "egress-refs", "c0ffee12-fleet-refs", 6)
+	p := b.provider(t)
+	p.cfg.CallTimeout.Duration = 100 * time.Millisecond
+	p.cfg.AddressSources = []string{SourceAgent}
+	if _, err := p.Get(context.Background(), ids.Format(testRegion, "egress-refs-none")); !errors.Is(err, contract.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if !closeConn(t, p, testRegion) {
+		t.Skip("skipped: the provider's connection holds references of its own, so a leaked handle cannot show")
+	}
+	mustList(t, p, f.owner)
+	if !closeConn(t, p, testRegion) {
+		t.Error("a list left references on its connection: domain handles it never freed")
+	}
+
+	// An agent call still inside its handle when the list returns.
+	const held = "egress-refs-0001"
+	listed, finished := make(chan struct{}), make(chan struct{})
+	addresses, call := p.hooks.addresses, p.hooks.call
+	p.hooks.addresses = func(dom *libvirt.Domain, src libvirt.DomainInterfaceAddressesSource) ([]libvirt.DomainInterface, error) {
+		if name, err := dom.GetName(); err == nil && name == held {
+			<-listed
+		}
+		return addresses(dom, src)
+	}
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		err := call(ctx, c, run)
+		if c.step == "AgentAddresses" && c.domain == held {
+			close(finished) // run has returned: the call is out of the handle
+		}
+		return err
+	}
+	mustList(t, p, f.owner)
+	close(listed)
+	<-finished
+	if !closeConn(t, p, testRegion) {
+		t.Error("a list whose call outlived it left references on its connection once the call ended: a handle never freed")
+	}
+
+	// A bulk list whose answer comes after the list gave up on it.
+	answered := make(chan struct{})
+	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
+		if c.step != "ListDomains" {
+			return call(ctx, c, run)
+		}
+		<-ctx.Done()
+		err := call(context.WithoutCancel(ctx), c, run)
+		close(answered)
+		return err
+	}
+	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner); err == nil {
+		t.Fatal("ListByTag whose bulk list outlived its budget = nil error")
+	}
+	<-answered
+	if !closeConn(t, p, testRegion) {
+		t.Error("a bulk list answered after the list gave up left references on its connection: handles never freed")
 	}
 }
