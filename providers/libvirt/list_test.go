@@ -447,20 +447,26 @@ func TestListByTagFreesEveryHandle(t *testing.T) {
 		t.Error("a list whose call outlived it left references on its connection once the call ended: a handle never freed")
 	}
 
-	// A bulk list whose answer comes after the list gave up on it.
-	answered := make(chan struct{})
+	// A bulk list whose answer comes after the list gave up on it: the
+	// connection it waits for opens only then (no connection is held:
+	// closeConn took the last one).
+	gaveUp, answered := make(chan struct{}), make(chan struct{})
+	connect := p.hooks.connect
+	p.hooks.connect = func(uri string) (*libvirt.Connect, error) {
+		<-gaveUp
+		return connect(uri)
+	}
 	p.hooks.call = func(ctx context.Context, c backendCall, run func() error) error {
-		if c.step != "ListDomains" {
-			return call(ctx, c, run)
+		err := call(ctx, c, run)
+		if c.step == "ListDomains" {
+			close(answered)
 		}
-		<-ctx.Done()
-		err := call(context.WithoutCancel(ctx), c, run)
-		close(answered)
 		return err
 	}
 	if _, err := p.ListByTag(context.Background(), contract.LabelManaged, f.owner); err == nil {
 		t.Fatal("ListByTag whose bulk list outlived its budget = nil error")
 	}
+	close(gaveUp)
 	<-answered
 	if !closeConn(t, p, testRegion) {
 		t.Error("a bulk list answered after the list gave up left references on its connection: handles never freed")
