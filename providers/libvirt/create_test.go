@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -277,4 +278,54 @@ func TestSeedWhoseAnswerWasLostDoesNotBlockTheNextCreate(t *testing.T) {
 	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A qcow2 of the instance's overlay name that another process made on a
+// backing file of its own in the same pool (not one of the operator's
+// base images) is not the operator's: Create refuses it and leaves it.
+func TestCreateNeverUnlinksAForeignOverlay(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	const name = "egress-foreign-backed"
+	var capacity uint64 = 4099
+	err := withPool(b.conns[testRegion], testPool, func(pool *libvirt.StoragePool) error {
+		backing, err := createVolume(pool, "persons-disk.raw", "raw", 4096)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = backing.Free() }()
+		t.Cleanup(func() { _ = backing.Delete(0) })
+		path, err := backing.GetPath()
+		if err != nil {
+			return err
+		}
+		doc, err := (&libvirtxml.StorageVolume{
+			Name:         overlayName(name),
+			Capacity:     &libvirtxml.StorageVolumeSize{Value: capacity, Unit: "bytes"},
+			Target:       &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
+			BackingStore: &libvirtxml.StorageVolumeBackingStore{Path: path, Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}},
+		}).Marshal()
+		if err != nil {
+			return err
+		}
+		vol, err := pool.StorageVolCreateXML(doc, 0)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { _ = vol.Delete(0); _ = vol.Free() })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := contract.CreateRequest{Name: name, UID: "0e9d6c1a-7f3b-4d2e-9a5c-0000000000f4", Owner: testOwner, Port: 3128,
+		Placement: contract.Placement{Region: testRegion, MachineType: "small", Image: "debian-12"}, CloudInit: []byte("#cloud-config\n")}
+	inst, err := p.Create(context.Background(), req)
+	if err == nil {
+		_ = p.Delete(context.Background(), inst.ProviderID)
+	}
+	if !errors.Is(err, contract.ErrPermanent) || !strings.Contains(fmt.Sprint(err), overlayName(name)) {
+		t.Errorf("Create beside a qcow2 of its overlay's name on a person's backing file = %v, want ErrPermanent naming the volume", err)
+	}
+	b.checkVolumes(t, testRegion, map[string]uint64{overlayName(name): capacity})
 }
