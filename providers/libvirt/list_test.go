@@ -472,3 +472,22 @@ func TestListByTagFreesEveryHandle(t *testing.T) {
 		t.Error("a bulk list answered after the list gave up left references on its connection: handles never freed")
 	}
 }
+
+// The guest agent answers the loopback interface first (qemu-ga lists
+// the guest's interfaces in the kernel's order): the list skips it and
+// reads the address of the next.
+func TestListByTagSkipsTheAgentsLoopback(t *testing.T) {
+	b := newTestBackend(t)
+	f := defineFleet(t, b, "egress-lo", "c0ffee12-fleet-lo", 3)
+	p := b.provider(t)
+	p.cfg.AddressSources = []string{SourceAgent}
+	addresses := p.hooks.addresses
+	p.hooks.addresses = func(dom *libvirt.Domain, src libvirt.DomainInterfaceAddressesSource) ([]libvirt.DomainInterface, error) {
+		ifaces, err := addresses(dom, src)
+		lo := libvirt.DomainInterface{Name: "lo", Hwaddr: "00:00:00:00:00:00", Addrs: []libvirt.DomainIPAddress{{Type: libvirt.IP_ADDR_TYPE_IPV4, Addr: "127.0.0.1", Prefix: 8}}}
+		return append([]libvirt.DomainInterface{lo}, ifaces...), err
+	}
+	if err := f.check(mustList(t, p, f.owner)); err != nil {
+		t.Error(err)
+	}
+}
