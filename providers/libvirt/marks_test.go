@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -222,5 +223,80 @@ func TestDeleteLeavesTheVolumesAnUnmarkedDomainUses(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("after Delete, the unmarked domain is no longer running: %v", err)
+	}
+}
+
+// The same with the disks named by file path, as virt-install and virsh
+// users name them: Delete leaves the volumes at those paths.
+func TestDeleteLeavesTheVolumesAnUnmarkedDomainUsesByPath(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	const name = "egress-taken-by-path"
+	inst := createDomain(t, p, name, "0e9d6c1a-7f3b-4d2e-9a5c-0000000000f5", testOwner)
+	conn := b.conns[testRegion]
+	err := b.withDomain(inst.ProviderID, func(dom *libvirt.Domain) error {
+		if err := dom.Destroy(); err != nil {
+			return err
+		}
+		doc, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+		if err != nil {
+			return err
+		}
+		var def libvirtxml.Domain
+		if err := def.Unmarshal(doc); err != nil {
+			return err
+		}
+		def.Metadata = nil
+		for i, disk := range def.Devices.Disks {
+			if disk.Source == nil || disk.Source.Volume == nil {
+				continue
+			}
+			err := withPool(conn, disk.Source.Volume.Pool, func(pool *libvirt.StoragePool) error {
+				vol, err := pool.LookupStorageVolByName(disk.Source.Volume.Volume)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = vol.Free() }()
+				path, err := vol.GetPath()
+				def.Devices.Disks[i].Source = &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: path}}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		doc, err = def.Marshal()
+		if err != nil {
+			return err
+		}
+		redefined, err := conn.DomainDefineXML(doc)
+		if err != nil {
+			return err
+		}
+		return redefined.Free()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.foreign[inst.ProviderID] = true
+	b.mu.Unlock()
+	t.Cleanup(func() { _ = (control{b}).DeleteUnmarked(context.Background(), inst.ProviderID) })
+	vols, err := p.instanceVolumes(context.Background(), testRegion, testPool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vols[overlayName(name)] || !vols[seedName(name)] {
+		t.Fatalf("the instance's volumes = %v, want both taken for the operator's (else this test shows nothing)", vols)
+	}
+	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
+		t.Errorf("Delete of a domain that lost its marks = %v, want nil", err)
+	}
+	after, err := p.instanceVolumes(context.Background(), testRegion, testPool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(after, vols) {
+		t.Errorf("after Delete, the volumes the unmarked domain names by path = %v, want %v left as they were", after, vols)
 	}
 }
