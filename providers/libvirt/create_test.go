@@ -148,7 +148,7 @@ func TestCreateNeverUnlinksForeignVolumes(t *testing.T) {
 		if !errors.Is(err, contract.ErrPermanent) || !strings.Contains(fmt.Sprint(err), tc.vol) {
 			t.Errorf("Create beside a foreign volume %s = %v, want ErrPermanent naming the volume", tc.vol, err)
 		}
-		b.checkVolumes(t, testRegion, vols)
+		b.checkVolumes(t, vols)
 		left, err := control{b}.Resources(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +223,7 @@ func TestFailedCreateLeavesAVolumeARacerMade(t *testing.T) {
 			if racer == nil {
 				t.Fatalf("Create never reached %s", step)
 			}
-			b.checkVolumes(t, testRegion, racer)
+			b.checkVolumes(t, racer)
 			left, err := control{b}.Resources(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -327,5 +327,5 @@ func TestCreateNeverUnlinksAForeignOverlay(t *testing.T) {
 	if !errors.Is(err, contract.ErrPermanent) || !strings.Contains(fmt.Sprint(err), overlayName(name)) {
 		t.Errorf("Create beside a qcow2 of its overlay's name on a person's backing file = %v, want ErrPermanent naming the volume", err)
 	}
-	b.checkVolumes(t, testRegion, map[string]uint64{overlayName(name): capacity})
+	b.checkVolumes(t, map[string]uint64{overlayName(name): capacity})
 }

@@ -380,20 +380,20 @@ func TestListByTagKeepsAHandleACallStillUses(t *testing.T) {
 	}
 }
 
-// closeConn takes the provider's connection to the region away from it
+// closeConn takes the provider's connection to host1 away from it
 // and closes it, saying whether that closed it: virConnectClose answers 0
 // when no reference is left and 1 while one is
 // (https://libvirt.org/html/libvirt-libvirt-host.html#virConnectClose),
 // and every domain handle holds one on its connection until it is freed
 // (virGetDomain, src/datatypes.c).
-func closeConn(t *testing.T, p *Provider, region string) bool {
+func closeConn(t *testing.T, p *Provider) bool {
 	t.Helper()
 	p.mu.Lock()
-	c := p.conns[region]
-	delete(p.conns, region)
+	c := p.conns[testRegion]
+	delete(p.conns, testRegion)
 	p.mu.Unlock()
 	if c == nil {
-		t.Fatalf("the provider holds no connection to %s", region)
+		t.Fatalf("the provider holds no connection to %s", testRegion)
 	}
 	left, err := c.Close()
 	if err != nil {
@@ -415,11 +415,11 @@ func TestListByTagFreesEveryHandle(t *testing.T) {
 	if _, err := p.Get(context.Background(), ids.Format(testRegion, "egress-refs-none")); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if !closeConn(t, p, testRegion) {
+	if !closeConn(t, p) {
 		t.Skip("skipped: the provider's connection holds references of its own, so a leaked handle cannot show")
 	}
 	mustList(t, p, f.owner)
-	if !closeConn(t, p, testRegion) {
+	if !closeConn(t, p) {
 		t.Error("a list left references on its connection: domain handles it never freed")
 	}
 
@@ -443,7 +443,7 @@ func TestListByTagFreesEveryHandle(t *testing.T) {
 	mustList(t, p, f.owner)
 	close(listed)
 	<-finished
-	if !closeConn(t, p, testRegion) {
+	if !closeConn(t, p) {
 		t.Error("a list whose call outlived it left references on its connection once the call ended: a handle never freed")
 	}
 
@@ -468,7 +468,7 @@ func TestListByTagFreesEveryHandle(t *testing.T) {
 	}
 	close(gaveUp)
 	<-answered
-	if !closeConn(t, p, testRegion) {
+	if !closeConn(t, p) {
 		t.Error("a bulk list answered after the list gave up left references on its connection: handles never freed")
 	}
 }

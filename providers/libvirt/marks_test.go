@@ -174,7 +174,7 @@ func TestGetAndDeleteLeaveUnmarkedDomains(t *testing.T) {
 	if err != nil {
 		t.Errorf("after Delete, the unmarked domain is no longer running: %v", err)
 	}
-	b.checkVolumes(t, testRegion, vols)
+	b.checkVolumes(t, vols)
 }
 
 // A domain that lost its marks (a person took the instance over: virsh

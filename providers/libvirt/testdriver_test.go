@@ -911,9 +911,11 @@ func (b *testBackend) foreignVolumes(t *testing.T, region string, names ...strin
 	return out
 }
 
-func (b *testBackend) checkVolumes(t *testing.T, region string, want map[string]uint64) {
+// checkVolumes looks in host1's pool, where every test that makes
+// foreign volumes makes them.
+func (b *testBackend) checkVolumes(t *testing.T, want map[string]uint64) {
 	t.Helper()
-	_ = withPool(b.conns[region], b.pools[region], func(pool *libvirt.StoragePool) error {
+	_ = withPool(b.conns[testRegion], b.pools[testRegion], func(pool *libvirt.StoragePool) error {
 		for _, name := range slices.Sorted(maps.Keys(want)) {
 			vol, err := pool.LookupStorageVolByName(name)
 			if err != nil {
