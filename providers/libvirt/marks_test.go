@@ -193,28 +193,7 @@ func TestDeleteLeavesTheVolumesAnUnmarkedDomainUses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.mu.Lock()
-	b.foreign[inst.ProviderID] = true
-	b.mu.Unlock()
-	t.Cleanup(func() { _ = (control{b}).DeleteUnmarked(context.Background(), inst.ProviderID) })
-	vols, err := p.instanceVolumes(context.Background(), testRegion, testPool, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !vols[overlayName(name)] || !vols[seedName(name)] {
-		t.Fatalf("the instance's volumes = %v, want both taken for the operator's (else this test shows nothing)", vols)
-	}
-
-	if err := p.Delete(context.Background(), inst.ProviderID); err != nil {
-		t.Errorf("Delete of a domain that lost its marks = %v, want nil (no instance of this name)", err)
-	}
-	after, err := p.instanceVolumes(context.Background(), testRegion, testPool, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !maps.Equal(after, vols) {
-		t.Errorf("after Delete, the volumes the unmarked domain uses = %v, want %v left as they were", after, vols)
-	}
+	deleteLeavesVolumes(t, b, p, inst, name)
 	err = b.withDomain(inst.ProviderID, func(dom *libvirt.Domain) error {
 		if active, err := dom.IsActive(); err != nil || !active {
 			return fmt.Errorf("active %v (%w)", active, err)
@@ -278,6 +257,14 @@ func TestDeleteLeavesTheVolumesAnUnmarkedDomainUsesByPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleteLeavesVolumes(t, b, p, inst, name)
+}
+
+// deleteLeavesVolumes takes inst, whose marks the test removed, for a
+// person's domain, then checks that Delete returns nil and leaves the
+// volumes of the instance's names as they were.
+func deleteLeavesVolumes(t *testing.T, b *testBackend, p *Provider, inst contract.Instance, name string) {
+	t.Helper()
 	b.mu.Lock()
 	b.foreign[inst.ProviderID] = true
 	b.mu.Unlock()
@@ -297,6 +284,6 @@ func TestDeleteLeavesTheVolumesAnUnmarkedDomainUsesByPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !maps.Equal(after, vols) {
-		t.Errorf("after Delete, the volumes the unmarked domain names by path = %v, want %v left as they were", after, vols)
+		t.Errorf("after Delete, the volumes the unmarked domain uses = %v, want %v left as they were", after, vols)
 	}
 }
