@@ -217,12 +217,8 @@ func TestDeleteLeavesTheVolumesAnUnmarkedDomainUsesByPath(t *testing.T) {
 		if err := dom.Destroy(); err != nil {
 			return err
 		}
-		doc, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+		def, err := persistentDefinition(dom)
 		if err != nil {
-			return err
-		}
-		var def libvirtxml.Domain
-		if err := def.Unmarshal(doc); err != nil {
 			return err
 		}
 		def.Metadata = nil
@@ -244,7 +240,7 @@ func TestDeleteLeavesTheVolumesAnUnmarkedDomainUsesByPath(t *testing.T) {
 				return err
 			}
 		}
-		doc, err = def.Marshal()
+		doc, err := def.Marshal()
 		if err != nil {
 			return err
 		}

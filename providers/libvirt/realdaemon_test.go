@@ -165,15 +165,7 @@ func (r *realControl) Reset() {
 
 // CreateUnstarted runs Create's steps up to the define, and stops there.
 func (r *realControl) CreateUnstarted(ctx context.Context, req contract.CreateRequest) (string, error) {
-	p := r.provider(r.t)
-	pl, err := p.plan(req)
-	if err != nil {
-		return "", err
-	}
-	if _, err := p.build(ctx, pl, req); err != nil {
-		return "", err
-	}
-	return ids.Format(pl.regionName, req.Name), nil
+	return createUnstarted(ctx, r.provider(r.t), req)
 }
 
 // CreateLegacy: Create's steps, then <managed> rewritten to "true" through

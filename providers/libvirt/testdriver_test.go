@@ -470,7 +470,12 @@ func (c control) SetUnknownState(_ context.Context, providerID string) error {
 
 // CreateUnstarted runs Create's steps up to the define, and stops there.
 func (c control) CreateUnstarted(ctx context.Context, req contract.CreateRequest) (string, error) {
-	p := c.b.provider(c.b.t)
+	return createUnstarted(ctx, c.b.provider(c.b.t), req)
+}
+
+// createUnstarted runs p's Create steps up to the define and returns the
+// instance's providerID: a Create cut off before its start, on any backend.
+func createUnstarted(ctx context.Context, p *Provider, req contract.CreateRequest) (string, error) {
 	pl, err := p.plan(req)
 	if err != nil {
 		return "", err
@@ -500,12 +505,8 @@ func (c control) CreateLegacy(ctx context.Context, req contract.CreateRequest) (
 func (b *testBackend) storedMarks(providerID string) (marks, error) {
 	var m marks
 	err := b.withDomain(providerID, func(dom *libvirt.Domain) error {
-		doc, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+		def, err := persistentDefinition(dom)
 		if err != nil {
-			return err
-		}
-		var def libvirtxml.Domain
-		if err := def.Unmarshal(doc); err != nil {
 			return err
 		}
 		if def.Metadata == nil {
@@ -930,4 +931,15 @@ func (b *testBackend) checkVolumes(t *testing.T, want map[string]uint64) {
 		}
 		return nil
 	})
+}
+
+// persistentDefinition reads and parses the domain's persistent
+// (inactive) definition.
+func persistentDefinition(dom *libvirt.Domain) (libvirtxml.Domain, error) {
+	var def libvirtxml.Domain
+	doc, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+	if err != nil {
+		return def, err
+	}
+	return def, def.Unmarshal(doc)
 }
