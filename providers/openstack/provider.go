@@ -324,7 +324,9 @@ func (p *Provider) getServer(ctx context.Context, regionKey, id string) (servers
 
 // Delete deletes the server; Nova deletes the port it made for it
 // (delete-return: returns-early; Get reports Terminated while task_state
-// is deleting). A server already gone or being deleted is success.
+// is deleting). A server already gone or being deleted is success. A
+// server Nova is still scheduling is deleted once it is placed
+// (scheduling.go).
 func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	regionKey, id, err := ids.Parse(providerID)
 	if err != nil {
@@ -336,10 +338,16 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		return nil
 	}
 	ctx = logr.NewContext(ctx, log)
-	if err := p.deleteServerGroupOf(ctx, regionKey, id); err != nil {
-		return err
+	s, err := p.getServer(ctx, regionKey, id)
+	if err == nil {
+		s, err = p.waitScheduled(ctx, regionKey, s)
 	}
-	err = p.deleteServer(ctx, regionKey, id)
+	if err == nil {
+		err = p.deleteServerGroupOf(ctx, regionKey, s)
+	}
+	if err == nil {
+		err = p.deleteServer(ctx, regionKey, id)
+	}
 	if errors.Is(err, contract.ErrNotFound) {
 		log.V(contract.LogStep).Info("instance already gone")
 		return nil

@@ -535,3 +535,73 @@ func TestCreateFollowsARotatedImage(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteWaitsForTheScheduler: a server deleted while Nova is still
+// scheduling it reads gone, then BUILD again once the conductor writes it
+// to its cell, until the conductor destroys it (osfake plays the race:
+// PlaceServer). Delete waits for the scheduler instead, so that Get after
+// Delete never finds the server live (contract §4.9); past callTimeout it
+// returns a transient error. The old Delete returned nil at once and the
+// Get below read Provisioning.
+func TestDeleteWaitsForTheScheduler(t *testing.T) {
+	defer func(old time.Duration) { schedulingPoll = old }(schedulingPoll)
+	schedulingPoll = time.Millisecond
+	c := startCloud(t, func(o *osfake.Options) { o.HoldScheduling, o.DeleteDelay = true, time.Hour })
+	p := c.provider(t)
+	ctx := context.Background()
+	inst, err := p.Create(ctx, request("proxy-scheduling"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := ids.Parse(inst.ProviderID)
+	done := make(chan error, 1)
+	calls := c.fake.Calls()
+	go func() { done <- p.Delete(ctx, inst.ProviderID) }()
+	// Place the server once Delete has read it at least twice, or at once
+	// if Delete already returned.
+	select {
+	case err := <-done:
+		done <- err
+	case <-waitFor(func() bool { return c.fake.Calls() >= calls+2 }):
+	}
+	if err := c.fake.PlaceServer(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	got, err := p.Get(ctx, inst.ProviderID)
+	if err == nil && got.State != contract.StateTerminated {
+		t.Fatalf("Get after Delete = %s, want Terminated or ErrNotFound: Delete returned before Nova placed the server", got.State)
+	}
+	if err != nil && !errors.Is(err, contract.ErrNotFound) {
+		t.Fatalf("Get after Delete = %v", err)
+	}
+
+	// Never placed within callTimeout: transient, and nothing deleted.
+	short := c.provider(t)
+	short.cfg.CallTimeout.Duration = 50 * time.Millisecond
+	stuck, err := short.Create(ctx, request("proxy-stuck"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = short.Delete(ctx, stuck.ProviderID)
+	if err == nil || contract.ClassOf(err) != contract.ClassTransient || !strings.Contains(err.Error(), "still being scheduled") {
+		t.Fatalf("Delete of a server never placed = %v, want a transient error saying it is being scheduled", err)
+	}
+	if got, err := short.Get(ctx, stuck.ProviderID); err != nil || got.State != contract.StateProvisioning {
+		t.Errorf("after the refused Delete, Get = %+v, %v; want the server still Provisioning", got, err)
+	}
+}
+
+// waitFor closes the channel it returns once cond holds.
+func waitFor(cond func() bool) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for !cond() {
+			time.Sleep(time.Millisecond)
+		}
+		close(ch)
+	}()
+	return ch
+}

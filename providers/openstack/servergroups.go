@@ -88,18 +88,7 @@ func (p *Provider) deleteServerGroup(ctx context.Context, regionKey, id string) 
 // deleteServerGroupOf deletes the group the server's metadata names, if
 // any, before the server itself is deleted. A server already gone names
 // none (a GC blind spot the spec lists).
-func (p *Provider) deleteServerGroupOf(ctx context.Context, regionKey, serverID string) error {
-	var s *servers.Server
-	err := p.do(ctx, "GetServer", regionKey, func(ctx context.Context, c *clients) (err error) {
-		s, err = servers.Get(ctx, c.compute, serverID).Extract()
-		return err
-	})
-	if contract.ClassOf(err) == contract.ClassNotFound {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+func (p *Provider) deleteServerGroupOf(ctx context.Context, regionKey string, s servers.Server) error {
 	if id := s.Metadata[metaServerGroup]; id != "" {
 		return p.deleteServerGroup(ctx, regionKey, id)
 	}

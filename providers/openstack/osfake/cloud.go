@@ -33,8 +33,14 @@ type Options struct {
 	// BuildDelay is how long a server stays BUILD; DeleteDelay how long it
 	// is "deleting". Zero means the next request sees the change.
 	BuildDelay, DeleteDelay time.Duration
-	// HoldBuilds keeps every new server BUILD until FinishBuild.
+	// HoldBuilds keeps every new server BUILD (task_state spawning, once
+	// scheduled) until FinishBuild.
 	HoldBuilds bool
+	// HoldScheduling keeps every new server BUILD in task_state
+	// scheduling, its build request not yet taken by the conductor, until
+	// PlaceServer. Otherwise the scheduler places a server by the next
+	// request.
+	HoldScheduling bool
 	// TokenTTL is a token's lifetime. Default one hour.
 	TokenTTL time.Duration
 	// Quota is the project's compute quota in each region; zero fields
@@ -83,8 +89,12 @@ type Cloud struct {
 
 	calls atomic.Int64
 
-	mu        sync.Mutex
-	servers   map[string]*server
+	mu      sync.Mutex
+	servers map[string]*server
+	// unplaced are servers deleted while being scheduled: their build
+	// request is gone and the conductor has not yet written them to a cell,
+	// so the API finds none of them (nova/compute/api.py, _get_instance).
+	unplaced  map[string]*server
 	tokens    map[string]token
 	faults    []fault
 	drops     []matcher
@@ -127,7 +137,7 @@ func New(opts Options) *Cloud {
 	if opts.MaxLimit == 0 {
 		opts.MaxLimit = 1000
 	}
-	c := &Cloud{opts: opts, servers: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID(),
+	c := &Cloud{opts: opts, servers: map[string]*server{}, unplaced: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID(),
 		secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}}
 	mux := http.NewServeMux()
 	c.routeKeystone(mux)

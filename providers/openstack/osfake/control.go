@@ -73,7 +73,7 @@ func (c *Cloud) CutCall(n int, after bool) {
 
 // Reset drops every fault, lost answer, cut and failing build still
 // queued, accepts the credentials again, releases the builds HoldBuild
-// holds and the locks LockServer set, and lets deletes BeginDelete holds
+// holds, the scheduling HoldScheduling holds and the locks LockServer set, and lets deletes BeginDelete holds
 // finish: the cloud behaves again. The
 // gate is the caller's (SetGate) and stays as it is.
 func (c *Cloud) Reset() {
@@ -81,8 +81,11 @@ func (c *Cloud) Reset() {
 	defer c.mu.Unlock()
 	c.faults, c.drops, c.cut, c.buildFail, c.reject = nil, nil, cut{}, "", false
 	now := time.Now()
+	for _, s := range c.unplaced {
+		s.schedulingHeld = false
+	}
 	for _, s := range c.servers {
-		s.held, s.locked = false, false
+		s.held, s.locked, s.schedulingHeld = false, false, false
 		if s.deleting && s.deleteDone.IsZero() {
 			s.deleteDone = now.Add(c.opts.DeleteDelay)
 		}
@@ -194,6 +197,24 @@ func (c *Cloud) FinishBuild(id string) error {
 	})
 }
 
+// PlaceServer answers for the scheduler, which HoldScheduling holds: the
+// server leaves task_state scheduling (or, deleted meanwhile, is written to
+// its cell and destroyed by the conductor).
+func (c *Cloud) PlaceServer(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.servers[id]
+	if !ok {
+		s, ok = c.unplaced[id]
+	}
+	if !ok {
+		return fmt.Errorf("osfake: no server %s", id)
+	}
+	s.schedulingHeld = false
+	c.advance(time.Now())
+	return nil
+}
+
 // HoldBuild keeps a server that is still BUILD in BUILD, task_state
 // spawning, until release: a slow hypervisor.
 func (c *Cloud) HoldBuild(id string) (release func(), err error) {
@@ -272,6 +293,7 @@ func (c *Cloud) CreateServer(spec ServerSpec) string {
 	if s.region == "" {
 		s.region = c.opts.Regions[0]
 	}
+	s.schedulingHeld = c.opts.HoldScheduling
 	if !spec.Held && !c.opts.HoldBuilds {
 		s.buildDone = now.Add(c.opts.BuildDelay)
 	}

@@ -120,11 +120,19 @@
 // and the policy engine (a policy denial is injected with FailNext).
 //
 // Servers change state on their own, as the real services do: a new
-// server is BUILD until Options.BuildDelay has passed, then ACTIVE with an
+// server is BUILD in task_state scheduling until the next request (or,
+// with Options.HoldScheduling, until PlaceServer), then in task_state
+// spawning until Options.BuildDelay has passed, then ACTIVE with an
 // address; a deleted server keeps its status with task_state "deleting"
-// until Options.DeleteDelay has passed, then is gone (404). Time is read
+// until Options.DeleteDelay has passed, then is gone (404). A server
+// deleted while still scheduling is Nova's race: the delete removes its
+// build request and answers 204, the API finds no server, and once the
+// scheduler answers the conductor writes it to its cell, where it reads
+// BUILD (scheduling) for DeleteDelay until the conductor destroys it
+// (nova/compute/api.py _delete_while_booting and _get_instance;
+// nova/conductor/manager.py _delete_build_request). Time is read
 // when a request arrives, so the fake runs no goroutines. The control
-// methods (HoldBuilds, FinishBuild, BeginDelete, SetAddresses, SetStatus,
+// methods (HoldBuilds, FinishBuild, PlaceServer, BeginDelete, SetAddresses, SetStatus,
 // FailNext, DropNextResponse, CutCall, FailNextBuild, RejectCredentials,
 // RevokeTokens, LockServer, ReplaceImage, SetGate, RemoveServer, Reset)
 // put it in the states a test needs.

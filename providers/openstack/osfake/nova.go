@@ -31,6 +31,8 @@ type server struct {
 	fail                   string    // the fault message a failing build ends with
 	faultAt                time.Time
 	held                   bool      // the build is held (HoldBuild)
+	schedulingHeld         bool      // the scheduler has not answered (HoldScheduling)
+	destroyAt              time.Time // when the conductor destroys an instance whose build request was deleted
 	locked                 bool      // Nova's lock (LockServer)
 	deleteDone             time.Time // when a delete ends; zero while held
 	deleting               bool
@@ -142,12 +144,34 @@ func (c *Cloud) nova(h novaHandler) http.Handler {
 // advance moves every server along as time passed: builds end, deletes
 // finish. Called with c.mu held.
 func (c *Cloud) advance(now time.Time) {
+	for id, s := range c.unplaced {
+		if !s.schedulingHeld {
+			// The scheduler answered: the conductor writes the instance to
+			// its cell and maps it, then finds the build request gone and
+			// destroys it (nova/conductor/manager.py,
+			// schedule_and_build_instances, _delete_build_request). In
+			// between the API reads it, BUILD in task_state scheduling;
+			// DeleteDelay is that while.
+			delete(c.unplaced, id)
+			s.destroyAt = now.Add(c.opts.DeleteDelay)
+			c.servers[id] = s
+		}
+	}
 	for id, s := range c.servers {
+		if !s.destroyAt.IsZero() {
+			if !now.Before(s.destroyAt) {
+				delete(c.servers, id)
+			}
+			continue
+		}
 		if s.deleting && !s.deleteDone.IsZero() && !now.Before(s.deleteDone) {
 			delete(c.servers, id)
 			continue
 		}
-		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.held {
+		if s.status == statusBuild && s.taskState == "scheduling" && !s.schedulingHeld {
+			s.taskState = "spawning"
+		}
+		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.held && !s.schedulingHeld {
 			c.finishBuild(s, now)
 		}
 	}
@@ -278,6 +302,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	if len(s.securityGroups) == 0 {
 		s.securityGroups = []string{"default"}
 	}
+	s.schedulingHeld = c.opts.HoldScheduling
 	if !c.opts.HoldBuilds {
 		s.buildDone = now.Add(c.opts.BuildDelay)
 	}
@@ -531,6 +556,15 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microvers
 	// a building one included.
 	if s.locked {
 		novaError(w, http.StatusConflict, fmt.Sprintf("Instance %s is locked", s.id))
+		return
+	}
+	if s.status == statusBuild && s.taskState == "scheduling" && s.destroyAt.IsZero() {
+		// Not yet in a cell: Nova deletes the build request and answers
+		// (nova/compute/api.py, _delete_while_booting); the conductor
+		// destroys the instance once the scheduler answers (advance).
+		delete(c.servers, s.id)
+		c.unplaced[s.id] = s
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if !s.deleting {

@@ -89,8 +89,8 @@ func TestBuildThenActiveWithAnAddress(t *testing.T) {
 func TestBuildLastsItsDelay(t *testing.T) {
 	c, compute := start(t, func(o *osfake.Options) { o.BuildDelay = time.Hour })
 	id := create(t, c, compute, "slow")
-	if s := get(t, compute, id); s.Status != "BUILD" || s.TaskState != "scheduling" || len(s.Addresses) != 0 {
-		t.Errorf("within the delay: %s %q %v", s.Status, s.TaskState, s.Addresses)
+	if s := get(t, compute, id); s.Status != "BUILD" || s.TaskState != "spawning" || len(s.Addresses) != 0 {
+		t.Errorf("within the delay: %s %q %v, want BUILD spawning without addresses", s.Status, s.TaskState, s.Addresses)
 	}
 	if err := c.FinishBuild(id); err != nil {
 		t.Fatal(err)
@@ -489,6 +489,45 @@ func TestDeleteChecksOnlyTheLock(t *testing.T) {
 	unlock()
 	if status, _, body := raw(t, c, compute, "DELETE", "servers/"+locked, "2.52", ""); status != 204 {
 		t.Errorf("delete once unlocked: %d %s, want 204", status, body)
+	}
+}
+
+// TestDeleteWhileSchedulingComesBack plays Nova's race: a server deleted
+// while its build request stands is answered 204 and reads 404, then,
+// once the scheduler answers, reads BUILD (scheduling) from its cell until
+// the conductor destroys it (nova/compute/api.py _delete_while_booting,
+// _get_instance; nova/conductor/manager.py _delete_build_request).
+func TestDeleteWhileSchedulingComesBack(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.HoldScheduling, o.BuildDelay, o.DeleteDelay = true, time.Hour, time.Hour })
+	id := create(t, c, compute, "scheduling")
+	if s := get(t, compute, id); s.Status != "BUILD" || s.TaskState != "scheduling" {
+		t.Fatalf("a held server reads %s %q, want BUILD scheduling", s.Status, s.TaskState)
+	}
+	if status, _, body := raw(t, c, compute, "DELETE", "servers/"+id, "2.52", ""); status != 204 {
+		t.Fatalf("delete of a scheduling server: %d %s, want 204", status, body)
+	}
+	if status, _, body := raw(t, c, compute, "GET", "servers/"+id, "2.52", ""); status != 404 {
+		t.Errorf("GET after the build request's delete: %d %s, want 404", status, body)
+	}
+	if err := c.PlaceServer(id); err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, compute, id); s.Status != "BUILD" || s.TaskState != "scheduling" {
+		t.Errorf("once the conductor wrote it: %s %q, want BUILD scheduling", s.Status, s.TaskState)
+	}
+
+	placed := create(t, c, compute, "placed")
+	if err := c.PlaceServer(placed); err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, compute, placed); s.Status != "BUILD" || s.TaskState != "spawning" {
+		t.Errorf("a placed server reads %s %q, want BUILD spawning", s.Status, s.TaskState)
+	}
+	if status, _, body := raw(t, c, compute, "DELETE", "servers/"+placed, "2.52", ""); status != 204 {
+		t.Fatalf("delete of a placed server: %d %s, want 204", status, body)
+	}
+	if s := get(t, compute, placed); s.TaskState != "deleting" {
+		t.Errorf("a placed server deleted reads task_state %q, want deleting", s.TaskState)
 	}
 }
 
