@@ -98,6 +98,10 @@ type CreateRequest struct {
 	// Port is the TCP port the proxy listens on. A provider that manages a
 	// firewall opens it; others ignore it and say so in their guide.
 	Port int32
+	// Network, when set, is the instance's static address (§4.13): the
+	// provider delivers it to the guest and reports exactly its IP. Nil
+	// leaves the address to the backend (DHCP, Neutron's allocation).
+	Network *StaticNetwork
 }
 
 // Placement selects where and on what an instance runs. Region and Zone map

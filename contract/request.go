@@ -11,7 +11,7 @@ import (
 var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Validate checks the fields every provider needs in the same shape: Name,
-// UID, Owner and Port. Errors are ErrPermanent FieldErrors naming the field and the
+// UID, Owner, Port and Network. Errors are ErrPermanent FieldErrors naming the field and the
 // value. Placement and CloudInit are the provider's to validate against its
 // catalogues and channel limits.
 func (r CreateRequest) Validate() error {
@@ -25,6 +25,8 @@ func (r CreateRequest) Validate() error {
 		return InvalidField("owner", r.Owner, label+", not "+strconv.Quote(LegacyManagedValue))
 	case r.Port < 1 || r.Port > 65535:
 		return InvalidField("port", strconv.Itoa(int(r.Port)), "must be between 1 and 65535")
+	case r.Network != nil:
+		return r.Network.Validate()
 	}
 	return nil
 }

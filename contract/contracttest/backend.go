@@ -19,6 +19,14 @@ type GuestReporter interface {
 	ReportIP(ctx context.Context, providerID, ip string) error
 }
 
+// NetworkReader reads back the static network the backend holds for the
+// instance's guest, parsed from the form the guest reads it in (a NoCloud
+// network-config, the VMware datasource's metadata, Proxmox's ipconfig0, a
+// Neutron port's fixed IP). Rule: StaticAddressDelivered.
+type NetworkReader interface {
+	DeliveredNetwork(ctx context.Context, providerID string) (contract.StaticNetwork, error)
+}
+
 // StateInjector puts an instance into a backend state the provider's state
 // table does not know. Rule: UnknownStateIsStopped.
 type StateInjector interface {

@@ -53,6 +53,13 @@ type Config struct {
 	// (TEST-NET-1): it is only reported, never contacted.
 	GuestIP string
 
+	// StaticNetwork is a static address the backend can give an instance
+	// (contract §4.13): for a cloud, a free address of the configured
+	// subnet; elsewhere any. The StaticAddressDelivered rule creates with
+	// it (and with the next address) and checks that the guest is given
+	// exactly it and that Get reports its IP; nil skips that rule.
+	StaticNetwork *contract.StaticNetwork
+
 	// IPAssignedAtCreate says the backend gives the instance its address
 	// when it is made (ip-source: assigned-at-create, §4.3), so Get may say
 	// Running with that address before any guest reports one. A provider
