@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -217,6 +218,13 @@ type invalidCase struct {
 
 // requestBoundaries lists each request field at the edges of what the
 // contract allows: one side must be accepted, the other refused.
+// setNetwork sets a static network of address and gateway.
+func setNetwork(address, gateway string) func(*contract.CreateRequest) {
+	return func(r *contract.CreateRequest) {
+		r.Network = &contract.StaticNetwork{Address: netip.MustParsePrefix(address), Gateway: netip.MustParseAddr(gateway)}
+	}
+}
+
 func (e *env) requestBoundaries() []invalidCase {
 	longName := func(n int) string {
 		base := e.cfg.NamePrefix + "-" + randomHex(3) + "-"
@@ -255,6 +263,9 @@ func (e *env) requestBoundaries() []invalidCase {
 		{"Port", "65536", false, setPort(65536)},
 		{"Port", "1", true, setPort(1)},
 		{"Port", "65535", true, setPort(65535)},
+		{"network.address", "192.0.2.0/24", false, setNetwork("192.0.2.0/24", "192.0.2.1")},
+		{"network.address", "2001:db8::10/64", false, setNetwork("2001:db8::10/64", "192.0.2.1")},
+		{"network.gateway", "198.51.100.1", false, setNetwork("192.0.2.10/24", "198.51.100.1")},
 	}
 	if limit := e.cfg.MaxCloudInit; limit > 0 {
 		at := func(n int) func(*contract.CreateRequest) {

@@ -31,6 +31,7 @@ var rules = []rule{
 
 	{"InvalidRequestRejectedBeforeBackend", invalidRequestRejectedBeforeBackend},
 	{"CloudInitByteForByte", cloudInitByteForByte},
+	{"StaticAddressDelivered", staticAddressDelivered},
 	{"CreateResumesAfterFailure", createResumesAfterFailure},
 	{"CreateNeverAdoptsUnmarked", createNeverAdoptsUnmarked},
 	{"ListByTagFindsMarked", listByTagFindsMarked},

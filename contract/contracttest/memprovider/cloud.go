@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
 )
 
@@ -54,15 +55,18 @@ type region struct {
 
 // VM is one virtual machine as the Cloud stores it.
 type VM struct {
-	Region      string
-	Name        string
-	Power       string // building, defined, running, stopped, paused, or anything else
-	Lock        string // a task holding the VM ("clone", "backup"), empty when free
-	Started     bool   // has run at least once
-	Deleting    bool
-	Labels      map[string]string
-	SeedVolume  string
-	IPs         []string
+	Region     string
+	Name       string
+	Power      string // building, defined, running, stopped, paused, or anything else
+	Lock       string // a task holding the VM ("clone", "backup"), empty when free
+	Started    bool   // has run at least once
+	Deleting   bool
+	Labels     map[string]string
+	SeedVolume string
+	IPs        []string
+	// Network is the static network the guest is given (its network
+	// config), nil for DHCP.
+	Network     *contract.StaticNetwork
 	MachineType string
 	Image       string
 	CPUs        int
@@ -79,6 +83,8 @@ type VMSpec struct {
 	Image       string
 	CPUs        int
 	MemoryMiB   int
+	// Network, when set, is given to the guest as its static network.
+	Network *contract.StaticNetwork
 }
 
 // APIError is the Cloud's error: an HTTP-like status, a machine code and a
@@ -248,6 +254,11 @@ func (c *Cloud) CreateVM(ctx context.Context, token, regionName string, spec VMS
 			SeedVolume: spec.SeedVolume, MachineType: spec.MachineType, Image: spec.Image,
 			CPUs: spec.CPUs, MemoryMiB: spec.MemoryMiB, Created: time.Now().UTC().Truncate(time.Second),
 		}
+		if spec.Network != nil {
+			n := *spec.Network
+			n.DNS = slices.Clone(n.DNS)
+			vm.Network = &n
+		}
 		r.vms[spec.Name] = vm
 		if fault := c.afterOp["createvm"]; fault != nil {
 			delete(c.afterOp, "createvm")
@@ -331,5 +342,10 @@ func (vm *VM) copy() VM {
 	out := *vm
 	out.Labels = maps.Clone(vm.Labels)
 	out.IPs = slices.Clone(vm.IPs)
+	if vm.Network != nil {
+		n := *vm.Network
+		n.DNS = slices.Clone(n.DNS)
+		out.Network = &n
+	}
 	return out
 }

@@ -56,6 +56,19 @@ func (c Control) withVM(providerID string, fn func(*VM, *region)) error {
 	return nil
 }
 
+// DeliveredNetwork reads the static network the guest is given (the
+// zero StaticNetwork for DHCP).
+func (c Control) DeliveredNetwork(_ context.Context, providerID string) (contract.StaticNetwork, error) {
+	var out contract.StaticNetwork
+	err := c.withVM(providerID, func(vm *VM, _ *region) {
+		if vm.Network != nil {
+			out = *vm.Network
+			out.DNS = slices.Clone(vm.Network.DNS)
+		}
+	})
+	return out, err
+}
+
 // ReportIP plays the guest reporting its address.
 func (c Control) ReportIP(_ context.Context, providerID, ip string) error {
 	return c.withVM(providerID, func(vm *VM, _ *region) { vm.IPs = []string{ip} })

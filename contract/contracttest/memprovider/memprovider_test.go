@@ -1,6 +1,7 @@
 package memprovider
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -36,6 +37,11 @@ func harnessConfig(cloud *Cloud, newProvider func(t *testing.T) contract.Provide
 		Credential:      testToken,
 		CallBudget:      300 * time.Millisecond,
 		WaitTimeout:     5 * time.Second,
+		StaticNetwork: &contract.StaticNetwork{
+			Address: netip.MustParsePrefix("198.51.100.20/24"),
+			Gateway: netip.MustParseAddr("198.51.100.1"),
+			DNS:     []netip.Addr{netip.MustParseAddr("198.51.100.53")},
+		},
 	}
 }
 

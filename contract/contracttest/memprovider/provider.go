@@ -172,6 +172,7 @@ func (p *Provider) vmSpec(req contract.CreateRequest) (VMSpec, error) {
 		Labels:      map[string]string{contract.LabelManaged: req.Owner, contract.LabelUID: req.UID},
 		SeedVolume:  seedVolume(req.Name),
 		MachineType: pl.MachineType, Image: image, CPUs: mt.CPUs, MemoryMiB: mt.MemoryMiB,
+		Network: req.Network,
 	}, nil
 }
 

@@ -1,6 +1,10 @@
 package memprovider
 
-import "github.com/egress-proxies/egress-proxies-operator/contract"
+import (
+	"slices"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
 
 // stateOf maps a Cloud VM to the contract's state (template entry 9,
 // provisioning-state: native). The order of the cases is the table's: a
@@ -15,6 +19,14 @@ func stateOf(vm VM) (contract.State, string) {
 	}
 	switch vm.Power {
 	case "running":
+		if vm.Network != nil {
+			// A static address: Running only once the guest has exactly
+			// it, never with an address DHCP handed out (contract §2.2).
+			if want := vm.Network.IP(); slices.Contains(vm.IPs, want) {
+				return contract.StateRunning, want
+			}
+			return contract.StateProvisioning, ""
+		}
 		if ip := contract.FirstRoutableIPv4(vm.IPs); ip != "" {
 			return contract.StateRunning, ip
 		}

@@ -140,6 +140,38 @@ var variants = []variant{
 			return inst, nil
 		})
 	}, nil},
+	{"ignores-network", "StaticAddressDelivered", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			req.Network = nil
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"network-drops-dns", "StaticAddressDelivered", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if req.Network != nil {
+				n := *req.Network
+				n.DNS = nil
+				req.Network = &n
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"reports-any-guest-ip", "StaticAddressDelivered", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if ip := contract.FirstRoutableIPv4(vm.IPs); vm.Network != nil && vm.Started && ip != "" {
+				inst.State, inst.IP = contract.StateRunning, ip
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"network-unvalidated", "InvalidRequestRejectedBeforeBackend", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if req.Network != nil && req.Network.Validate() != nil {
+				req.Network = nil
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
 	{"ignores-ctx", "CancelledContextReturnsPromptly", func(b *brokenProvider) {
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 			return b.Provider.Create(context.WithoutCancel(ctx), req)
