@@ -37,15 +37,21 @@
 // virtiofs). Named formats ported (formats.go), each from the Perl that
 // registers it: pve-vmid, pve-node, pve-storage-id (parse_id), dns-name,
 // pve-tag (pve-tag-list), pve-configid (-list), disk-size (parse_size),
-// pve-bridge-id, mac-addr (JSONSchema.pm); pve-volume-id, pve-storage-content
+// pve-bridge-id, mac-addr, address (address-list: nameserver), and inside
+// ipconfig ipv4, ipv6, pve-ipv4-config, pve-ipv6-config (JSONSchema.pm, the
+// address patterns of ParseUtils.pm); pve-qm-ipconfig, a property string
+// whose keys the API viewer does not carry, ported from qemu-server
+// $ipconfig_fmt (QemuServer/Network.pm; QemuServer.pm in 8.4) with
+// check_object's "missing property required by '…'" for a gateway without
+// its address (hashFormats); pve-volume-id, pve-storage-content
 // (pve-storage src/PVE/Storage/Plugin.pm parse_volume_id, verify_content);
 // pve-volume-id-or-qm-path, pve-volume-id-or-absolute-path (qemu-server
 // src/PVE/QemuServer.pm); pve-poolid (pve-access-control
 // src/PVE/AccessControl.pm verify_poolname). The others the endpoints use
-// are accepted unchecked, listed in uncheckedFormats (CIDR, address,
+// are accepted unchecked, listed in uncheckedFormats (CIDR,
 // pve-cpuset, pve-hotplug-features, pve-qemu-sev-fmt, pve-qemu-tdx-fmt,
 // pve-qm-boot, pve-qm-bootdisk, pve-qm-cicustom, pve-qm-hostpci,
-// pve-qm-ide, pve-qm-ipconfig, pve-qm-rng, pve-qm-smbios1,
+// pve-qm-ide, pve-qm-rng, pve-qm-smbios1,
 // pve-qm-watchdog, pve-startup-order, pve-vm-cpu-conf, storage-pair,
 // urlencoded): nothing the provider or the tests send reaches them.
 //
@@ -302,6 +308,14 @@
 // a new MAC on every netN ("always change MAC! address"). Storage status
 // reports storage.cfg's shared flag (pve-storage src/PVE/Storage.pm
 // storage_info, API2/Storage/Status.pm read_status).
+//
+// Cloud-init settings (ipconfig[n], nameserver, searchdomain, cicustom, …)
+// are stored as written and render nothing: qemu-server generates a
+// cloud-init image only for a drive whose volume is named
+// vm-<vmid>-cloudinit (src/PVE/QemuServer/Cloudinit.pm
+// generate_cloudinit_config), which the fake has not; the guest reads the
+// seed ISO the provider attaches. A stopped VM's config write takes effect
+// at once, as update_vm applies pending changes of a VM that does not run.
 //
 // The control methods (Stall, FailNext, FailNextTask, WarnNextTask,
 // DropNextClone, CutCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,

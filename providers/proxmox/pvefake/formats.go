@@ -3,7 +3,10 @@ package pvefake
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/egress-proxies/egress-proxies-operator/providers/proxmox/pvefake/internal/facts"
 )
 
 // The named formats the fake checks, each ported from the Perl that
@@ -18,7 +21,12 @@ var formats = map[string]func(string) string{
 	// pve-common src/PVE/JSONSchema.pm parse_storage_id → parse_id.
 	"pve-storage-id": func(v string) string { return parseID(v, "storage") },
 	// pve-common src/PVE/JSONSchema.pm pve_verify_dns_name.
-	"dns-name": reFormat(`^(([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)\.)*([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)$`, "value does not look like a valid DNS name\n"),
+	"dns-name": func(v string) string {
+		if !dnsNameRE.MatchString(v) {
+			return "value does not look like a valid DNS name\n"
+		}
+		return ""
+	},
 	// pve-common src/PVE/JSONSchema.pm pve_verify_tag ($PVE_TAG_RE).
 	"pve-tag": reFormat(`(?i)^[a-z0-9_][a-z0-9_\-+.]*$`, "invalid characters in tag\n"),
 	// pve-common src/PVE/JSONSchema.pm pve_verify_configid ($CONFIGID_RE).
@@ -70,6 +78,35 @@ var formats = map[string]func(string) string{
 		}
 		return ""
 	},
+	// pve-common src/PVE/JSONSchema.pm pve_verify_ipv4, pve_verify_ipv6
+	// ($IPV4RE, $IPV6RE of src/PVE/ParseUtils.pm, formerly Tools.pm).
+	"ipv4": reFormat(`^(?:`+ipv4RE+`)$`, "value does not look like a valid IPv4 address\n"),
+	"ipv6": reFormat(`^(?:`+ipv6RE+`)$`, "value does not look like a valid IPv6 address\n"),
+	// pve-common src/PVE/JSONSchema.pm pve_verify_ipv4_config: dhcp,
+	// manual, or pve_verify_cidrv4 (an IPv4 address and a prefix length
+	// of 8 to 32).
+	"pve-ipv4-config": func(v string) string {
+		if v == "dhcp" || v == "manual" || cidrOK(cidrv4RE, v, 32) {
+			return ""
+		}
+		return "value does not look like a valid ipv4 network configuration\n"
+	},
+	// pve-common src/PVE/JSONSchema.pm pve_verify_ipv6_config: auto, dhcp,
+	// manual, or pve_verify_cidrv6 (a prefix length of 8 to 128).
+	"pve-ipv6-config": func(v string) string {
+		if v == "auto" || v == "dhcp" || v == "manual" || cidrOK(cidrv6RE, v, 128) {
+			return ""
+		}
+		return "value does not look like a valid ipv6 network configuration\n"
+	},
+	// pve-common src/PVE/JSONSchema.pm pve_verify_address: an IP address
+	// or a DNS name (nameserver is address-list).
+	"address": func(v string) string {
+		if ipRE.MatchString(v) || dnsNameRE.MatchString(v) {
+			return ""
+		}
+		return fmt.Sprintf("value does not look like a valid address: %s\n", v)
+	},
 	// pve-storage src/PVE/Storage/Plugin.pm verify_content: the content
 	// types of a dir storage (valid_content_types('dir')) and import.
 	"pve-storage-content": func(v string) string {
@@ -86,11 +123,65 @@ var formats = map[string]func(string) string{
 // tests send reaches them. TestEveryFormatIsCheckedOrListed keeps this
 // list and the schema in step.
 var uncheckedFormats = map[string]bool{
-	"CIDR": true, "address": true, "pve-cpuset": true, "pve-hotplug-features": true,
+	"CIDR": true, "pve-cpuset": true, "pve-hotplug-features": true,
 	"pve-qemu-sev-fmt": true, "pve-qemu-tdx-fmt": true, "pve-qm-boot": true, "pve-qm-bootdisk": true,
-	"pve-qm-cicustom": true, "pve-qm-hostpci": true, "pve-qm-ide": true, "pve-qm-ipconfig": true,
+	"pve-qm-cicustom": true, "pve-qm-hostpci": true, "pve-qm-ide": true,
 	"pve-qm-rng": true, "pve-qm-smbios1": true, "pve-qm-watchdog": true, "pve-startup-order": true,
 	"pve-vm-cpu-conf": true, "storage-pair": true, "urlencoded": true,
+}
+
+// hashFormats are the named formats registered as a hash of keys (a
+// property string) whose keys the published schema does not carry: the
+// API viewer names the format, so its keys are ported from the Perl that
+// registers it and checked as parse_property_string checks them.
+var hashFormats = map[string]map[string]*facts.Param{
+	// qemu-server src/PVE/QemuServer/Network.pm $ipconfig_fmt (9.x;
+	// src/PVE/QemuServer.pm in 8.4, the same keys): cloud-init's
+	// ipconfig[n], "ip=<CIDR>,gw=<IPv4>,ip6=<CIDR>,gw6=<IPv6>", each
+	// gateway requiring its address. No default key.
+	"pve-qm-ipconfig": {
+		"ip":  {Type: "string", Format: "pve-ipv4-config", Optional: true, Default: "dhcp"},
+		"gw":  {Type: "string", Format: "ipv4", Optional: true, Requires: "ip"},
+		"ip6": {Type: "string", Format: "pve-ipv6-config", Optional: true, Default: "dhcp"},
+		"gw6": {Type: "string", Format: "ipv6", Optional: true, Requires: "ip6"},
+	},
+}
+
+// $IPV4RE and $IPV6RE, pve-common src/PVE/ParseUtils.pm, as written there.
+const (
+	ipv4Octet = `(?:25[0-5]|(?:2[0-4]|1[0-9]|[1-9])?[0-9])`
+	ipv4RE    = `(?:(?:` + ipv4Octet + `\.){3}` + ipv4Octet + `)`
+	ipv6H16   = `(?:[0-9a-fA-F]{1,4})`
+	ipv6LS32  = `(?:(?:` + ipv4RE + `|` + ipv6H16 + `:` + ipv6H16 + `))`
+	ipv6RE    = `(?:` +
+		`(?:(?:` + `(?:` + ipv6H16 + `:){6})` + ipv6LS32 + `)|` +
+		`(?:(?:` + `::(?:` + ipv6H16 + `:){5})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){4})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,1}` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){3})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,2}` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){2})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,3}` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){1})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,4}` + ipv6H16 + `)?::` + `)` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,5}` + ipv6H16 + `)?::` + `)` + ipv6H16 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,6}` + ipv6H16 + `)?::` + `)))`
+)
+
+var (
+	ipRE     = regexp.MustCompile(`^(?:(?:` + ipv4RE + `)|(?:` + ipv6RE + `))$`)
+	cidrv4RE = regexp.MustCompile(`^(?:` + ipv4RE + `)(?:/(\d+))$`)
+	cidrv6RE = regexp.MustCompile(`^(?:` + ipv6RE + `)(?:/(\d+))$`)
+	// dnsNameRE is pve_verify_dns_name's.
+	dnsNameRE = regexp.MustCompile(`^(([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)\.)*([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)$`)
+)
+
+// cidrOK is pve_verify_cidrv4/v6: the address, then a prefix length
+// above 7 and at most maxBits.
+func cidrOK(re *regexp.Regexp, v string, maxBits int) bool {
+	m := re.FindStringSubmatch(v)
+	if m == nil {
+		return false
+	}
+	n, err := strconv.Atoi(m[1])
+	return err == nil && n > 7 && n <= maxBits
 }
 
 var (

@@ -184,8 +184,12 @@ func checkProp(errs map[string]string, path string, p *facts.Param, v string, pr
 			return
 		}
 	}
-	if p.Properties != nil {
-		if err := parsePropertyString(path, p.Properties, v); err != "" {
+	props := p.Properties
+	if props == nil {
+		props = hashFormats[p.Format]
+	}
+	if props != nil {
+		if err := parsePropertyString(path, props, v); err != "" {
 			addError(errs, path, "invalid format - "+err)
 			return
 		}
@@ -321,6 +325,11 @@ func parsePropertyString(path string, props map[string]*facts.Param, data string
 	for k := range res {
 		if props[k] == nil {
 			addError(errs, path+"."+k, "property is not defined in schema and the schema does not allow additional properties")
+		} else if r := props[k].Requires; r != "" {
+			// check_object: a key's "requires" names a key that must be set too.
+			if _, ok := res[r]; !ok {
+				addError(errs, path+"."+r, "missing property required by '"+path+"."+k+"'")
+			}
 		}
 	}
 	if len(errs) == 0 {

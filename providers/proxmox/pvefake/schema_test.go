@@ -99,6 +99,25 @@ func TestSchemaRefusals(t *testing.T) {
 			"memory", "invalid format - format error\nmemory.current: value must have a minimum value of 16\n"},
 		{"index beyond the schema's", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"ide4": {"none"}},
 			"ide4", "property is not defined in schema and the schema does not allow additional properties"},
+		// pve-qm-ipconfig (qemu-server $ipconfig_fmt): ip is
+		// pve-ipv4-config, a CIDR of /8 to /32 (pve-common
+		// pve_verify_cidrv4), gw an ipv4 that requires ip.
+		{"ipconfig prefix /33", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"ipconfig0": {"ip=192.0.2.10/33,gw=192.0.2.1"}},
+			"ipconfig0", "invalid format - format error\nipconfig0.ip: invalid format - value does not look like a valid ipv4 network configuration\n\n"},
+		{"ipconfig without a prefix", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"ipconfig0": {"ip=192.0.2.10"}},
+			"ipconfig0", "invalid format - format error\nipconfig0.ip: invalid format - value does not look like a valid ipv4 network configuration\n\n"},
+		{"ipconfig bad gateway", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"ipconfig0": {"ip=192.0.2.10/24,gw=192.0.2.256"}},
+			"ipconfig0", "invalid format - format error\nipconfig0.gw: invalid format - value does not look like a valid IPv4 address\n\n"},
+		{"ipconfig gateway without ip", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"ipconfig0": {"gw=192.0.2.1"}},
+			"ipconfig0", "invalid format - format error\nipconfig0.ip: missing property required by 'ipconfig0.gw'\n"},
+		{"ipconfig unknown key", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"ipconfig1": {"ip=dhcp,dns=192.0.2.53"}},
+			"ipconfig1", "invalid format - invalid key in comma-separated list property: dns\n"},
+		{"ipconfig bare value", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"ipconfig0": {"192.0.2.10/24"}},
+			"ipconfig0", "invalid format - value without key, but schema does not define a default key\n"},
+		// nameserver is address-list: split_list, each item an IP or a
+		// DNS name (pve-common pve_verify_address).
+		{"nameserver not an address", "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"nameserver": {"192.0.2.53 not_an_address"}},
+			"nameserver", "invalid format - value does not look like a valid address: not_an_address\n"},
 	}
 	for _, version := range []int{8, 9} {
 		s := newTestServer(t, version, nil)
@@ -106,6 +125,24 @@ func TestSchemaRefusals(t *testing.T) {
 			a := call(t, s, c.method, c.path, c.form)
 			if a.status != 400 || a.reason != "Parameter verification failed." || a.errors[c.field] != c.msg {
 				t.Errorf("PVE %d, %s: got %d %q %q, want 400 \"Parameter verification failed.\" with %s: %q", version, c.name, a.status, a.reason, a.errors, c.field, c.msg)
+			}
+		}
+	}
+}
+
+// TestCloudInitNetworkAccepted: the static network the provider writes,
+// as PVE takes it (qemu-server $ipconfig_fmt; nameserver address-list),
+// on both versions: IPv4 and IPv6, dhcp, and several resolvers.
+func TestCloudInitNetworkAccepted(t *testing.T) {
+	for _, version := range []int{8, 9} {
+		s := newTestServer(t, version, nil)
+		for _, form := range []url.Values{
+			{"ipconfig0": {"ip=192.0.2.10/24,gw=192.0.2.1"}, "nameserver": {"192.0.2.53 2001:db8::53 dns.example"}},
+			{"ipconfig0": {"ip=dhcp,ip6=auto"}},
+			{"ipconfig31": {"ip=10.0.0.5/8,gw=10.0.0.1,ip6=2001:db8::5/64,gw6=2001:db8::1"}},
+		} {
+			if a := call(t, s, "PUT", "/nodes/pve1/qemu/9000/config", form); a.status != 200 {
+				t.Errorf("PVE %d, %v: got %d %q %q, want 200", version, form, a.status, a.reason, a.errors)
 			}
 		}
 	}
@@ -119,10 +156,10 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 func TestEveryFormatIsCheckedOrListed(t *testing.T) {
 	for version, s := range schemas {
 		for _, f := range s.Formats {
-			if formats[f] == nil && !uncheckedFormats[f] {
+			if formats[f] == nil && hashFormats[f] == nil && !uncheckedFormats[f] {
 				t.Errorf("PVE %d: format %q is neither checked nor listed in uncheckedFormats", version, f)
 			}
-			if formats[f] != nil && uncheckedFormats[f] {
+			if (formats[f] != nil || hashFormats[f] != nil) && uncheckedFormats[f] {
 				t.Errorf("format %q is checked and listed as unchecked", f)
 			}
 		}
