@@ -226,7 +226,15 @@ func (s *Server) setConfig(req *request, v *vm) *apiError {
 		}
 		changes["tags"] = s.uniqueTags(t)
 	}
-	if d, ok := changes["delete"]; ok && slices.Contains(splitList(strings.ReplaceAll(d, ",", ";")), "tags") {
+	deleted := splitList(changes["delete"])
+	for _, d := range deleted {
+		// qemu-server API2/Qemu.pm update_vm, before any change (its
+		// quotes as they are).
+		if _, set := changes[d]; set {
+			return paramErr("delete", fmt.Sprintf("you can't use '-%s' and -delete %s' at the same time", d, d))
+		}
+	}
+	if slices.Contains(deleted, "tags") {
 		if err := s.assertTagPermissions(req.user, v.conf["tags"], ""); err != nil {
 			return err
 		}
@@ -235,8 +243,10 @@ func (s *Server) setConfig(req *request, v *vm) *apiError {
 		switch k {
 		case "digest", "skiplock", "background_delay":
 		case "delete":
-			for _, d := range strings.Split(val, ",") {
-				delete(v.conf, strings.TrimSpace(d))
+			// A key not set is a warning in PVE ("cannot delete '…' - not
+			// set in current configuration!"), not an error.
+			for _, d := range deleted {
+				delete(v.conf, d)
 			}
 		default:
 			v.conf[k] = val

@@ -1,6 +1,9 @@
 package pvefake
 
-import "testing"
+import (
+	"net/url"
+	"testing"
+)
 
 // clone_vm's $check_storage_access_clone: any volume on storage that is
 // not shared, a CD-ROM image too, keeps the VM on its node; "none" and the
@@ -27,5 +30,27 @@ func TestSharedVM(t *testing.T) {
 		if got := s.sharedVM(&vm{conf: tc.conf}); got != tc.want {
 			t.Errorf("sharedVM(%v) = %v, want %v", tc.conf, got, tc.want)
 		}
+	}
+}
+
+// update_vm's delete: a split_list (commas, semicolons, spaces), and a
+// key both set and deleted in one write is refused before any change
+// (qemu-server src/PVE/API2/Qemu.pm update_vm, its quotes as they are).
+func TestConfigDelete(t *testing.T) {
+	s := newTestServer(t, 9, nil)
+	path := "/nodes/pve1/qemu/9000/config"
+	if a := call(t, s, "PUT", path, url.Values{"ipconfig0": {"ip=192.0.2.10/24,gw=192.0.2.1"}, "delete": {"ipconfig0"}}); a.status != 400 ||
+		a.errors["delete"] != "you can't use '-ipconfig0' and -delete ipconfig0' at the same time" {
+		t.Errorf("set and delete ipconfig0: got %d %q %q", a.status, a.reason, a.errors)
+	}
+	if conf, _ := s.Config(9000); conf["ipconfig0"] != "" {
+		t.Errorf("the refused write set ipconfig0 %q", conf["ipconfig0"])
+	}
+	call(t, s, "PUT", path, url.Values{"ipconfig0": {"ip=192.0.2.10/24,gw=192.0.2.1"}, "nameserver": {"192.0.2.53"}})
+	if a := call(t, s, "PUT", path, url.Values{"delete": {"ipconfig0;nameserver"}}); a.status != 200 {
+		t.Fatalf("delete: got %d %q %q", a.status, a.reason, a.errors)
+	}
+	if conf, _ := s.Config(9000); conf["ipconfig0"] != "" || conf["nameserver"] != "" {
+		t.Errorf("after delete=ipconfig0;nameserver: ipconfig0 %q, nameserver %q", conf["ipconfig0"], conf["nameserver"])
 	}
 }
