@@ -33,7 +33,10 @@ var apiCalls = map[string]apiCall{
 	"ConfigureVM": {"PUT", "/nodes/{node}/qemu/{vmid}/config", map[string]string{
 		"node": "<node>", "vmid": "<vmid>", "cores": "<cores>", "memory": "<memoryMiB>",
 		"ide2": "<isoStorage>:iso/<seed>,media=cdrom", "agent": "1", "tags": "<tags>",
-		"net0": "virtio=<MAC>,bridge=<bridge>,tag=<vlan>,mtu=<mtu>,firewall=1"}},
+		"net0": "virtio=<MAC>,bridge=<bridge>,tag=<vlan>,mtu=<mtu>,firewall=1",
+		// A static address (address.go); without one, the template's
+		// cloud-init address deleted.
+		"ipconfig0": "ip=<address>,gw=<gateway>", "nameserver": "<dns>", "delete": "ipconfig0,nameserver"}},
 	// A zone's template on another node (templates.go): its config and
 	// the shared flag of its storages before a clone with target.
 	"GetTemplateConfig": {"GET", "/nodes/{node}/qemu/{vmid}/config",

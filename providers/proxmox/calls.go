@@ -147,19 +147,20 @@ func (p *Provider) readVM(ctx context.Context, region, node string, vmid int) (v
 // QMPClient.pm cmd); a shorter callTimeout would cut that answer off.
 const agentBudget = 10 * time.Second
 
-// agentIP asks the guest agent for the VM's addresses; an agent that does
-// not answer (yet) is no address, not an error (ip-source: discovered).
-func (p *Provider) agentIP(ctx context.Context, v vmInfo) (string, error) {
+// agentIPs asks the guest agent for the VM's routable IPv4 addresses; an
+// agent that does not answer (yet) is no address, not an error (ip-source:
+// discovered).
+func (p *Provider) agentIPs(ctx context.Context, v vmInfo) ([]string, error) {
 	var ifaces []*pve.AgentNetworkIface
 	err := p.callWithin(ctx, v.region, "AgentNetworkInterfaces", max(p.cfg.CallTimeout.Duration, agentBudget), func(ctx context.Context, c conn) (err error) {
 		ifaces, err = newVM(c.api, v.node, v.vmid).AgentGetNetworkIFaces(ctx)
 		return err
 	})
 	if isNoAgent(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	var out []agentIface
 	for _, nic := range ifaces {

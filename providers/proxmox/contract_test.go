@@ -31,8 +31,12 @@ func TestContract(t *testing.T) {
 				// The NoCloud seed's limit (spec entry 5).
 				MaxCloudInit: MaxCloudInit,
 				Credential:   testSecret,
-				CallBudget:   time.Second,
-				WaitTimeout:  20 * time.Second,
+				// Any address: the fake's guest is what the control says
+				// (ReportIP); the seed's network-config and ipconfig0
+				// carry it (DeliveredNetwork).
+				StaticNetwork: testNetwork(10),
+				CallBudget:    time.Second,
+				WaitTimeout:   20 * time.Second,
 			})
 		})
 	}

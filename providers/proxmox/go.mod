@@ -11,6 +11,7 @@ require (
 	github.com/luthermonson/go-proxmox v0.8.2
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (

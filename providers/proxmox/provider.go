@@ -321,7 +321,21 @@ func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequ
 	if v.confString("ide2") == cdrom && v.marks.uid == req.UID {
 		return nil
 	}
-	if err := p.uploadSeed(ctx, pl, req.Name, v.vmid, req.CloudInit); err != nil {
+	var networkConfig []byte
+	if n := req.Network; n != nil {
+		// The guest's cloud-init applies it to the NIC of this MAC: the
+		// clone's own (clone_vm draws a new one), which the write below
+		// keeps.
+		mac, ok := macOf(v.confString("net0"))
+		if !ok {
+			return contract.Permanentf("VM %d has no net0 with a MAC address (net0 %q): the image's template needs a NIC for the static address %s", v.vmid, v.confString("net0"), n.Address)
+		}
+		var err error
+		if networkConfig, err = nocloud.NetworkConfig(*n, mac); err != nil {
+			return err
+		}
+	}
+	if err := p.uploadSeed(ctx, pl, req.Name, v.vmid, req.CloudInit, networkConfig); err != nil {
 		return err
 	}
 	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("uploaded seed", "volid", volid)
@@ -339,6 +353,9 @@ func (p *Provider) prepare(ctx context.Context, pl plan, req contract.CreateRequ
 		// In the same write as the marks: a VM marked done has its network.
 		opts = append(opts, pve.VirtualMachineOption{Name: "net0", Value: n.net0(v.confString("net0"))})
 	}
+	// The static address's record, in the same write: a VM whose cdrom is
+	// this seed has it (address.go).
+	opts = append(opts, addressOptions(req.Network, v.confString)...)
 	tags, err := p.configure(ctx, *v, "ConfigureVM", opts, ourTags(v.marks.owner, req.UID, created)...)
 	if err != nil {
 		return err
@@ -387,13 +404,21 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if !v.marks.managed() && v.lock() != "destroyed" {
 		return contract.Instance{}, contract.NotFound(fmt.Errorf("VM %d in region %s carries no egress-proxies marks: not this operator's", vmid, region))
 	}
-	ip := ""
+	ip, message := "", ""
 	if v.status.Status == "running" && (v.status.QMPStatus == "" || v.status.QMPStatus == "running") && v.lock() == "" {
-		if ip, err = p.agentIP(ctx, v); err != nil {
+		reported, err := p.agentIPs(ctx, v)
+		if err != nil {
 			return contract.Instance{}, err
 		}
+		// A static address (ipconfig0, read with the config): Running
+		// only once the guest reports exactly it (contract §2.2).
+		ip, message = atAddress(requestedIP(v.confString("ipconfig0")), reported)
 	}
-	return p.instance(v, ip), nil
+	inst := p.instance(v, ip)
+	if inst.Message == "" {
+		inst.Message = message
+	}
+	return inst, nil
 }
 
 // lookup finds the VM's node (remembered, else from the cluster list) and

@@ -36,14 +36,15 @@ func seedVolid(z Zone, vmid int, name string) string {
 // uploadSeed builds the NoCloud seed into a temporary file (streamed, not
 // held in memory: §1.4) and uploads it to the zone's ISO storage; a seed
 // of the same name left by an earlier attempt is replaced, so the guest
-// reads exactly this request's bytes.
-func (p *Provider) uploadSeed(ctx context.Context, pl plan, name string, vmid int, userData []byte) error {
+// reads exactly this request's bytes. networkConfig, when set, is the
+// seed's network-config (a static address, address.go).
+func (p *Provider) uploadSeed(ctx context.Context, pl plan, name string, vmid int, userData, networkConfig []byte) error {
 	f, err := os.CreateTemp("", "egressproxies-seed-*.iso")
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
-	seed := nocloud.Seed{UserData: userData, InstanceID: fmt.Sprintf("%s-%d", name, vmid), Hostname: name}
+	seed := nocloud.Seed{UserData: userData, InstanceID: fmt.Sprintf("%s-%d", name, vmid), Hostname: name, NetworkConfig: networkConfig}
 	size, err := seed.WriteTo(f)
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)

@@ -65,14 +65,20 @@ func stateOf(s vmState, ip string) contract.State {
 	}
 }
 
-// agentIPv4 is the first routable IPv4 address the guest agent reports,
-// NICs in its order ("lo" is dropped by go-proxmox), addresses in theirs.
-func agentIPv4(ifaces []agentIface) string {
-	var ips []string
+// agentIPv4 is the routable IPv4 addresses the guest agent reports
+// (contract.RoutableIPv4, in dotted-quad form), NICs in its order ("lo" is
+// dropped by go-proxmox), addresses in theirs: the first is Get's address
+// unless ipconfig0 records one (address.go atAddress).
+func agentIPv4(ifaces []agentIface) []string {
+	var out []string
 	for _, nic := range ifaces {
-		ips = append(ips, nic.ips...)
+		for _, ip := range nic.ips {
+			if contract.RoutableIPv4(ip) {
+				out = append(out, contract.FirstRoutableIPv4([]string{ip}))
+			}
+		}
 	}
-	return contract.FirstRoutableIPv4(ips)
+	return out
 }
 
 type agentIface struct {

@@ -3,6 +3,7 @@ package pvefake
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 )
@@ -68,10 +69,20 @@ func Requirements(version int, method, path string, params map[string]string) ([
 		out = append(out, Requirement{Path: "/storage/" + sid, Privs: []string{"Datastore.AllocateSpace"}},
 			Requirement{Path: "/sdn/zones/localnetwork/<templateBridge>", Privs: []string{"SDN.Use"}})
 	case "PUT /nodes/{node}/qemu/{vmid}/config", "POST /nodes/{node}/qemu/{vmid}/config":
-		for _, k := range sortedKeys(params) {
-			v := params[k]
+		// update_vm checks the keys it deletes as it checks those it sets
+		// (check_vm_modify_config_perm on @delete): a deleted key counts
+		// with no value.
+		keys := map[string]string{}
+		maps.Copy(keys, params)
+		for _, k := range splitList(params["delete"]) {
+			keys[k] = ""
+		}
+		for _, k := range sortedKeys(keys) {
+			v := keys[k]
 			switch {
 			case k == "node" || k == "vmid" || k == "digest" || k == "delete":
+			case ipconfigRE.MatchString(k) || configPrivOf[k] == "cloudinit":
+				out = append(out, Requirement{Path: vm, Privs: []string{"VM.Config.Cloudinit", "VM.Config.Network"}, Any: true})
 			case driveRE.MatchString(k):
 				file, opts := splitDrive(v)
 				priv := "VM.Config.Disk"
