@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -251,4 +252,44 @@ func TestIntegrationAcrossNodes(t *testing.T) {
 	if want := "can't clone VM to node '" + zone2.Node + "' (VM uses local storage)"; !strings.Contains(cloneErr.Error(), want) {
 		t.Errorf("PVE refused with %v; pvefake answers %q", cloneErr, want)
 	}
+}
+
+// TestIntegrationStaticAddress (PROXMOX_TEST_STATIC_ADDRESS, a free address
+// of the bridge's network with its prefix length, 192.0.2.10/24;
+// PROXMOX_TEST_STATIC_GATEWAY; PROXMOX_TEST_STATIC_DNS, space-separated,
+// optional) runs a lifecycle with that static address: the guest's
+// cloud-init applies the seed's network-config, the guest agent reports the
+// address, Get is Running at exactly it, and the proxy answers there.
+func TestIntegrationStaticAddress(t *testing.T) {
+	addr, gw := os.Getenv("PROXMOX_TEST_STATIC_ADDRESS"), os.Getenv("PROXMOX_TEST_STATIC_GATEWAY")
+	if addr == "" || gw == "" {
+		t.Skip("skipped: set PROXMOX_TEST_STATIC_ADDRESS (192.0.2.10/24, free on the VM's network) and PROXMOX_TEST_STATIC_GATEWAY")
+	}
+	n := &contract.StaticNetwork{}
+	var err error
+	if n.Address, err = netip.ParsePrefix(addr); err != nil {
+		t.Fatalf("PROXMOX_TEST_STATIC_ADDRESS: %v", err)
+	}
+	if n.Gateway, err = netip.ParseAddr(gw); err != nil {
+		t.Fatalf("PROXMOX_TEST_STATIC_GATEWAY: %v", err)
+	}
+	for _, d := range strings.Fields(os.Getenv("PROXMOX_TEST_STATIC_DNS")) {
+		a, err := netip.ParseAddr(d)
+		if err != nil {
+			t.Fatalf("PROXMOX_TEST_STATIC_DNS: %v", err)
+		}
+		n.DNS = append(n.DNS, a)
+	}
+	p := integrationProvider(t, integrationConfig(t))
+	req := integrationRequest("test", "integration05")
+	req.Network = n
+	contracttest.RunLifecycle(t, contracttest.Lifecycle{
+		Provider: p, Request: req, Timeout: 15 * time.Minute,
+		Probe: func(ctx context.Context, ip string) error {
+			if ip != n.IP() {
+				return fmt.Errorf("Running at %s, want the static %s", ip, n.IP())
+			}
+			return probeProxyPort(ctx, ip)
+		},
+	})
 }
