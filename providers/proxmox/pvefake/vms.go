@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -385,7 +386,17 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 	if !full {
 		final["scsi0"] = fmt.Sprintf("%s:%s/vm-%d-disk-0,size=2G", srcStorage, srcVolume, newid)
 	}
-	final["net0"] = fmt.Sprintf("virtio=BC:24:11:%02X:%02X:%02X,bridge=vmbr0", (newid>>16)&0xff, (newid>>8)&0xff, newid&0xff)
+	for k, val := range final {
+		if m := netIndexRE.FindStringSubmatch(k); m != nil {
+			// "always change MAC! address": each NIC of the source, its
+			// model and options kept; none added (qemu-server
+			// API2/Qemu.pm clone_vm). PVE draws the MAC at random under
+			// datacenter.cfg's mac_prefix (BC:24:11 by default since PVE
+			// 8.1); the fake derives it from the VMID and the index.
+			n, _ := strconv.Atoi(m[1])
+			final[k] = withMAC(val, fmt.Sprintf("BC:24:11:%02X:%02X:%02X", (newid>>16)&0x0f|(n&0x0f)<<4, (newid>>8)&0xff, newid&0xff))
+		}
+	}
 	final["meta"] = fmt.Sprintf("creation-qemu=8.1.5,ctime=%d", time.Now().Unix())
 	final["smbios1"] = fmt.Sprintf("uuid=6f1e0a3e-8d0b-4c55-9a43-%012x", newid)
 	if s.disksCopied {
@@ -408,6 +419,21 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 		after = func() { <-t.completed }
 	}
 	return t.upid, after, nil, true
+}
+
+var netIndexRE = regexp.MustCompile(`^net(\d+)$`)
+
+// withMAC is a NIC's property string with its MAC replaced: the value of
+// the "<model>=" first part (print_net) or of macaddr=.
+func withMAC(net, mac string) string {
+	parts := strings.Split(net, ",")
+	for i, p := range parts {
+		k, _, ok := strings.Cut(p, "=")
+		if ok && (i == 0 || k == "macaddr") {
+			parts[i] = k + "=" + mac
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // storageSpec is the cluster's storage of that name.

@@ -1,7 +1,10 @@
 package pvefake
 
 import (
+	"fmt"
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -53,4 +56,55 @@ func TestConfigDelete(t *testing.T) {
 	if conf, _ := s.Config(9000); conf["ipconfig0"] != "" || conf["nameserver"] != "" {
 		t.Errorf("after delete=ipconfig0;nameserver: ipconfig0 %q, nameserver %q", conf["ipconfig0"], conf["nameserver"])
 	}
+}
+
+// clone_vm gives each netN of the source a new MAC and keeps its model and
+// options ("always change MAC! address", qemu-server API2/Qemu.pm); a
+// source without a NIC gives a clone without one.
+func TestCloneNICs(t *testing.T) {
+	s := newTestServer(t, 9, nil)
+	if err := s.SetConfig(9000, "net0", "e1000=BC:24:11:00:00:01,bridge=vmbr7,firewall=1,queues=2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetConfig(9000, "net1", "virtio=BC:24:11:00:00:02,bridge=vmbr8"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := cloneAndWait(t, s, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, rest := range map[string]string{"net0": ",bridge=vmbr7,firewall=1,queues=2", "net1": ",bridge=vmbr8"} {
+		model, opts, _ := strings.Cut(a[k], ",")
+		if ","+opts != rest || !strings.Contains(model, "=") || strings.HasSuffix(model, "=BC:24:11:00:00:01") || strings.HasSuffix(model, "=BC:24:11:00:00:02") {
+			t.Errorf("clone's %s %q: want a new MAC and %q", k, a[k], rest)
+		}
+	}
+	if strings.Split(a["net0"], ",")[0][len("e1000="):] == strings.Split(a["net1"], ",")[0][len("virtio="):] {
+		t.Errorf("net0 %q and net1 %q share a MAC", a["net0"], a["net1"])
+	}
+	s2 := newTestServer(t, 9, nil)
+	call(t, s2, "PUT", "/nodes/pve1/qemu/9000/config", url.Values{"delete": {"net0"}})
+	b, err := cloneAndWait(t, s2, 1001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b["net0"]; ok {
+		t.Errorf("a clone of a template without a NIC has net0 %q", b["net0"])
+	}
+}
+
+// cloneAndWait clones template 9000 to newid through the API and returns
+// the clone's config once its task ended.
+func cloneAndWait(t *testing.T, s *Server, newid int) (map[string]string, error) {
+	t.Helper()
+	a := call(t, s, "POST", "/nodes/pve1/qemu/9000/clone", url.Values{"newid": {strconv.Itoa(newid)}, "name": {"c" + strconv.Itoa(newid)}})
+	if a.status != 200 {
+		return nil, fmt.Errorf("clone: %d %q %q", a.status, a.reason, a.errors)
+	}
+	s.WaitTasks()
+	conf, ok := s.Config(newid)
+	if !ok {
+		return nil, fmt.Errorf("no VM %d after the clone", newid)
+	}
+	return conf, nil
 }
