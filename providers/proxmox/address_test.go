@@ -2,9 +2,12 @@ package proxmox
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+
+	pve "github.com/luthermonson/go-proxmox"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -143,5 +146,34 @@ func TestTemplateIPConfigIsNotARequest(t *testing.T) {
 	vmid, _ = vmidOf(inst.ProviderID)
 	if conf, _ := f.s.Config(vmid); conf["ipconfig0"] != "ip=192.0.2.11/24,gw=192.0.2.1" {
 		t.Errorf("ipconfig0 %q; want the request's", conf["ipconfig0"])
+	}
+}
+
+// A static address needs a NIC to put it on: a template without net0
+// fails the Create, Permanent, naming net0 and the address, before the
+// seed is uploaded or the VM started.
+func TestStaticAddressNeedsANIC(t *testing.T) {
+	f := startFake(t)
+	p := f.provider(t)
+	api, _, _, err := p.regions[testRegion].client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tmpl := range []int{templateVMID, templateVMID + 1} {
+		// As a person removes the template's NIC in the web UI.
+		if err := newVM(api, f.s.Node(tmpl), tmpl).ConfigSync(context.Background(), pve.VirtualMachineOption{Name: "delete", Value: "net0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := request("nonic", testUID(6))
+	req.Network = testNetwork(12)
+	_, err = p.Create(context.Background(), req)
+	if !errors.Is(err, contract.ErrPermanent) || !strings.Contains(err.Error(), "net0") || !strings.Contains(err.Error(), "192.0.2.12/24") {
+		t.Fatalf("Create from a template without a NIC = %v; want Permanent naming net0 and 192.0.2.12/24", err)
+	}
+	for _, r := range f.s.Inventory() {
+		if strings.Contains(r, ".iso") {
+			t.Errorf("a seed was uploaded: %s", r)
+		}
 	}
 }
