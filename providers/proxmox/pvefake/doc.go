@@ -315,7 +315,10 @@
 // vm-<vmid>-cloudinit (src/PVE/QemuServer/Cloudinit.pm
 // generate_cloudinit_config), which the fake has not; the guest reads the
 // seed ISO the provider attaches. A stopped VM's config write takes effect
-// at once, as update_vm applies pending changes of a VM that does not run.
+// at once, as update_vm applies the pending changes of a VM that does not
+// run (vmconfig_apply_pending; a running one's are hotplugged or stay
+// pending, which the fake does not model: the provider writes the config
+// before the first start).
 //
 // The control methods (Stall, FailNext, FailNextTask, WarnNextTask,
 // DropNextClone, CutCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,
