@@ -38,4 +38,14 @@ func TestCallCounts(t *testing.T) {
 	count("Get from a restarted provider", func() error { _, err := f.provider(t).Get(ctx, inst.ProviderID); return err })
 	count("ListByTag", func() error { _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); return err })
 	count("Delete", func() error { return p.Delete(ctx, inst.ProviderID) })
+
+	// A static address costs no call more (address.go).
+	req := request("counted-static", testUID(10))
+	req.Network = testNetwork(10)
+	count("Create with a static address", func() (err error) { inst, err = p.Create(ctx, req); return err })
+	vmid, _ = vmidOf(inst.ProviderID)
+	if err := f.s.ReportIP(vmid, "192.0.2.10"); err != nil {
+		t.Fatal(err)
+	}
+	count("Get at a static address (Running)", func() error { _, err := p.Get(ctx, inst.ProviderID); return err })
 }
