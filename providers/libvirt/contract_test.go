@@ -23,5 +23,6 @@ func TestContract(t *testing.T) {
 		Credential:       b.credential,
 		CallBudget:       time.Second,
 		WaitTimeout:      10 * time.Second,
+		StaticNetwork:    &testNetwork,
 	})
 }

@@ -37,6 +37,10 @@ type marks struct {
 	// Started is written just before the first start: a shut-off domain
 	// without it has never run (provisioning-state: marker).
 	Started string `xml:"started,omitempty"`
+	// Address is the static address the domain was made with
+	// (CreateRequest.Network's IP), empty for one whose address the
+	// network's DHCP gives: the only address Get reports it Running with.
+	Address string `xml:"address,omitempty"`
 }
 
 func (m marks) started() bool { return m.Started == "true" }
@@ -58,7 +62,7 @@ func (m marks) render(prefix string) string {
 	} else {
 		fmt.Fprintf(&b, `<%sinstance xmlns:%s=%q>`, prefix, xmlPrefix, xmlNamespace)
 	}
-	for _, kv := range [][2]string{{"managed", m.Managed}, {"uid", m.UID}, {"createdAt", m.CreatedAt}, {"started", m.Started}} {
+	for _, kv := range [][2]string{{"managed", m.Managed}, {"uid", m.UID}, {"createdAt", m.CreatedAt}, {"started", m.Started}, {"address", m.Address}} {
 		if kv[1] == "" {
 			continue
 		}
@@ -108,6 +112,9 @@ type domain struct {
 	reason int
 	marks  marks
 	ip     string
+	// seen is, for a domain with a static address whose guest has not
+	// reported it, the address the guest reports instead ("" for none).
+	seen string
 }
 
 // running says the guest runs, so it may have an address.
@@ -133,6 +140,9 @@ func (d domain) owned(uid string) bool {
 func (d domain) instance(region string) contract.Instance {
 	state, ip := stateOf(d)
 	inst := contract.Instance{ProviderID: ids.Format(region, d.name), Name: d.name, State: state, IP: ip, UID: d.marks.UID, Owner: d.marks.Managed}
+	if d.running() && d.ip == "" && d.marks.Address != "" {
+		inst.Message = waiting(d.marks.Address, d.seen)
+	}
 	if t, err := time.Parse(time.RFC3339, d.marks.CreatedAt); err == nil {
 		inst.CreatedAt = t
 	}
@@ -156,7 +166,7 @@ func (p *Provider) read(ctx context.Context, dom *libvirt.Domain) (domain, error
 		return d, err
 	}
 	if d.running() {
-		d.ip = p.address(ctx, dom)
+		d.ip, d.seen = p.address(ctx, dom, d.marks.Address)
 	}
 	return d, nil
 }
@@ -202,15 +212,19 @@ func volumesOf(def *libvirtxml.Domain) map[string]bool {
 	return out
 }
 
-// address is the first routable IPv4 address of the first source, in the
-// configured order (default lease, then agent), that has one. A source
-// that fails (no agent in the guest yet, a bridged NIC without leases) is
-// skipped: the domain is Provisioning until a source answers.
-func (p *Provider) address(ctx context.Context, dom *libvirt.Domain) string {
+// address asks the sources in the configured order (default lease, then
+// agent) for the domain's address: the first routable IPv4 of the first
+// source that has one or, for a domain with a static address (want),
+// exactly that address from any source, and else what the guest reports
+// instead (addressPick). A source that fails (no agent in the guest yet,
+// a bridged NIC without leases) is skipped: the domain is Provisioning
+// until a source answers.
+func (p *Provider) address(ctx context.Context, dom *libvirt.Domain, want string) (ip, seen string) {
 	lookup := p.hooks.addresses
 	if lookup == nil {
 		lookup = (*libvirt.Domain).ListAllInterfaceAddresses
 	}
+	pick := addressPick{want: want}
 	for _, s := range p.cfg.AddressSources {
 		src := libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE
 		if s == SourceAgent {
@@ -230,11 +244,11 @@ func (p *Provider) address(ctx context.Context, dom *libvirt.Domain) string {
 				ips = append(ips, a.Addr)
 			}
 		}
-		if ip := contract.FirstRoutableIPv4(ips); ip != "" {
-			return ip
+		if pick.offer(ips) {
+			break
 		}
 	}
-	return ""
+	return pick.ip, pick.seen
 }
 
 // domainXML is the definition of the instance's domain: the measured
@@ -246,6 +260,16 @@ func (p *Provider) address(ctx context.Context, dom *libvirt.Domain) string {
 func (p *Provider) domainXML(pl plan, req contract.CreateRequest, now time.Time) (string, error) {
 	port := uint(0)
 	m := marks{Managed: req.Owner, UID: req.UID, CreatedAt: now.Format(time.RFC3339)}
+	nic := libvirtxml.DomainInterface{
+		Source: &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: pl.region.Network}},
+		Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+	}
+	if req.Network != nil {
+		// The MAC the seed's network-config matches; without a static
+		// address libvirt chooses one, as before.
+		m.Address = req.Network.IP()
+		nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: staticMAC(req.UID, req.Name)}
+	}
 	serial := libvirtxml.DomainSerial{
 		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 		Target: &libvirtxml.DomainSerialTarget{Port: &port},
@@ -280,11 +304,8 @@ func (p *Provider) domainXML(pl plan, req contract.CreateRequest, now time.Time)
 					ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 				},
 			},
-			Interfaces: []libvirtxml.DomainInterface{{
-				Source: &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: pl.region.Network}},
-				Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
-			}},
-			Serials: []libvirtxml.DomainSerial{serial},
+			Interfaces: []libvirtxml.DomainInterface{nic},
+			Serials:    []libvirtxml.DomainSerial{serial},
 			Consoles: []libvirtxml.DomainConsole{{
 				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 				Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port},

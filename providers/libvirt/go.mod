@@ -9,6 +9,7 @@ require (
 	github.com/go-logr/logr v1.4.4
 	github.com/kdomanski/iso9660 v0.4.0
 	go.opentelemetry.io/otel v1.47.0
+	go.yaml.in/yaml/v3 v3.0.5
 	libvirt.org/go/libvirt v1.11010.0
 	libvirt.org/go/libvirtxml v1.12008.0
 )

@@ -283,6 +283,7 @@ func (p *Provider) addresses(ctx context.Context, region string, doms []*listedD
 		if !d.running() {
 			continue
 		}
+		pick := addressPick{want: d.marks.Address}
 		for _, s := range p.cfg.AddressSources {
 			var ips []string
 			if s == SourceAgent {
@@ -297,10 +298,11 @@ func (p *Provider) addresses(ctx context.Context, region string, doms []*listedD
 					ips = append(ips, table[n.mac]...)
 				}
 			}
-			if d.ip = contract.FirstRoutableIPv4(ips); d.ip != "" {
+			if pick.offer(ips) {
 				break
 			}
 		}
+		d.ip, d.seen = pick.ip, pick.seen
 	}
 }
 

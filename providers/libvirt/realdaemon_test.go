@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -90,6 +91,9 @@ func TestContractOnRealDaemon(t *testing.T) {
 		CallBudget:       budget,
 		WaitTimeout:      30 * time.Second,
 		NamePrefix:       "ctreal",
+		// In the lane's network (hack/e2e/env.sh), outside its DHCP range.
+		StaticNetwork: &contract.StaticNetwork{Address: netip.MustParsePrefix("192.168.150.50/24"),
+			Gateway: netip.MustParseAddr("192.168.150.1"), DNS: []netip.Addr{netip.MustParseAddr("192.168.150.1")}},
 	})
 	t.Logf("the harness on the private daemon took %s", time.Since(start).Round(time.Second))
 }
@@ -116,6 +120,7 @@ var (
 	_ contracttest.LegacyCreator    = (*realControl)(nil)
 	_ contracttest.Inventory        = (*realControl)(nil)
 	_ contracttest.UserDataReader   = (*realControl)(nil)
+	_ contracttest.NetworkReader    = (*realControl)(nil)
 )
 
 func (r *realControl) provider(t *testing.T) *Provider {

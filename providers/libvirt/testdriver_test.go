@@ -398,6 +398,7 @@ var (
 	_ contracttest.FaultInjector      = control{}
 	_ contracttest.CredentialRejecter = control{}
 	_ contracttest.UserDataReader     = control{}
+	_ contracttest.NetworkReader      = control{}
 	_ contracttest.CallCounter        = control{}
 	_ contracttest.CallCutter         = control{}
 	_ contracttest.Resetter           = control{}
@@ -756,15 +757,24 @@ func (b *testBackend) inactiveDestroy() error {
 }
 
 // UserData reads user-data from the seed volume's bytes as the guest's
-// ISO 9660 reader does: the bytes uploaded to the path of the seed volume
-// the domain has now, which must be as large as the upload.
+// ISO 9660 reader does.
 func (c control) UserData(_ context.Context, providerID string) ([]byte, error) {
+	iso, err := c.b.seed(providerID)
+	if err != nil {
+		return nil, err
+	}
+	return readISOFile(iso, "user-data")
+}
+
+// seed is the seed volume's bytes: those uploaded to the path of the
+// seed volume the domain has now, which must be as large as the upload.
+func (b *testBackend) seed(providerID string) ([]byte, error) {
 	region, name, err := ids.Parse(providerID)
 	if err != nil {
 		return nil, err
 	}
 	var iso []byte
-	err = withPool(c.b.conns[region], c.b.pools[region], func(pool *libvirt.StoragePool) error {
+	err = withPool(b.conns[region], b.pools[region], func(pool *libvirt.StoragePool) error {
 		vol, err := pool.LookupStorageVolByName(seedName(name))
 		if err != nil {
 			return err
@@ -778,19 +788,16 @@ func (c control) UserData(_ context.Context, providerID string) ([]byte, error) 
 		if err != nil {
 			return err
 		}
-		c.b.mu.Lock()
-		data, ok := c.b.volumes[path]
-		c.b.mu.Unlock()
+		b.mu.Lock()
+		data, ok := b.volumes[path]
+		b.mu.Unlock()
 		if !ok || uint64(len(data)) != info.Capacity {
 			return fmt.Errorf("no seed of %d bytes was uploaded to %s (%d bytes)", info.Capacity, path, len(data))
 		}
 		iso = data
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return readISOFile(iso, "user-data")
+	return iso, err
 }
 
 func readISOFile(iso []byte, want string) ([]byte, error) {

@@ -143,7 +143,11 @@ func (p *Provider) createSeed(ctx context.Context, pl plan, req contract.CreateR
 		return fmt.Errorf("seed for %s: %w", req.Name, err)
 	}
 	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
-	size, err := nocloud.Seed{UserData: req.CloudInit, InstanceID: req.Name, Hostname: req.Name}.WriteTo(f)
+	netConfig, err := networkConfig(req)
+	if err != nil {
+		return fmt.Errorf("seed for %s: %w", req.Name, err)
+	}
+	size, err := nocloud.Seed{UserData: req.CloudInit, InstanceID: req.Name, Hostname: req.Name, NetworkConfig: netConfig}.WriteTo(f)
 	if err != nil {
 		return fmt.Errorf("seed for %s: %w", req.Name, err)
 	}
