@@ -13,10 +13,21 @@ import (
 // NetworkConfig renders a static network as cloud-init's network config
 // version 2 (docs.cloud-init.io, "Networking config Version 2"): one
 // ethernet, matched by its MAC address and named "eth0", with the address,
-// a default route through the gateway and the resolvers. Matching by MAC
-// (with set-name) is what every cloud-init renderer supports (netplan,
-// networkd, ENI, sysconfig); a name glob is netplan's alone. The same
-// document is the network key of the VMware datasource's metadata.
+// the gateway and the resolvers. Matching by MAC (with set-name) is what
+// every cloud-init renderer supports (netplan, networkd, ENI, sysconfig);
+// a name glob is netplan's alone. The same document is the network key of
+// the VMware datasource's metadata.
+//
+// The default route is gateway4, not a route to 0.0.0.0/0, although
+// netplan calls gateway4 deprecated: cloud-init turns gateway4 into the
+// subnet's gateway (cloudinit/net/network_state.py, _v2_to_v1_ipcfg),
+// which every renderer writes as the interface's own (ENI's "gateway"
+// line, which ifupdown applies with ip route), while it renders a v2
+// route for ENI as "post-up route add default gw ... || true"
+// (cloudinit/net/eni.py, _render_route): net-tools' route, which a
+// minimal Debian 12 guest does not have, so the guest booted with no
+// default route (seen on the debian-proxy image; providers/libvirt
+// TestStaticAddressLifecycle).
 func NetworkConfig(n contract.StaticNetwork, mac string) ([]byte, error) {
 	if err := n.Validate(); err != nil {
 		return nil, err
@@ -24,10 +35,6 @@ func NetworkConfig(n contract.StaticNetwork, mac string) ([]byte, error) {
 	hw, err := net.ParseMAC(mac)
 	if err != nil || len(hw) != 6 {
 		return nil, contract.InvalidField("mac", mac, "must be an Ethernet MAC address such as 52:54:00:12:34:56")
-	}
-	type route struct {
-		To  string `yaml:"to"`
-		Via string `yaml:"via"`
 	}
 	type nameservers struct {
 		Addresses []string `yaml:"addresses"`
@@ -38,14 +45,14 @@ func NetworkConfig(n contract.StaticNetwork, mac string) ([]byte, error) {
 		DHCP4       bool              `yaml:"dhcp4"`
 		DHCP6       bool              `yaml:"dhcp6"`
 		Addresses   []string          `yaml:"addresses"`
-		Routes      []route           `yaml:"routes"`
+		Gateway4    string            `yaml:"gateway4"`
 		Nameservers *nameservers      `yaml:"nameservers,omitempty"`
 	}
 	eth := ethernet{
 		Match:     map[string]string{"macaddress": hw.String()},
 		SetName:   "eth0",
 		Addresses: []string{n.Address.String()},
-		Routes:    []route{{To: "0.0.0.0/0", Via: n.Gateway.String()}},
+		Gateway4:  n.Gateway.String(),
 	}
 	if len(n.DNS) > 0 {
 		eth.Nameservers = &nameservers{Addresses: addrStrings(n.DNS)}

@@ -27,6 +27,7 @@ func TestNetworkConfig(t *testing.T) {
 			SetName     string `yaml:"set-name"`
 			DHCP4       bool
 			Addresses   []string
+			Gateway4    string
 			Routes      []struct{ To, Via string }
 			Nameservers struct{ Addresses []string }
 		}
@@ -37,7 +38,7 @@ func TestNetworkConfig(t *testing.T) {
 	eth := got.Ethernets["eth0"]
 	if got.Version != 2 || len(got.Ethernets) != 1 || eth.Match["macaddress"] != "52:54:00:ab:cd:01" || eth.SetName != "eth0" || eth.DHCP4 ||
 		len(eth.Addresses) != 1 || eth.Addresses[0] != "192.0.2.10/24" ||
-		len(eth.Routes) != 1 || eth.Routes[0].To != "0.0.0.0/0" || eth.Routes[0].Via != "192.0.2.1" ||
+		eth.Gateway4 != "192.0.2.1" || len(eth.Routes) != 0 ||
 		len(eth.Nameservers.Addresses) != 1 || eth.Nameservers.Addresses[0] != "192.0.2.53" {
 		t.Errorf("network-config:\n%s", out)
 	}
