@@ -132,7 +132,7 @@ test-integration-vsphere: ## The vSphere lifecycle against a real vCenter named 
 test-integration-libvirt: ## libvirt on a real libvirtd (a private one in a network namespace, root, or LIBVIRT_TEST_URI's): volume uploads, a booted guest's lifecycle, a frozen daemon, the harness's rules a real daemon plays (docs/libvirt-provider.md).
 	cd providers/libvirt && LIBVIRT_TEST_PRIVATE_DAEMON=$${LIBVIRT_TEST_PRIVATE_DAEMON:-1} \
 		LIBVIRT_TEST_IMAGE=$${LIBVIRT_TEST_IMAGE:-$$($(CURDIR)/images/recipes/debian-proxy/build.sh)} \
-		$(GO) test -count=1 -timeout 20m -run '^(TestVolumeUpload|TestClassifyQuotaOnRealDaemon|TestLifecycle|TestPrivateDaemonIsTheLanes|TestFrozenDaemonIsDetected|TestAutoDomainTypeOnRealDaemon|TestContractOnRealDaemon)$$' -v .
+		$(GO) test -count=1 -timeout 20m -run '^(TestVolumeUpload|TestClassifyQuotaOnRealDaemon|TestLifecycle|TestStaticAddressLifecycle|TestPrivateDaemonIsTheLanes|TestFrozenDaemonIsDetected|TestAutoDomainTypeOnRealDaemon|TestContractOnRealDaemon)$$' -v .
 
 libvirt-secret: ## Print the credentials Secret for libvirt over SSH from LIBVIRT_SSH_KEY_FILE and LIBVIRT_KNOWN_HOSTS_FILE.
 	hack/credentials-secret.sh libvirt-ssh-key=$(LIBVIRT_SSH_KEY_FILE) libvirt-known-hosts=$(LIBVIRT_KNOWN_HOSTS_FILE)

@@ -270,7 +270,7 @@ func TestLifecycle(t *testing.T) {
 			t.Logf("serial console of %s:\n%s", name, b)
 		}
 	})
-	web := startWebServer(t, l)
+	web, _ := startWebServer(t, l)
 	start := time.Now()
 	contracttest.RunLifecycle(t, contracttest.Lifecycle{
 		Provider: p,
@@ -302,8 +302,9 @@ func TestLifecycle(t *testing.T) {
 }
 
 // startWebServer serves a file on the host side of the guests' network
-// (the private namespace's bridge) and returns its URL.
-func startWebServer(t *testing.T, l lab) string {
+// (the private namespace's bridge) and returns its URL, and its access
+// log so far (python's http.server logs each request's client address).
+func startWebServer(t *testing.T, l lab) (url string, accessLog func() string) {
 	t.Helper()
 	if l.ns == "" {
 		t.Skip("skipped: the proxied request needs the private daemon's namespace (LIBVIRT_TEST_PRIVATE_DAEMON=1)")
@@ -312,12 +313,21 @@ func startWebServer(t *testing.T, l lab) string {
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("egress-lifecycle-ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "access.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logFile.Close() })
 	cmd := l.inNamespace(t.Context(), "python3", "-m", "http.server", "--bind", l.hostIP, "--directory", dir, "8080")
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return "http://" + l.hostIP + ":8080/hello.txt"
+	return "http://" + l.hostIP + ":8080/hello.txt", func() string {
+		b, _ := os.ReadFile(logFile.Name())
+		return string(b)
+	}
 }
 
 // TestPrivateDaemonIsTheLanes: the tests' private daemon is the one the
