@@ -57,7 +57,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-packages=usr-is-merged,systemd-sysv,udev,linux-image-cloud-amd64,cloud-init,qemu-guest-agent,ifupdown,isc-dhcp-client,iproute2,netbase,$PROXY
+# resolvconf: ifupdown applies a static network's resolvers (cloud-init's
+# dns-nameservers) only through it; without it /etc/resolv.conf stayed the
+# build host's.
+packages=usr-is-merged,systemd-sysv,udev,linux-image-cloud-amd64,cloud-init,qemu-guest-agent,ifupdown,isc-dhcp-client,iproute2,netbase,resolvconf,$PROXY
 [ "$VMWARE_TOOLS" = 1 ] && packages=$packages,open-vm-tools
 
 log "building $PROXY image (vmware tools: $VMWARE_TOOLS) into $cache"
