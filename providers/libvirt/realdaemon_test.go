@@ -30,7 +30,8 @@ import (
 //     in the BIOS: no rule here needs it to boot), destroyed and
 //     undefined through the control's own connection.
 //   - UserDataReader: the seed volume downloaded with
-//     virStorageVolDownload and read as ISO 9660, as the guest reads it.
+//     virStorageVolDownload and read as ISO 9660, as the guest reads it;
+//     NetworkReader the same, its network-config (delivered_test.go).
 //   - CallCounter: the call hook counts the provider's steps and does
 //     nothing else (the harness's unit for "no call before validation").
 //
@@ -38,9 +39,13 @@ import (
 // driver, and the capability is left out here, so the harness skips the
 // rule naming it:
 //   - GuestReporter (RunningRequiresIP, OnlyRoutableIPv4,
-//     UnknownStateIsStopped's Running instance, DeleteLeavesNothing's):
+//     UnknownStateIsStopped's Running instance, DeleteLeavesNothing's,
+//     StaticAddressDelivered, which needs it beside the NetworkReader):
 //     a guest that reports an address is a booted proxy image with a DHCP
-//     lease; TestLifecycle boots one (minutes under TCG, not per rule).
+//     lease or its static address; TestLifecycle and
+//     TestStaticAddressLifecycle boot one each (minutes under TCG, not
+//     per rule), and the latter holds the NetworkReader's reading of the
+//     real seed to what the booted guest has.
 //   - StateInjector: no daemon reports a state past its own enum.
 //   - Locker: the rule holds a job on a never-started domain; on QEMU's
 //     driver an inactive domain's jobs (define, metadata, start, undefine)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,12 @@ func TestStaticAddressLifecycle(t *testing.T) {
 				return err
 			}
 			t.Logf("proxied request answered after %s", time.Since(start).Round(time.Second))
+			// The harness's reading of the seed (the controls'
+			// NetworkReader) is what this guest has: the parser is held to
+			// a real cloud-init.
+			if got, err := seedNetwork(t, l, name); err != nil || !reflect.DeepEqual(got, network) {
+				t.Errorf("the NetworkReader reads %+v, %v from the seed; the guest has the request's %+v", got, err, network)
+			}
 			if log := accessLog(); !strings.Contains(log, want+" - - ") {
 				return fmt.Errorf("the web server did not see a request from %s:\n%s", want, log)
 			}
@@ -112,6 +119,18 @@ func TestStaticAddressLifecycle(t *testing.T) {
 			return nil
 		},
 	})
+}
+
+// seedNetwork is the NetworkReader's reading of the lab domain's seed.
+func seedNetwork(t *testing.T, l lab, name string) (contract.StaticNetwork, error) {
+	t.Helper()
+	c, err := libvirt.NewConnect(l.uri)
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	defer func() { _, _ = c.Close() }()
+	b := &testBackend{conns: map[string]*libvirt.Connect{"lab": c}}
+	return b.delivered(ids.Format("lab", name), download(t, l.uri, l.pool, seedName(name)))
 }
 
 // proxied fetches url through the proxy at ip from the private namespace
