@@ -12,6 +12,31 @@ const (
 	// that changed the default template: the VM keeps serving until the
 	// user rolls it (annotation egressproxies.io/roll).
 	ConditionCloudInitCurrent = "CloudInitCurrent"
+	// ConditionAddressesAllocated: the Proxy holds its static addresses
+	// from spec.addressPool (status.addresses). False says why not yet.
+	ConditionAddressesAllocated = "AddressesAllocated"
+	// ConditionValid: an AddressPool's fields all parse; False names the
+	// field and the value that does not.
+	ConditionValid = "Valid"
+)
+
+// The reasons of AddressesAllocated and of an AddressPool's Valid.
+const (
+	ReasonAddressesAllocated = "Allocated"
+	// ReasonPoolNotFound: no AddressPool of spec.addressPool's name.
+	ReasonPoolNotFound = "PoolNotFound"
+	// ReasonPoolInvalid: the pool cannot serve this Proxy: a field does not
+	// parse, or it is another provider entry's or region's.
+	ReasonPoolInvalid = "PoolInvalid"
+	// ReasonPoolExhausted: every address of the pool is held.
+	ReasonPoolExhausted = "PoolExhausted"
+	// ReasonAddressTaken: a pinned address is held by another Proxy, or is
+	// not in the pool.
+	ReasonAddressTaken = "AddressTaken"
+	// ReasonAddressPending: a pinned address is held by a Proxy being
+	// deleted (or gone) whose VM is not gone yet.
+	ReasonAddressPending = "AddressPending"
+	ReasonPoolValid      = "Valid"
 )
 
 // Condition reasons.

@@ -1,5 +1,5 @@
-// Package v1alpha1 holds the egressproxies.io/v1alpha1 API: Proxy and
-// ProviderHealth.
+// Package v1alpha1 holds the egressproxies.io/v1alpha1 API: Proxy,
+// ProviderHealth, AddressPool and ProxyAddress.
 // +kubebuilder:object:generate=true
 // +groupName=egressproxies.io
 package v1alpha1
@@ -20,7 +20,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Proxy{}, &ProxyList{}, &ProviderHealth{}, &ProviderHealthList{})
+	s.AddKnownTypes(GroupVersion, &Proxy{}, &ProxyList{}, &ProviderHealth{}, &ProviderHealthList{},
+		&AddressPool{}, &AddressPoolList{}, &ProxyAddress{}, &ProxyAddressList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 // ProxySpec is what the user asks for: a forward proxy on a configured
 // provider.
+// +kubebuilder:validation:XValidation:rule="!has(self.addresses) || size(self.addresses) == 0 || (has(self.addressPool) && size(self.addressPool) > 0)",message="addresses pins addresses of a pool: set addressPool too"
 type ProxySpec struct {
 	// Provider is the name of a provider in the operator's providers config.
 	// It cannot change: to move a proxy to another backend, create a new
@@ -45,6 +46,23 @@ type ProxySpec struct {
 	// proxy cloud-init from port and allowedClients.
 	// +optional
 	CloudInit *corev1.SecretKeySelector `json:"cloudInit,omitempty"`
+
+	// AddressPool names the AddressPool the proxy's static address comes
+	// from; it is allocated before the VM is made and shown in
+	// status.addresses. Unset: the backend assigns the address (DHCP), and
+	// it changes when the VM is replaced. A change allocates from the new
+	// pool and replaces the VM.
+	// +kubebuilder:validation:MaxLength=46
+	// +optional
+	AddressPool string `json:"addressPool,omitempty"`
+
+	// Addresses pins the proxy's addresses to these of the pool (one per
+	// replica: one today): the way to keep an address across a delete and
+	// recreate of the Proxy, as GitOps does. Unset: any free address.
+	// +kubebuilder:validation:MaxItems=1
+	// +listType=atomic
+	// +optional
+	Addresses []IPv4 `json:"addresses,omitempty"`
 }
 
 // CIDR is an IPv4 network of /8 or longer, or an IPv6 network of /7 or
@@ -120,6 +138,10 @@ type InstanceRef struct {
 	// IP is the VM's routable IPv4 address once it runs.
 	// +optional
 	IP string `json:"ip,omitempty"`
+	// Address is the static address (ip/prefix) the VM was made with;
+	// empty when the backend assigned it.
+	// +optional
+	Address string `json:"address,omitempty"`
 	// CreatedAt is when the provider says the VM was created.
 	// +optional
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
@@ -152,6 +174,10 @@ type ProxyStatus struct {
 	// Address is the serving VM's IP address: the one to allow-list.
 	// +optional
 	Address string `json:"address,omitempty"`
+	// Addresses are the static addresses allocated to the proxy from
+	// spec.addressPool, known before its VM exists: the ones to allow-list.
+	// +optional
+	Addresses []string `json:"addresses,omitempty"`
 	// Endpoint is the URL pods use: http://<proxy>.<namespace>.svc:<port>.
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
@@ -178,6 +204,7 @@ type ProxyStatus struct {
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.status.addresses`,priority=1
 // +kubebuilder:printcolumn:name="CloudInit-Current",type=string,JSONPath=`.status.conditions[?(@.type=="CloudInitCurrent")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Proxy struct {
