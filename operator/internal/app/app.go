@@ -136,7 +136,7 @@ func Run(ctx context.Context, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}
-	if err := mgr.Add(&controller.GarbageCollector{Reader: mgr.GetAPIReader(), Providers: set, Recorder: events}); err != nil {
+	if err := mgr.Add(&controller.GarbageCollector{Reader: mgr.GetAPIReader(), Providers: set, Recorder: events, Addresses: mgr.GetClient()}); err != nil {
 		return err
 	}
 	health := &controller.HealthChecker{Client: mgr.GetClient(), Providers: set}

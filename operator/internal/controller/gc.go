@@ -31,6 +31,9 @@ type GarbageCollector struct {
 	Reader    client.Reader
 	Providers *providers.Set
 	Recorder  recorder.EventRecorder
+	// Addresses deletes the ProxyAddresses of Proxies that are gone and
+	// hold no VM (read through Reader); nil: addresses are not collected.
+	Addresses client.Writer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -76,6 +79,10 @@ func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]con
 	if !usable(ownedErr) && !usable(legacyErr) {
 		return nil, errors.Join(ownedErr, legacyErr)
 	}
+	// Addresses are listed before the Proxies: a ProxyAddress is made for
+	// a Proxy that exists, so one listed here whose Proxy the later list
+	// lacks belongs to a Proxy that is gone.
+	addrs, addrErr := g.listAddresses(ctx)
 	// Proxies are listed after the instances: an instance made after this
 	// list is younger than gc.minAge, so it is spared whatever it says.
 	var proxies v1alpha1.ProxyList
@@ -88,7 +95,11 @@ func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]con
 	}
 	deleted := g.collect(ctx, e, passOwned, e.Owner, owned, byUID, whyCollect)
 	deleted = append(deleted, g.collect(ctx, e, passLegacy, contract.LegacyManagedValue, legacy, byUID, whyCollectLegacy)...)
-	return deleted, errors.Join(ownedErr, legacyErr)
+	if ownedErr == nil && legacyErr == nil && addrErr == nil {
+		// Only complete lists prove that no VM holds an address.
+		g.releaseOrphanAddresses(ctx, e, addrs, byUID, append(owned, legacy...))
+	}
+	return deleted, errors.Join(ownedErr, legacyErr, addrErr)
 }
 
 // listMarked lists e's instances whose managed mark is value.

@@ -32,7 +32,11 @@ func specHash(proxy *v1alpha1.Proxy, userCloudInit []byte) string {
 		AllowedClients []string
 		UserCloudInit  bool
 		Roll           string
-	}{spec.Provider, spec.Placement, spec.Port, clients, userCloudInit != nil, proxy.Annotations[RollAnnotation]})
+		// Omitted when unset, so a Proxy without a pool keeps the hash
+		// it had before pools existed, and its VM.
+		AddressPool string          `json:",omitempty"`
+		Addresses   []v1alpha1.IPv4 `json:",omitempty"`
+	}{spec.Provider, spec.Placement, spec.Port, clients, userCloudInit != nil, proxy.Annotations[RollAnnotation], spec.AddressPool, spec.Addresses})
 	h := sha256.New()
 	h.Write(fields)
 	h.Write([]byte{0})

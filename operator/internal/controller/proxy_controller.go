@@ -108,6 +108,8 @@ func (t Timing) withDefaults() Timing {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=egressproxies.io,resources=addresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=egressproxies.io,resources=proxyaddresses,verbs=get;list;watch;create;delete
 
 // SetupWithManager registers the reconciler: Bounds.Workers reconciles at
 // once (three by default, DESIGN.md §4), each within Bounds.Deadline,
@@ -123,10 +125,28 @@ func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	notCreated := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Proxy{}, indexAddressPool, func(o client.Object) []string {
+		if pool := o.(*v1alpha1.Proxy).Spec.AddressPool; pool != "" {
+			return []string{pool}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Proxy{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, rollChanged))).
 		Owns(&corev1.Service{}, notCreated).
 		Owns(&discoveryv1.EndpointSlice{}, notCreated).
+		// A released address, or a new or edited pool, wakes the Proxies
+		// of the pool: one may be waiting for it.
+		Watches(&v1alpha1.ProxyAddress{}, handler.EnqueueRequestsFromMapFunc(r.proxiesOfPool(func(o client.Object) string {
+			return o.(*v1alpha1.ProxyAddress).Spec.Pool
+		})), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		Watches(&v1alpha1.AddressPool{}, handler.EnqueueRequestsFromMapFunc(r.proxiesOfPool(client.Object.GetName)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(r.requeueSource()).
 		WatchesRawSource(source.Channel(r.ops.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
@@ -197,6 +217,15 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		// Its end reconciles the Proxy; the poll is a safety net.
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
+	// The address comes first: it is in the status before any VM exists,
+	// and no VM is made without it.
+	network, err := r.allocate(ctx, &proxy)
+	if w := (*waitAddress)(nil); errors.As(err, &w) {
+		return r.awaitAddress(ctx, &proxy, w)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	cloudInit, userCloudInit, err := r.cloudInit(ctx, &proxy)
 	if err != nil {
 		return r.cloudInitError(ctx, &proxy, err)
@@ -207,9 +236,12 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	hash := specHash(&proxy, user)
 	adoptLegacyHashes(&proxy, hash, cloudInit, userCloudInit)
-	ro := r.target(ctx, &proxy, entry, hash, cloudInit)
+	ro := r.target(ctx, &proxy, entry, hash, cloudInit, network)
 	r.noteCloudInit(&proxy, cloudInit)
-	return r.drive(ctx, &proxy, entry, ro, cloudInit)
+	if ro == roleReplacement && breaksBeforeMake(&proxy) {
+		return r.breakBeforeMake(ctx, &proxy, entry)
+	}
+	return r.drive(ctx, &proxy, entry, ro, cloudInit, network)
 }
 
 // role names which of a Proxy's instances a reconcile works on. Status
@@ -232,10 +264,10 @@ func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
 // target returns the instance the reconcile works on: the current one, or
 // the replacement for a changed spec. An abandoned replacement (the spec
 // changed again, or back) is deleted.
-func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, hash string, cloudInit []byte) role {
+func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, hash string, cloudInit []byte, network *contract.StaticNetwork) role {
 	s := &proxy.Status
 	fresh := func() *v1alpha1.InstanceRef {
-		return &v1alpha1.InstanceRef{Name: instanceName(proxy, hash), SpecHash: hash, CloudInitHash: cloudInitHash(cloudInit)}
+		return &v1alpha1.InstanceRef{Name: instanceName(proxy, hash), SpecHash: hash, CloudInitHash: cloudInitHash(cloudInit), Address: addressOf(network)}
 	}
 	// A Create that ended but is not yet recorded pins its target whatever
 	// the spec says now: the VM it made is recorded first, then replaced
@@ -275,7 +307,7 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 // probe it, and make it serve. Each provider call is an operation (await):
 // the reconcile that starts it returns at once, and the one its end wakes
 // goes on with the result.
-func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, cloudInit []byte) (ctrl.Result, error) {
+func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, cloudInit []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
 	target := ro.ref(proxy)
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, entry.Name, contract.LogKeyInstance, target.Name)
 	ctx = logf.IntoContext(ctx, log)
@@ -287,6 +319,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		// Record the name before creating, so the garbage collector and a
 		// restarted operator both know the VM is wanted. A retry keeps the
 		// last error on show until it succeeds.
+		target.Address = addressOf(network)
 		if proxy.Status.LastError == nil {
 			r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("creating instance %s", target.Name))
 		}
@@ -301,6 +334,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			Placement: contract.Placement(proxy.Spec.Placement),
 			CloudInit: cloudInit,
 			Port:      proxy.Spec.Port,
+			Network:   network,
 		}
 		created := call{methodCreate, target.Name}
 		var done bool
@@ -353,7 +387,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
 			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
 			log.Info("instance gone; recreating", "providerID", target.ProviderID)
-			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: cloudInitHash(cloudInit)}
+			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: cloudInitHash(cloudInit), Address: target.Address}
 			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
 			return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 		}
@@ -368,6 +402,13 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 
 	switch seen.inst.State {
 	case contract.StateRunning:
+		if want := ipOf(target.Address); want != "" && seen.inst.IP != want {
+			// The provider reports the allocated address only (contract
+			// §2.2); anything else is not the address users allow-listed.
+			r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning,
+				fmt.Sprintf("instance %s reports address %q; waiting for the allocated %s", target.Name, seen.inst.IP, want))
+			break
+		}
 		return r.serve(ctx, proxy, entry, ro, seen.probed)
 	case contract.StateStopped:
 		// The operation deleted it already (look).
@@ -501,6 +542,10 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	}
 	if len(found.left) > 0 {
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+	}
+	// Every VM is gone: its addresses may go to another Proxy now.
+	if err := r.releaseAll(ctx, proxy); err != nil {
+		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(proxy, Finalizer)
 	log.Info("all instances deleted; releasing the Proxy")

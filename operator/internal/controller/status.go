@@ -34,6 +34,9 @@ func phaseOf(proxy *v1alpha1.Proxy) v1alpha1.ProxyPhase {
 	switch {
 	case !proxy.DeletionTimestamp.IsZero():
 		return v1alpha1.PhaseDeleting
+	case s.Replacement != nil && conditionReason(s.Conditions, v1alpha1.ConditionReady) == v1alpha1.ReasonReplacing:
+		// Break-before-make: the old VM is being deleted.
+		return v1alpha1.PhaseReplacing
 	case ready && s.Replacement != nil:
 		return v1alpha1.PhaseReplacing
 	case ready:
@@ -98,4 +101,12 @@ func (r *ProxyReconciler) markReady(proxy *v1alpha1.Proxy) {
 	s.LastError = nil
 	r.setCondition(proxy, v1alpha1.ConditionProvisioned, true, v1alpha1.ReasonReady, fmt.Sprintf("instance %s runs at %s", s.Instance.Name, s.Instance.IP))
 	r.setCondition(proxy, v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, fmt.Sprintf("the proxy answers at %s:%d", s.Instance.IP, proxy.Spec.Port))
+}
+
+// conditionReason is the reason of the condition of type typ, "" if unset.
+func conditionReason(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return c.Reason
+	}
+	return ""
 }

@@ -73,6 +73,15 @@ var (
 	// standIn is the stand-in proxy's listener, for the reconcilers a test
 	// runs besides the suite's.
 	standIn net.Listener
+	// restConfig and testScheme reach the suite's API server, for the
+	// managers a test runs besides the suite's.
+	restConfig *rest.Config
+	testScheme *runtime.Scheme
+	// createRequests holds the last CreateRequest of each instance name.
+	createRequests sync.Map
+	// deleteGate, when it holds a channel, makes every Delete wait until
+	// that channel closes.
+	deleteGate atomic.Pointer[chan struct{}]
 )
 
 // logBuffer keeps every log line the operator writes, for the sentinel test.
@@ -119,6 +128,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	restConfig, testScheme = cfg, scheme
 	var err error
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -213,6 +223,7 @@ type seamProvider struct {
 }
 
 func (p *seamProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+	createRequests.Store(req.Name, req)
 	inst, err := p.Provider.Create(ctx, req)
 	if err != nil {
 		return inst, err
@@ -229,6 +240,13 @@ func (p *seamProvider) Get(ctx context.Context, providerID string) (contract.Ins
 }
 
 func (p *seamProvider) Delete(ctx context.Context, providerID string) error {
+	if gate := deleteGate.Load(); gate != nil {
+		select {
+		case <-*gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	err := p.Provider.Delete(ctx, providerID)
 	if err == nil {
 		stopped.Delete(providerID)
@@ -405,6 +423,23 @@ func bootGuestOn(t *testing.T, c memprovider.Control, p *v1alpha1.Proxy, ref fun
 		t.Fatalf("report IP: %v", err)
 	}
 	return ip
+}
+
+// bootGuestAt is bootGuest reporting the address ip: a Proxy's allocated
+// one.
+func bootGuestAt(t *testing.T, p *v1alpha1.Proxy, ref func(*v1alpha1.ProxyStatus) *v1alpha1.InstanceRef, ip string) {
+	t.Helper()
+	var id string
+	eventually(t, "the instance of "+p.Name+" is created", func() bool {
+		if r := ref(&get(t, p).Status); r != nil && r.ProviderID != "" {
+			id = r.ProviderID
+			return true
+		}
+		return false
+	})
+	if err := control.ReportIP(context.Background(), id, ip); err != nil {
+		t.Fatalf("report IP: %v", err)
+	}
 }
 
 func current(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef     { return s.Instance }

@@ -1,0 +1,345 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// Static addresses (docs/addresses.md). A Proxy with spec.addressPool
+// holds one ProxyAddress per replica; creating it is the allocation. Its
+// name is the pool's and the address's, so the API server lets only one
+// Proxy hold an address, across operator replicas and restarts, with no
+// lock: a Create that meets AlreadyExists moves to the next address. A
+// ProxyAddress is deleted only once no VM holds its address: when the
+// Proxy's deletion has seen its VMs gone, or, for an address the Proxy no
+// longer wants, when no instance in its status was made with it.
+
+// The labels of a ProxyAddress, for listing by pool and by Proxy.
+const (
+	LabelPool     = "egressproxies.io/pool"
+	LabelProxyUID = "egressproxies.io/proxy-uid"
+)
+
+// indexAddressPool indexes Proxies by spec.addressPool, so a freed address
+// or a new pool wakes the Proxies waiting on that pool.
+const indexAddressPool = "spec.addressPool"
+
+// addressName is the ProxyAddress's name for an address of a pool:
+// <pool>-192-0-2-10.
+func addressName(pool string, a netip.Addr) string {
+	return pool + "-" + strings.ReplaceAll(a.String(), ".", "-")
+}
+
+// waitAddress says why the Proxy has no address yet.
+type waitAddress struct {
+	reason, msg string
+}
+
+func (w *waitAddress) Error() string { return w.msg }
+
+// allocate makes sure the Proxy holds its static address and returns the
+// network its VMs are made with: nil for a Proxy without a pool. A
+// *waitAddress says why there is none yet (the condition is set). The
+// Proxy's own ProxyAddresses are read from the API server, not the cache:
+// one made by the last reconcile is found even before the cache has it,
+// and never allocated twice.
+func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (*contract.StaticNetwork, error) {
+	held, err := r.heldAddresses(ctx, proxy)
+	if err != nil {
+		return nil, err
+	}
+	poolName := proxy.Spec.AddressPool
+	if poolName == "" {
+		proxy.Status.Addresses = nil
+		meta.RemoveStatusCondition(&proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated)
+		return nil, r.releaseUnused(ctx, proxy, held, nil)
+	}
+	var pool v1alpha1.AddressPool
+	if err := r.Get(ctx, client.ObjectKey{Name: poolName}, &pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, r.addressWait(proxy, v1alpha1.ReasonPoolNotFound, fmt.Sprintf("spec.addressPool: AddressPool %q not found", poolName))
+		}
+		return nil, err
+	}
+	pn, err := parsePool(&pool.Spec)
+	if err != nil {
+		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("AddressPool %q: %v", poolName, err))
+	}
+	if pool.Spec.Provider != proxy.Spec.Provider {
+		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid,
+			fmt.Sprintf("spec.addressPool: AddressPool %q is for provider %q, not %q", poolName, pool.Spec.Provider, proxy.Spec.Provider))
+	}
+	if pool.Spec.Region != "" && pool.Spec.Region != proxy.Spec.Placement.Region {
+		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid,
+			fmt.Sprintf("spec.addressPool: AddressPool %q is for region %q, not %q", poolName, pool.Spec.Region, proxy.Spec.Placement.Region))
+	}
+	var pinned *netip.Addr
+	if len(proxy.Spec.Addresses) > 0 {
+		a, err := netip.ParseAddr(string(proxy.Spec.Addresses[0]))
+		if err != nil || !pn.contains(a) {
+			return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken,
+				fmt.Sprintf("spec.addresses[0]: %s is not an address AddressPool %q hands out", proxy.Spec.Addresses[0], poolName))
+		}
+		pinned = &a
+	}
+	mine := wanted(held, poolName, pinned)
+	if mine == nil {
+		if mine, err = r.claimAddress(ctx, proxy, &pool, pn, pinned); err != nil {
+			return nil, err
+		}
+		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonAddressesAllocated, "Allocate",
+			fmt.Sprintf("allocated %s from AddressPool %s (ProxyAddress %s)", mine.Spec.Address, poolName, mine.Name))
+	}
+	network, err := networkOf(mine)
+	if err != nil {
+		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("ProxyAddress %s: %v", mine.Name, err))
+	}
+	if err := r.releaseUnused(ctx, proxy, held, mine); err != nil {
+		return nil, err
+	}
+	proxy.Status.Addresses = []string{network.IP()}
+	r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, true, v1alpha1.ReasonAddressesAllocated,
+		fmt.Sprintf("%s from AddressPool %s", network.Address, poolName))
+	return &network, nil
+}
+
+// heldAddresses lists the Proxy's ProxyAddresses from the API server.
+func (r *ProxyReconciler) heldAddresses(ctx context.Context, proxy *v1alpha1.Proxy) ([]v1alpha1.ProxyAddress, error) {
+	var list v1alpha1.ProxyAddressList
+	if err := r.APIReader.List(ctx, &list, client.MatchingLabels{LabelProxyUID: string(proxy.UID)}); err != nil {
+		return nil, fmt.Errorf("listing the Proxy's ProxyAddresses: %w", err)
+	}
+	return list.Items, nil
+}
+
+// wanted returns the held address the Proxy's replica 0 keeps: of its
+// pool, and the pinned one when spec.addresses pins one.
+func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr) *v1alpha1.ProxyAddress {
+	for i := range held {
+		h := &held[i]
+		if h.Spec.Pool != pool || h.Spec.Replica != 0 || !h.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if pinned != nil {
+			if p, err := netip.ParsePrefix(h.Spec.Address); err != nil || p.Addr() != *pinned {
+				continue
+			}
+		}
+		return h
+	}
+	return nil
+}
+
+// claimAddress creates the ProxyAddress of the pinned address, or of the
+// first address of the pool no ProxyAddress in the cache holds, moving on
+// when the API server says it is taken (the cache lags, or another
+// replica got there first).
+func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork, pinned *netip.Addr) (*v1alpha1.ProxyAddress, error) {
+	candidates := pn.addrs
+	if pinned != nil {
+		candidates = []netip.Addr{*pinned}
+	} else {
+		var taken v1alpha1.ProxyAddressList
+		if err := r.List(ctx, &taken, client.MatchingLabels{LabelPool: pool.Name}); err != nil {
+			return nil, fmt.Errorf("listing AddressPool %s's ProxyAddresses: %w", pool.Name, err)
+		}
+		held := map[string]bool{}
+		for _, t := range taken.Items {
+			held[t.Name] = true
+		}
+		free := make([]netip.Addr, 0, len(candidates))
+		for _, a := range candidates {
+			if !held[addressName(pool.Name, a)] {
+				free = append(free, a)
+			}
+		}
+		candidates = free
+	}
+	for _, a := range candidates {
+		obj := newProxyAddress(proxy, pool, pn, a)
+		err := r.Create(ctx, obj)
+		if err == nil {
+			logf.FromContext(ctx).Info("allocated address", "pool", pool.Name, "address", obj.Spec.Address)
+			return obj, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating ProxyAddress %s: %w", obj.Name, err)
+		}
+		if pinned != nil {
+			return r.pinnedHeld(ctx, proxy, obj.Name, *pinned)
+		}
+	}
+	if pinned != nil {
+		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken, fmt.Sprintf("spec.addresses[0]: %s is taken", *pinned))
+	}
+	return nil, r.addressWait(proxy, v1alpha1.ReasonPoolExhausted,
+		fmt.Sprintf("AddressPool %s has no free address (%d addresses, all held); the Proxy waits until one is released", pool.Name, len(pn.addrs)))
+}
+
+// pinnedHeld reads the holder of a pinned address that is taken: this
+// Proxy (its own Create the cache had not shown), another live Proxy
+// (AddressTaken), or one being deleted or gone whose VM may still hold it
+// (AddressPending: its release wakes this Proxy).
+func (r *ProxyReconciler) pinnedHeld(ctx context.Context, proxy *v1alpha1.Proxy, name string, a netip.Addr) (*v1alpha1.ProxyAddress, error) {
+	var pa v1alpha1.ProxyAddress
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, &pa); err != nil {
+		return nil, fmt.Errorf("reading ProxyAddress %s: %w", name, err)
+	}
+	ref := pa.Spec.Proxy
+	if ref.UID == string(proxy.UID) {
+		return &pa, nil
+	}
+	var holder v1alpha1.Proxy
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &holder)
+	switch {
+	case err == nil && string(holder.UID) == ref.UID && holder.DeletionTimestamp.IsZero():
+		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken,
+			fmt.Sprintf("spec.addresses[0]: %s is held by Proxy %s/%s (ProxyAddress %s)", a, ref.Namespace, ref.Name, name))
+	case err == nil && string(holder.UID) == ref.UID:
+		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressPending,
+			fmt.Sprintf("spec.addresses[0]: %s is held by Proxy %s/%s, being deleted; it is released once that Proxy's VM is gone", a, ref.Namespace, ref.Name))
+	case err == nil || apierrors.IsNotFound(err):
+		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressPending,
+			fmt.Sprintf("spec.addresses[0]: %s is held by a deleted Proxy %s/%s (uid %s); the garbage collector releases it once its VM is gone", a, ref.Namespace, ref.Name, ref.UID))
+	default:
+		return nil, fmt.Errorf("reading Proxy %s/%s, holder of %s: %w", ref.Namespace, ref.Name, a, err)
+	}
+}
+
+// newProxyAddress is the allocation of a to the Proxy's replica 0, with the
+// pool's network copied: a later edit of the pool does not move a VM.
+func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork, a netip.Addr) *v1alpha1.ProxyAddress {
+	n := pn.network(a)
+	dns := make([]string, 0, len(n.DNS))
+	for _, d := range n.DNS {
+		dns = append(dns, d.String())
+	}
+	return &v1alpha1.ProxyAddress{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   addressName(pool.Name, a),
+			Labels: map[string]string{LabelPool: pool.Name, LabelProxyUID: string(proxy.UID)},
+		},
+		Spec: v1alpha1.ProxyAddressSpec{
+			Pool: pool.Name, Provider: pool.Spec.Provider,
+			Address: n.Address.String(), Gateway: n.Gateway.String(), DNS: dns,
+			Proxy: v1alpha1.ProxyRef{Namespace: proxy.Namespace, Name: proxy.Name, UID: string(proxy.UID)},
+		},
+	}
+}
+
+// networkOf reads a ProxyAddress as the network a VM is given, checked as
+// every provider checks it.
+func networkOf(pa *v1alpha1.ProxyAddress) (contract.StaticNetwork, error) {
+	var n contract.StaticNetwork
+	var err error
+	if n.Address, err = netip.ParsePrefix(pa.Spec.Address); err != nil {
+		return n, fmt.Errorf("spec.address: %q is not an address with its prefix length", pa.Spec.Address)
+	}
+	if n.Gateway, err = netip.ParseAddr(pa.Spec.Gateway); err != nil {
+		return n, fmt.Errorf("spec.gateway: %q is not an IP address", pa.Spec.Gateway)
+	}
+	for i, d := range pa.Spec.DNS {
+		a, err := netip.ParseAddr(d)
+		if err != nil {
+			return n, fmt.Errorf("spec.dns[%d]: %q is not an IP address", i, d)
+		}
+		n.DNS = append(n.DNS, a)
+	}
+	return n, n.Validate()
+}
+
+// releaseUnused deletes the Proxy's ProxyAddresses other than keep whose
+// address no instance in its status was made with: the address of a pool
+// the Proxy left is released once its VM is gone (a replacement deletes
+// the old VM before the new one is made, and clears it from the status
+// only then).
+func (r *ProxyReconciler) releaseUnused(ctx context.Context, proxy *v1alpha1.Proxy, held []v1alpha1.ProxyAddress, keep *v1alpha1.ProxyAddress) error {
+	inUse := map[string]bool{}
+	for _, ref := range []*v1alpha1.InstanceRef{proxy.Status.Instance, proxy.Status.Replacement} {
+		if ref != nil && ref.Address != "" {
+			inUse[ref.Address] = true
+		}
+	}
+	var errs []error
+	for i := range held {
+		h := &held[i]
+		if (keep != nil && h.Name == keep.Name) || inUse[h.Spec.Address] {
+			continue
+		}
+		if err := r.release(ctx, proxy, h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseAll deletes every ProxyAddress of the Proxy: its VMs are gone.
+func (r *ProxyReconciler) releaseAll(ctx context.Context, proxy *v1alpha1.Proxy) error {
+	held, err := r.heldAddresses(ctx, proxy)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range held {
+		if err := r.release(ctx, proxy, &held[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// release deletes one ProxyAddress, exactly the one read (its UID), so a
+// new allocation of the same address is never deleted by mistake.
+func (r *ProxyReconciler) release(ctx context.Context, proxy *v1alpha1.Proxy, pa *v1alpha1.ProxyAddress) error {
+	uid := pa.UID
+	err := r.Delete(ctx, pa, client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("releasing ProxyAddress %s: %w", pa.Name, err)
+	}
+	if err == nil {
+		logf.FromContext(ctx).Info("released address", "pool", pa.Spec.Pool, "address", pa.Spec.Address)
+		r.event(proxy, corev1.EventTypeNormal, "AddressReleased", "Release", fmt.Sprintf("released %s of AddressPool %s", pa.Spec.Address, pa.Spec.Pool))
+	}
+	return nil
+}
+
+// addressWait records why the Proxy has no address yet and returns it as
+// a *waitAddress; the event is sent when the reason or message is new.
+func (r *ProxyReconciler) addressWait(proxy *v1alpha1.Proxy, reason, msg string) error {
+	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated); c == nil || c.Reason != reason || c.Message != msg {
+		r.event(proxy, corev1.EventTypeWarning, reason, "Allocate", msg)
+	}
+	r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, reason, msg)
+	return &waitAddress{reason: reason, msg: msg}
+}
+
+// proxiesOfPool maps an object to the Proxies of the pool poolOf names.
+func (r *ProxyReconciler) proxiesOfPool(poolOf func(client.Object) string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list v1alpha1.ProxyList
+		if err := r.List(ctx, &list, client.MatchingFields{indexAddressPool: poolOf(o)}); err != nil {
+			logf.FromContext(ctx).Error(err, "listing the Proxies of a pool", "pool", poolOf(o))
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, p := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+		return out
+	}
+}

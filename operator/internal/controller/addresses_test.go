@@ -1,0 +1,329 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// newPool creates an AddressPool on the test provider, on 198.51.100.0/24
+// (gateway .1), handing out addresses.
+func newPool(t *testing.T, name string, addresses ...v1alpha1.PoolAddresses) *v1alpha1.AddressPool {
+	t.Helper()
+	pool := &v1alpha1.AddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.AddressPoolSpec{
+			Provider: testProvider, Addresses: addresses, Prefix: 24,
+			Gateway: "198.51.100.1", DNS: []v1alpha1.IPv4{"198.51.100.53"},
+		},
+	}
+	if err := k8s.Create(context.Background(), pool); err != nil {
+		t.Fatalf("create AddressPool %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pool) })
+	return pool
+}
+
+// withPool has a Proxy take its address from pool, pinned to pinned when
+// given.
+func withPool(pool string, pinned ...v1alpha1.IPv4) func(*v1alpha1.Proxy) {
+	return func(p *v1alpha1.Proxy) { p.Spec.AddressPool, p.Spec.Addresses = pool, pinned }
+}
+
+// addressesOf lists the ProxyAddresses of a pool.
+func addressesOf(t *testing.T, pool string) []v1alpha1.ProxyAddress {
+	t.Helper()
+	var list v1alpha1.ProxyAddressList
+	if err := k8s.List(context.Background(), &list, client.MatchingLabels{LabelPool: pool}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// allocated waits until the Proxy shows an allocated address and returns
+// it.
+func allocated(t *testing.T, p *v1alpha1.Proxy) string {
+	t.Helper()
+	var ip string
+	eventually(t, p.Name+" has an address in its status", func() bool {
+		if a := get(t, p).Status.Addresses; len(a) == 1 {
+			ip = a[0]
+			return true
+		}
+		return false
+	})
+	return ip
+}
+
+// addressCondition returns the Proxy's AddressesAllocated condition.
+func addressCondition(p *v1alpha1.Proxy) metav1.Condition {
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAddressesAllocated); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func TestAddressIsInStatusBeforeTheVMAndDelivered(t *testing.T) {
+	newPool(t, "early", "198.51.100.10-198.51.100.12")
+	held, release := holdCreates(t, "addr-early")
+	p := newProxy(t, "addr-early", withPool("early"))
+	var inst contract.Instance
+	select {
+	case inst = <-held:
+	case <-t.Context().Done():
+		t.Fatal("no Create")
+	}
+	// The VM's Create has not returned: the status already names the address.
+	got := get(t, p)
+	if want := []string{"198.51.100.10"}; fmt.Sprint(got.Status.Addresses) != fmt.Sprint(want) {
+		t.Errorf("status.addresses %v while the VM is being made, want %v", got.Status.Addresses, want)
+	}
+	if c := addressCondition(got); c.Status != metav1.ConditionTrue {
+		t.Errorf("AddressesAllocated %+v, want True", c)
+	}
+	v, _ := createRequests.Load(inst.Name)
+	req, _ := v.(contract.CreateRequest)
+	want := contract.StaticNetwork{Address: netip.MustParsePrefix("198.51.100.10/24"), Gateway: netip.MustParseAddr("198.51.100.1"),
+		DNS: []netip.Addr{netip.MustParseAddr("198.51.100.53")}}
+	if req.Network == nil || fmt.Sprint(*req.Network) != fmt.Sprint(want) {
+		t.Errorf("CreateRequest.Network %v, want %v", req.Network, want)
+	}
+	pas := addressesOf(t, "early")
+	if len(pas) != 1 || pas[0].Name != "early-198-51-100-10" || pas[0].Spec.Proxy.UID != string(got.UID) {
+		t.Errorf("ProxyAddresses %+v, want early-198-51-100-10 held by the Proxy", pas)
+	}
+	release(nil)
+	bootGuestAt(t, p, current, "198.51.100.10")
+	if got := waitReady(t, p); got.Status.Address != "198.51.100.10" {
+		t.Errorf("status.address %q, want the allocated 198.51.100.10", got.Status.Address)
+	}
+}
+
+// A guest reporting another address than the allocated one (the backend's
+// DHCP) never makes the Proxy Ready.
+func TestAnotherAddressIsNotReady(t *testing.T) {
+	newPool(t, "dhcp", "198.51.100.20")
+	p := newProxy(t, "addr-dhcp", withPool("dhcp"))
+	bootGuestAt(t, p, current, "192.0.2.250")
+	eventually(t, "the Proxy says which address it waits for", func() bool {
+		return strings.Contains(readyCondition(get(t, p)).Message, "waiting for the allocated 198.51.100.20")
+	})
+	if got := get(t, p); got.Status.Phase == v1alpha1.PhaseReady {
+		t.Fatalf("Ready at %s, not the allocated address", got.Status.Address)
+	}
+	bootGuestAt(t, p, current, "198.51.100.20")
+	waitReady(t, p)
+}
+
+func TestPoolExhaustionWaitsAndClearsWhenAnAddressIsFreed(t *testing.T) {
+	newPool(t, "small", "198.51.100.30-198.51.100.31")
+	a := newProxy(t, "addr-full-a", withPool("small"))
+	b := newProxy(t, "addr-full-b", withPool("small"))
+	allocated(t, a)
+	allocated(t, b)
+	c := newProxy(t, "addr-full-c", withPool("small"))
+	eventually(t, "the third Proxy says the pool is exhausted", func() bool {
+		got := get(t, c)
+		cond := addressCondition(got)
+		return cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.ReasonPoolExhausted &&
+			got.Status.Phase == v1alpha1.PhasePending && readyCondition(got).Reason == v1alpha1.ReasonPoolExhausted
+	})
+	if n := len(addressesOf(t, "small")); n != 2 {
+		t.Fatalf("%d ProxyAddresses in a pool of 2", n)
+	}
+	if got := get(t, c); got.Status.Instance != nil || len(got.Status.Addresses) != 0 {
+		t.Fatalf("an exhausted pool made an instance or an address: %+v", got.Status)
+	}
+	freed := get(t, a).Status.Addresses[0]
+	deleteProxy(t, a)
+	if got := allocated(t, c); got != freed {
+		t.Errorf("the waiting Proxy got %s, want the freed %s", got, freed)
+	}
+	eventually(t, "AddressesAllocated is True", func() bool {
+		return addressCondition(get(t, c)).Status == metav1.ConditionTrue
+	})
+}
+
+func TestReplacementKeepsTheAddressBreakBeforeMake(t *testing.T) {
+	newPool(t, "keep", "198.51.100.40")
+	p := newProxy(t, "addr-keep", withPool("keep"))
+	ip := allocated(t, p)
+	bootGuestAt(t, p, current, ip)
+	first := waitReady(t, p).Status.Instance
+	held, release := holdCreates(t, "addr-keep")
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
+	var next contract.Instance
+	select {
+	case next = <-held:
+	case <-t.Context().Done():
+		t.Fatal("no Create of the replacement")
+	}
+	// The replacement is made only once the old VM is gone.
+	entry, _ := set.Get(testProvider)
+	if _, err := entry.Provider.Get(context.Background(), first.ProviderID); !errors.Is(err, contract.ErrNotFound) {
+		t.Errorf("old instance %s still there (%v) while its replacement %s is made on its address", first.ProviderID, err, next.Name)
+	}
+	release(nil)
+	bootGuestAt(t, p, func(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef {
+		if s.Instance != nil && s.Instance.ProviderID != first.ProviderID {
+			return s.Instance
+		}
+		return nil
+	}, ip)
+	eventually(t, "the replacement serves", func() bool {
+		got := get(t, p)
+		return got.Status.Phase == v1alpha1.PhaseReady && got.Status.Instance.ProviderID != first.ProviderID
+	})
+	if got := get(t, p); got.Status.Address != ip || fmt.Sprint(got.Status.Addresses) != fmt.Sprint([]string{ip}) {
+		t.Errorf("after the replacement: address %q addresses %v, want %s", got.Status.Address, got.Status.Addresses, ip)
+	}
+	if n := len(addressesOf(t, "keep")); n != 1 {
+		t.Errorf("%d ProxyAddresses after the replacement, want 1", n)
+	}
+}
+
+func TestPinnedAddressIsKeptAcrossRecreate(t *testing.T) {
+	newPool(t, "pinned", "198.51.100.50-198.51.100.59")
+	mk := func() *v1alpha1.Proxy { return newProxy(t, "addr-pinned", withPool("pinned", "198.51.100.57")) }
+	p := mk()
+	if ip := allocated(t, p); ip != "198.51.100.57" {
+		t.Fatalf("pinned Proxy got %s", ip)
+	}
+	other := newProxy(t, "addr-pinned-other", withPool("pinned", "198.51.100.57"))
+	eventually(t, "a second Proxy pinning the address is told it is taken", func() bool {
+		c := addressCondition(get(t, other))
+		return c.Reason == v1alpha1.ReasonAddressTaken && strings.Contains(c.Message, "held by Proxy default/addr-pinned")
+	})
+	deleteProxy(t, other)
+	deleteProxy(t, p)
+	p = mk()
+	if ip := allocated(t, p); ip != "198.51.100.57" {
+		t.Errorf("recreated pinned Proxy got %s, want 198.51.100.57", ip)
+	}
+}
+
+func TestAddressIsReleasedOnlyAfterTheVMIsGone(t *testing.T) {
+	newPool(t, "release", "198.51.100.60")
+	p := newProxy(t, "addr-release", withPool("release"))
+	ip := allocated(t, p)
+	bootGuestAt(t, p, current, ip)
+	waitReady(t, p)
+	gate := make(chan struct{})
+	deleteGate.Store(&gate)
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			deleteGate.Store(nil)
+			close(gate)
+		}
+	}
+	defer open()
+	if err := k8s.Delete(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Proxy is being deleted", func() bool { return get(t, p).Status.Phase == v1alpha1.PhaseDeleting })
+	if len(instancesOf(t, p)) == 0 {
+		t.Fatal("the VM is gone although its Delete is held")
+	}
+	var pa v1alpha1.ProxyAddress
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "release-198-51-100-60"}, &pa); err != nil {
+		t.Fatalf("the address was released while its VM exists: %v", err)
+	}
+	open()
+	eventually(t, "the address is released", func() bool {
+		err := k8s.Get(context.Background(), client.ObjectKey{Name: "release-198-51-100-60"}, &pa)
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func TestMissingPoolSaysSo(t *testing.T) {
+	p := newProxy(t, "addr-nopool", withPool("absent"))
+	eventually(t, "PoolNotFound", func() bool {
+		got := get(t, p)
+		c := addressCondition(got)
+		return c.Reason == v1alpha1.ReasonPoolNotFound && strings.Contains(c.Message, `"absent"`) && got.Status.Instance == nil
+	})
+	// The pool's creation wakes the Proxy.
+	newPool(t, "absent", "198.51.100.70")
+	if ip := allocated(t, p); ip != "198.51.100.70" {
+		t.Errorf("got %s", ip)
+	}
+}
+
+func TestPoolValidationNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*v1alpha1.AddressPoolSpec)
+		want string
+	}{
+		{"bad address", func(s *v1alpha1.AddressPoolSpec) { s.Addresses = []v1alpha1.PoolAddresses{"198.51.100.300"} }, "spec.addresses[0]"},
+		{"IPv6 range", func(s *v1alpha1.AddressPoolSpec) { s.Addresses = []v1alpha1.PoolAddresses{"2001:db8::1-2001:db8::2"} }, "spec.addresses[0]"},
+		{"bad gateway", func(s *v1alpha1.AddressPoolSpec) { s.Gateway = "gw" }, "spec.gateway"},
+		{"prefix", func(s *v1alpha1.AddressPoolSpec) { s.Prefix = 33 }, "spec.prefix"},
+		{"four resolvers", func(s *v1alpha1.AddressPoolSpec) { s.DNS = []v1alpha1.IPv4{"1.1.1.1", "1.0.0.1", "8.8.8.8", "8.8.4.4"} }, "spec.dns"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := &v1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: "invalid"}, Spec: v1alpha1.AddressPoolSpec{
+				Provider: testProvider, Addresses: []v1alpha1.PoolAddresses{"198.51.100.10"}, Prefix: 24, Gateway: "198.51.100.1"}}
+			tc.edit(&pool.Spec)
+			err := k8s.Create(context.Background(), pool)
+			if err == nil {
+				_ = k8s.Delete(context.Background(), pool)
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// A ProxyAddress whose Proxy is gone (its finalizer removed by hand) is
+// released by the garbage collector once no VM carries the Proxy's UID,
+// and not before.
+func TestGarbageCollectorReleasesOrphanedAddresses(t *testing.T) {
+	ctx := context.Background()
+	entry, _ := set.Get(testProvider)
+	const goneUID, vmUID = "6f1c2b7e-0000-4000-8000-00000000aa01", "6f1c2b7e-0000-4000-8000-00000000aa02"
+	inst, err := entry.Provider.Create(ctx, contract.CreateRequest{
+		Name: "gc-addr-vm", UID: vmUID, Owner: entry.Owner, Port: 3128, CloudInit: []byte("#cloud-config\n"),
+		Placement: contract.Placement{Region: "r1", MachineType: "small", Image: "debian-12"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = entry.Provider.Delete(ctx, inst.ProviderID) })
+	mk := func(name, uid string) *v1alpha1.ProxyAddress {
+		pa := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelPool: "gc", LabelProxyUID: uid}},
+			Spec: v1alpha1.ProxyAddressSpec{Pool: "gc", Provider: testProvider, Address: "198.51.100.9/24", Gateway: "198.51.100.1",
+				Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: "gone", UID: uid}}}
+		if err := k8s.Create(ctx, pa); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, pa) })
+		return pa
+	}
+	orphan, holding := mk("gc-198-51-100-9", goneUID), mk("gc-198-51-100-8", vmUID)
+	gc := &GarbageCollector{Reader: k8s, Providers: set, Addresses: k8s}
+	if _, err := gc.Sweep(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(orphan), &v1alpha1.ProxyAddress{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the orphaned address is kept: %v", err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(holding), &v1alpha1.ProxyAddress{}); err != nil {
+		t.Errorf("the address of a Proxy whose VM exists was released: %v", err)
+	}
+}

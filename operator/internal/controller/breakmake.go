@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// A Proxy with a static address is replaced break-before-make: the new VM
+// needs the address the old one holds, and two guests on one address
+// would answer in turn. The old VM is deleted, the reconcile waits until
+// the provider no longer finds it, and only then is the replacement made,
+// on the same address (docs/addresses.md states the outage). A replacement
+// onto another pool's address goes the same way, so the old address is
+// released only once its VM is gone and no retire runs unwatched.
+
+// breaksBeforeMake reports whether the Proxy's replacement must wait for
+// its current VM to be gone: either holds a static address.
+func breaksBeforeMake(proxy *v1alpha1.Proxy) bool {
+	s := &proxy.Status
+	return s.Instance != nil && s.Replacement != nil && (s.Instance.Address != "" || s.Replacement.Address != "")
+}
+
+// breakBeforeMake deletes the current instance and, once the provider
+// answers NotFound for it, makes the replacement the instance to create.
+func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
+	s := &proxy.Status
+	old, next := s.Instance, s.Replacement
+	if old.ProviderID != "" {
+		msg := fmt.Sprintf("replacing instance %s with %s on address %s: the old VM is deleted first, and the proxy is down until the new one answers",
+			old.Name, next.Name, ipOf(next.Address))
+		r.setNotReady(proxy, v1alpha1.ReasonReplacing, msg)
+		if err := r.writeStatus(ctx, proxy); err != nil {
+			return ctrl.Result{}, err
+		}
+		id, uid := old.ProviderID, string(proxy.UID)
+		gone, done, err := await(ctx, r.ops, proxy, entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
+			return deleteAndConfirm(ctx, entry.Provider, id, uid)
+		})
+		if !done {
+			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+		}
+		if err != nil {
+			return r.providerError(ctx, proxy, "Delete", err)
+		}
+		if !gone {
+			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+		}
+		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Replace", fmt.Sprintf("deleted instance %s (%s) to make %s on its address", old.Name, id, next.Name))
+	}
+	s.Instance, s.Replacement = next, nil
+	r.setNotReady(proxy, v1alpha1.ReasonProvisioning, fmt.Sprintf("creating instance %s", next.Name))
+	return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
+}
+
+// deleteAndConfirm deletes the Proxy's instance id and reports whether the
+// provider no longer finds it. An instance that does not carry the
+// Proxy's UID is not deleted.
+func deleteAndConfirm(ctx context.Context, prov contract.Provider, id, uid string) (bool, error) {
+	inst, err := prov.Get(ctx, id)
+	if errors.Is(err, contract.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !carriesUID(inst, uid) {
+		return false, fmt.Errorf("instance %s does not carry the Proxy's UID; it is left alone: %w", id, contract.ErrPermanent)
+	}
+	if inst.State != contract.StateTerminated {
+		if err := prov.Delete(ctx, id); err != nil {
+			return false, err
+		}
+	}
+	if _, err = prov.Get(ctx, id); errors.Is(err, contract.ErrNotFound) {
+		return true, nil
+	}
+	return false, err
+}
+
+// awaitAddress holds a Proxy whose address cannot be allocated yet. A
+// Proxy that serves already keeps serving (its new pool is full, say);
+// one without a VM says why it waits. A freed address or a new pool wakes
+// it (the watches in SetupWithManager); the resync is a safety net.
+func (r *ProxyReconciler) awaitAddress(ctx context.Context, proxy *v1alpha1.Proxy, w *waitAddress) (ctrl.Result, error) {
+	if s := proxy.Status.Instance; s == nil || s.ProviderID == "" {
+		r.setNotReady(proxy, w.reason, w.msg)
+	}
+	return ctrl.Result{RequeueAfter: r.Timing.Resync}, r.writeStatus(ctx, proxy)
+}
+
+// addressOf is a network's address as an InstanceRef records it: "" for
+// none.
+func addressOf(n *contract.StaticNetwork) string {
+	if n == nil {
+		return ""
+	}
+	return n.Address.String()
+}
+
+// ipOf is the IP of a recorded address: "" for none.
+func ipOf(address string) string {
+	p, err := netip.ParsePrefix(address)
+	if err != nil {
+		return ""
+	}
+	return p.Addr().String()
+}
