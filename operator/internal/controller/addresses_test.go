@@ -99,6 +99,11 @@ func TestAddressIsInStatusBeforeTheVMAndDelivered(t *testing.T) {
 	if req.Network == nil || fmt.Sprint(*req.Network) != fmt.Sprint(want) {
 		t.Errorf("CreateRequest.Network %v, want %v", req.Network, want)
 	}
+	// What the guest is given, read from the backend (the memory Cloud's
+	// control, contracttest.NetworkReader).
+	if got, err := control.DeliveredNetwork(context.Background(), inst.ProviderID); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("delivered network %v (%v), want %v", got, err, want)
+	}
 	pas := addressesOf(t, "early")
 	if len(pas) != 1 || pas[0].Name != "early-198-51-100-10" || pas[0].Spec.Proxy.UID != string(got.UID) {
 		t.Errorf("ProxyAddresses %+v, want early-198-51-100-10 held by the Proxy", pas)
@@ -110,20 +115,33 @@ func TestAddressIsInStatusBeforeTheVMAndDelivered(t *testing.T) {
 	}
 }
 
-// A guest reporting another address than the allocated one (the backend's
-// DHCP) never makes the Proxy Ready.
+// A provider reporting another address than the allocated one (breaking
+// contract §2.2: a DHCP lease, say) never makes the Proxy Ready.
 func TestAnotherAddressIsNotReady(t *testing.T) {
 	newPool(t, "dhcp", "198.51.100.20")
 	p := newProxy(t, "addr-dhcp", withPool("dhcp"))
-	bootGuestAt(t, p, current, "192.0.2.250")
+	var id string
+	eventually(t, "the instance is created", func() bool {
+		ref := get(t, p).Status.Instance
+		if ref != nil && ref.ProviderID != "" {
+			id = ref.ProviderID
+			return true
+		}
+		return false
+	})
+	misreported.Store(id, "192.0.2.250")
+	defer misreported.Delete(id)
+	bootGuestAt(t, p, current, "198.51.100.20")
 	eventually(t, "the Proxy says which address it waits for", func() bool {
-		return strings.Contains(readyCondition(get(t, p)).Message, "waiting for the allocated 198.51.100.20")
+		return strings.Contains(readyCondition(get(t, p)).Message, `reports address "192.0.2.250"; waiting for the allocated 198.51.100.20`)
 	})
 	if got := get(t, p); got.Status.Phase == v1alpha1.PhaseReady {
 		t.Fatalf("Ready at %s, not the allocated address", got.Status.Address)
 	}
-	bootGuestAt(t, p, current, "198.51.100.20")
-	waitReady(t, p)
+	misreported.Delete(id)
+	if got := waitReady(t, p); got.Status.Address != "198.51.100.20" {
+		t.Errorf("status.address %q", got.Status.Address)
+	}
 }
 
 func TestPoolExhaustionWaitsAndClearsWhenAnAddressIsFreed(t *testing.T) {

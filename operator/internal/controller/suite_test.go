@@ -62,6 +62,9 @@ var (
 	guestIPs atomic.Int32
 	holder   = &createHolder{}
 	stopped  sync.Map // providerIDs the test provider reports Stopped
+	// misreported maps providerIDs to the IP the test provider reports for
+	// them when Running: a provider breaking contract §2.2.
+	misreported sync.Map
 	// eventRecorder is the manager's event recorder, for the runnables a test
 	// drives by hand.
 	eventRecorder recorder.EventRecorder
@@ -235,6 +238,9 @@ func (p *seamProvider) Get(ctx context.Context, providerID string) (contract.Ins
 	inst, err := p.Provider.Get(ctx, providerID)
 	if _, ok := stopped.Load(providerID); ok && err == nil && inst.State == contract.StateRunning {
 		inst.State = contract.StateStopped
+	}
+	if ip, ok := misreported.Load(providerID); ok && err == nil && inst.State == contract.StateRunning {
+		inst.IP = ip.(string)
 	}
 	return inst, err
 }
