@@ -136,6 +136,9 @@ func Run(ctx context.Context, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}
+	if err := (&controller.AddressPoolReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("address pool controller: %w", err)
+	}
 	if err := mgr.Add(&controller.GarbageCollector{Reader: mgr.GetAPIReader(), Providers: set, Recorder: events, Addresses: mgr.GetClient()}); err != nil {
 		return err
 	}
@@ -149,6 +152,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if err := crmetrics.Registry.Register(metrics.NewProxyPhases(mgr.GetClient())); err != nil {
+		return err
+	}
+	if err := crmetrics.Registry.Register(metrics.NewPoolAddresses(mgr.GetClient())); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

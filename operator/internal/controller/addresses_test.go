@@ -345,3 +345,26 @@ func TestGarbageCollectorReleasesOrphanedAddresses(t *testing.T) {
 		t.Errorf("the address of a Proxy whose VM exists was released: %v", err)
 	}
 }
+
+func TestPoolStatusCountsAndNamesAnInvalidField(t *testing.T) {
+	pool := newPool(t, "counted", "198.51.100.80-198.51.100.82")
+	p := newProxy(t, "addr-counted", withPool("counted"))
+	allocated(t, p)
+	eventually(t, "the pool counts 3 addresses, 1 allocated, 2 free", func() bool {
+		var got v1alpha1.AddressPool
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), &got); err != nil {
+			t.Fatal(err)
+		}
+		s := got.Status
+		return s.Total == 3 && s.Allocated == 1 && s.Free == 2 && meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionValid)
+	})
+	reversed := newPool(t, "reversed", "198.51.100.90-198.51.100.85")
+	eventually(t, "the reversed range is named", func() bool {
+		var got v1alpha1.AddressPool
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(reversed), &got); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionValid)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, `spec.addresses[0]: "198.51.100.90-198.51.100.85" ends before it starts`)
+	})
+}

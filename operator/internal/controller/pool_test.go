@@ -27,7 +27,11 @@ func TestParsePool(t *testing.T) {
 	}{
 		{func(s *v1alpha1.AddressPoolSpec) { s.Addresses = []v1alpha1.PoolAddresses{"192.0.2.20-192.0.2.10"} }, `spec.addresses[0]: "192.0.2.20-192.0.2.10" ends before it starts`},
 		{func(s *v1alpha1.AddressPoolSpec) { s.Addresses = []v1alpha1.PoolAddresses{"198.51.100.5"} }, `spec.addresses[0]: "198.51.100.5" is not inside 192.0.2.0/24`},
-		{func(s *v1alpha1.AddressPoolSpec) { s.Addresses = []v1alpha1.PoolAddresses{"10.0.0.0/8"}; s.Prefix = 8; s.Gateway = "10.0.0.1" }, "spec.addresses: more than 4096"},
+		{func(s *v1alpha1.AddressPoolSpec) {
+			s.Addresses = []v1alpha1.PoolAddresses{"10.0.0.0/8"}
+			s.Prefix = 8
+			s.Gateway = "10.0.0.1"
+		}, "spec.addresses: more than 4096"},
 		{func(s *v1alpha1.AddressPoolSpec) { s.Gateway = "nope" }, `spec.gateway: "nope"`},
 	} {
 		s := spec
