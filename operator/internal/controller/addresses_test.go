@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -367,4 +370,31 @@ func TestPoolStatusCountsAndNamesAnInvalidField(t *testing.T) {
 		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionValid)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, `spec.addresses[0]: "198.51.100.90-198.51.100.85" ends before it starts`)
 	})
+}
+
+// The shipped samples of a pool and a Proxy using it pass the CRDs'
+// validation (a server-side dry run).
+func TestAddressSamplesAreValid(t *testing.T) {
+	for _, sample := range []struct {
+		file string
+		obj  client.Object
+	}{{"addresspool.yaml", &v1alpha1.AddressPool{}}, {"proxy_addresspool.yaml", &v1alpha1.Proxy{}}} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", sample.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(data, sample.obj); err != nil {
+			t.Fatalf("%s: %v", sample.file, err)
+		}
+		if err := k8s.Create(context.Background(), sample.obj, client.DryRunAll); err != nil {
+			t.Errorf("%s: %v", sample.file, err)
+		}
+	}
+	// And the pool parses as the controller reads it.
+	var pool v1alpha1.AddressPool
+	data, _ := os.ReadFile(filepath.Join("..", "..", "config", "samples", "addresspool.yaml"))
+	_ = yaml.Unmarshal(data, &pool)
+	if pn, err := parsePool(&pool.Spec); err != nil || len(pn.addrs) != 11+16+1 {
+		t.Errorf("sample pool: %d addresses, %v; want 28", len(pn.addrs), err)
+	}
 }

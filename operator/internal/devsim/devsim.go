@@ -114,6 +114,14 @@ func (s *Vcsim) Stop() {
 // up (documentation ranges: reported, never contacted), through vcsim's
 // SET.guest.ipAddress. reported, if set, hears of each.
 func (s *Vcsim) PlayGuests(ctx context.Context, every time.Duration, reported func(vm, ip string)) {
+	s.PlayGuestsAt(ctx, every, nil, reported)
+}
+
+// PlayGuestsAt is PlayGuests where addressOf, if set, names the address a
+// VM's guest reports: the static address it was given, as a guest that
+// applied its network config would. "" takes the next address as
+// PlayGuests does; a VM whose address is not known yet is asked again.
+func (s *Vcsim) PlayGuestsAt(ctx context.Context, every time.Duration, addressOf func(vm string) (ip string, known bool), reported func(vm, ip string)) {
 	for ctx.Err() == nil {
 		time.Sleep(every)
 		dir, err := find.NewFinder(s.Client, true).Folder(ctx, Folder)
@@ -131,8 +139,17 @@ func (s *Vcsim) PlayGuests(ctx context.Context, every time.Duration, reported fu
 			if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || (vm.Guest != nil && vm.Guest.IpAddress != "") {
 				continue
 			}
-			n := s.ips.Add(1) - 1
-			ip := fmt.Sprintf("192.0.%d.%d", 2+n/250, 10+n%240)
+			ip, known := "", true
+			if addressOf != nil {
+				ip, known = addressOf(vm.Name)
+			}
+			if !known {
+				continue
+			}
+			if ip == "" {
+				n := s.ips.Add(1) - 1
+				ip = fmt.Sprintf("192.0.%d.%d", 2+n/250, 10+n%240)
+			}
 			task, err := object.NewVirtualMachine(s.Client, vm.Reference()).Reconfigure(ctx, types.VirtualMachineConfigSpec{
 				ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip}},
 			})

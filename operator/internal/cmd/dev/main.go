@@ -6,11 +6,14 @@
 // that goes to Ready with an address. It runs until interrupted and cleans
 // up on exit.
 //
-// Two things a real vCenter's guest would do are played by this harness,
-// not by the operator: VMware Tools reporting the VM's address (through
-// vcsim's SET.guest.ipAddress, an address from TEST-NET-1, never
-// contacted), and the proxy answering on its port (a listener on loopback
-// that the operator's probe is pointed at).
+// The sample Proxy takes its address from a sample AddressPool, so the
+// table shows its address (ADDRESSES) before the VM exists and long before
+// Ready. Two things a real vCenter's guest would do are played by this
+// harness, not by the operator: VMware Tools reporting the VM's address
+// (through vcsim's SET.guest.ipAddress: the Proxy's allocated address,
+// status.addresses[0], from TEST-NET-1, never contacted), and the proxy
+// answering on its port (a listener on loopback that the operator's probe
+// is pointed at).
 package main
 
 import (
@@ -20,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -104,7 +108,11 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 	// the Proxy is deleted, so its VM goes too.
 	opCtx, stopOperator := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopOperator()
-	go sim.PlayGuests(opCtx, time.Second, func(vm, ip string) {
+	k8s, err := newClient(cfg)
+	if err != nil {
+		return err
+	}
+	go sim.PlayGuestsAt(opCtx, time.Second, allocatedAddress(opCtx, k8s), func(vm, ip string) {
 		say("guest %s reports %s (played by the dev harness)", vm, ip)
 	})
 
@@ -118,21 +126,27 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 		})
 	}()
 
-	k8s, err := newClient(cfg)
-	if err != nil {
-		return err
+	// The sample pool: TEST-NET-1 addresses, reported, never contacted.
+	pool := &v1alpha1.AddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-egress"},
+		Spec: v1alpha1.AddressPoolSpec{Provider: "dev-vsphere", Region: "dc0",
+			Addresses: []v1alpha1.PoolAddresses{"192.0.2.10-192.0.2.19"}, Prefix: 24, Gateway: "192.0.2.1",
+			DNS: []v1alpha1.IPv4{"192.0.2.53"}},
+	}
+	if err := k8s.Create(ctx, pool); err != nil {
+		return fmt.Errorf("apply the sample AddressPool: %w", err)
 	}
 	proxy := &v1alpha1.Proxy{
 		ObjectMeta: metav1.ObjectMeta{Name: "egress-dev", Namespace: "default"},
-		Spec: v1alpha1.ProxySpec{Provider: "dev-vsphere", Port: 3128,
+		Spec: v1alpha1.ProxySpec{Provider: "dev-vsphere", Port: 3128, AddressPool: pool.Name,
 			Placement:      v1alpha1.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
 			AllowedClients: []v1alpha1.CIDR{"10.244.0.0/16"}},
 	}
 	if err := k8s.Create(ctx, proxy); err != nil {
 		return fmt.Errorf("apply the sample Proxy: %w", err)
 	}
-	say("applied Proxy default/egress-dev; watching it (Ctrl-C to stop and clean up)")
-	say("in another shell: KUBECONFIG=%s kubectl get proxies,providerhealths -A", kubeconfig)
+	say("applied AddressPool dev-egress and Proxy default/egress-dev using it; watching it (Ctrl-C to stop and clean up)")
+	say("in another shell: KUBECONFIG=%s kubectl get proxies,proxyaddresses,addresspools,providerhealths -A", kubeconfig)
 	watch(ctx, k8s, operatorDone)
 
 	say("deleting the Proxy: its VM goes with it")
@@ -160,14 +174,15 @@ func run(ctx context.Context, state, crds string, verbose bool) error {
 // watch prints the Proxy table whenever it changes, like kubectl get -w.
 func watch(ctx context.Context, k8s client.Client, operatorDone <-chan error) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPROVIDER\tPHASE\tADDRESS\tAGE")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPROVIDER\tPHASE\tADDRESSES\tADDRESS\tAGE")
 	_ = tw.Flush()
 	last := ""
 	for {
 		var list v1alpha1.ProxyList
 		if err := k8s.List(ctx, &list); err == nil {
 			for _, p := range list.Items {
-				row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, p.Spec.Provider, p.Status.Phase, p.Status.Address)
+				row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, p.Spec.Provider, p.Status.Phase,
+					strings.Join(p.Status.Addresses, ","), p.Status.Address)
 				if row != last {
 					fmt.Fprintf(tw, "%s\t%s\n", row, time.Since(p.CreationTimestamp.Time).Round(time.Second))
 					_ = tw.Flush()
@@ -203,4 +218,32 @@ func writeKubeconfig(env *envtest.Environment, state string) (string, error) {
 	}
 	path := filepath.Join(state, "kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
+}
+
+// allocatedAddress plays a guest that applied the static network it was
+// given: a VM of a Proxy with an allocated address reports that address
+// (status.addresses[0]); a VM of a Proxy without a pool reports the next
+// free one; a VM whose Proxy is not found yet waits.
+func allocatedAddress(ctx context.Context, k8s client.Client) func(vm string) (string, bool) {
+	return func(vm string) (string, bool) {
+		var list v1alpha1.ProxyList
+		if err := k8s.List(ctx, &list); err != nil {
+			return "", false
+		}
+		for _, p := range list.Items {
+			for _, ref := range []*v1alpha1.InstanceRef{p.Status.Instance, p.Status.Replacement} {
+				if ref == nil || ref.Name != vm {
+					continue
+				}
+				if p.Spec.AddressPool == "" {
+					return "", true
+				}
+				if len(p.Status.Addresses) == 0 {
+					return "", false
+				}
+				return p.Status.Addresses[0], true
+			}
+		}
+		return "", false
+	}
 }
