@@ -26,7 +26,8 @@ type AddressPoolSpec struct {
 	// Addresses are the pool's addresses, each a range
 	// ("192.0.2.10-192.0.2.20"), a CIDR ("192.0.2.64/28") or one address
 	// ("192.0.2.5"), as in Cluster API's InClusterIPPool. The gateway, and
-	// a CIDR's network and broadcast addresses, are never handed out.
+	// the network's own and broadcast addresses (of prefix), are never
+	// handed out.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	Addresses []PoolAddresses `json:"addresses"`

@@ -25,9 +25,9 @@ type poolNetwork struct {
 
 // parsePool reads a pool's spec, as far as the CRD's CEL rules cannot: a
 // range's ends in order, every address on the gateway's network, the size
-// bounded. The gateway and a network's own and broadcast addresses are
-// skipped, as Cluster API's in-cluster pools skip them. Errors name the
-// field and the value.
+// bounded. The gateway and the network's own and broadcast addresses (of
+// prefix) are skipped: no host can have them. Errors name the field and
+// the value.
 func parsePool(spec *v1alpha1.AddressPoolSpec) (poolNetwork, error) {
 	var pn poolNetwork
 	pn.prefix = int(spec.Prefix)
