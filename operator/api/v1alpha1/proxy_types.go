@@ -204,7 +204,7 @@ type ProxyStatus struct {
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
-// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.status.addresses`,priority=1
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.status.addresses`
 // +kubebuilder:printcolumn:name="CloudInit-Current",type=string,JSONPath=`.status.conditions[?(@.type=="CloudInitCurrent")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Proxy struct {
