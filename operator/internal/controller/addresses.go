@@ -59,15 +59,28 @@ func (w *waitAddress) Error() string { return w.msg }
 // one made by the last reconcile is found even before the cache has it,
 // and never allocated twice.
 func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (*contract.StaticNetwork, error) {
+	poolName := proxy.Spec.AddressPool
+	if poolName == "" {
+		if !mayHoldAddresses(proxy) {
+			// Never had a pool, or everything released: no read at all.
+			return nil, nil
+		}
+		held, err := r.heldAddresses(ctx, proxy)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.releaseUnused(ctx, proxy, held, nil); err != nil {
+			return nil, err
+		}
+		if len(held) == 0 || !anyInstanceAddress(proxy) {
+			proxy.Status.Addresses = nil
+			meta.RemoveStatusCondition(&proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated)
+		}
+		return nil, nil
+	}
 	held, err := r.heldAddresses(ctx, proxy)
 	if err != nil {
 		return nil, err
-	}
-	poolName := proxy.Spec.AddressPool
-	if poolName == "" {
-		proxy.Status.Addresses = nil
-		meta.RemoveStatusCondition(&proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated)
-		return nil, r.releaseUnused(ctx, proxy, held, nil)
 	}
 	var pool v1alpha1.AddressPool
 	if err := r.Get(ctx, client.ObjectKey{Name: poolName}, &pool); err != nil {
@@ -97,7 +110,7 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 		}
 		pinned = &a
 	}
-	mine := wanted(held, poolName, pinned)
+	mine := wanted(held, poolName, pinned, proxy)
 	if mine == nil {
 		if mine, err = r.claimAddress(ctx, proxy, &pool, pn, pinned); err != nil {
 			return nil, err
@@ -118,6 +131,24 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 	return &network, nil
 }
 
+// mayHoldAddresses reports whether a Proxy without a pool may still hold
+// addresses to release: its status shows one, or an instance was made
+// with one.
+func mayHoldAddresses(proxy *v1alpha1.Proxy) bool {
+	return len(proxy.Status.Addresses) > 0 || anyInstanceAddress(proxy)
+}
+
+// anyInstanceAddress reports whether an instance in the status was made
+// with a static address.
+func anyInstanceAddress(proxy *v1alpha1.Proxy) bool {
+	for _, ref := range []*v1alpha1.InstanceRef{proxy.Status.Instance, proxy.Status.Replacement} {
+		if ref != nil && ref.Address != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // heldAddresses lists the Proxy's ProxyAddresses from the API server.
 func (r *ProxyReconciler) heldAddresses(ctx context.Context, proxy *v1alpha1.Proxy) ([]v1alpha1.ProxyAddress, error) {
 	var list v1alpha1.ProxyAddressList
@@ -128,8 +159,15 @@ func (r *ProxyReconciler) heldAddresses(ctx context.Context, proxy *v1alpha1.Pro
 }
 
 // wanted returns the held address the Proxy's replica 0 keeps: of its
-// pool, and the pinned one when spec.addresses pins one.
-func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr) *v1alpha1.ProxyAddress {
+// pool, and the pinned one when spec.addresses pins one. Of several (two
+// replicas allocated for one Proxy at once, before either saw the other's
+// ProxyAddress), it is the one an instance was made with, else the one the
+// status shows, else the first by name: every replica picks the same, and
+// the others are released (releaseUnused). The status write before any
+// Create is conditional on the Proxy's resourceVersion, so only one of
+// them can have reached a VM.
+func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy *v1alpha1.Proxy) *v1alpha1.ProxyAddress {
+	var candidates []*v1alpha1.ProxyAddress
 	for i := range held {
 		h := &held[i]
 		if h.Spec.Pool != pool || h.Spec.Replica != 0 || !h.DeletionTimestamp.IsZero() {
@@ -140,9 +178,31 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr) *v1al
 				continue
 			}
 		}
-		return h
+		candidates = append(candidates, h)
 	}
-	return nil
+	if len(candidates) == 0 {
+		return nil
+	}
+	s := &proxy.Status
+	for _, ref := range []*v1alpha1.InstanceRef{s.Instance, s.Replacement} {
+		for _, c := range candidates {
+			if ref != nil && ref.Address != "" && ref.Address == c.Spec.Address {
+				return c
+			}
+		}
+	}
+	for _, c := range candidates {
+		if len(s.Addresses) > 0 && ipOf(c.Spec.Address) == s.Addresses[0] {
+			return c
+		}
+	}
+	first := candidates[0]
+	for _, c := range candidates[1:] {
+		if c.Name < first.Name {
+			first = c
+		}
+	}
+	return first
 }
 
 // claimAddress creates the ProxyAddress of the pinned address, or of the

@@ -398,3 +398,47 @@ func TestAddressSamplesAreValid(t *testing.T) {
 		t.Errorf("sample pool: %d addresses, %v; want 28", len(pn.addrs), err)
 	}
 }
+
+// Moving a Proxy to another pool allocates the new address at once (in
+// the status before the new VM), replaces the VM break-before-make, and
+// releases the old address only once the old VM is gone.
+func TestPoolChangeReleasesTheOldAddressAfterTheOldVM(t *testing.T) {
+	newPool(t, "move-a", "198.51.100.110")
+	newPool(t, "move-b", "198.51.100.120")
+	p := newProxy(t, "addr-move", withPool("move-a"))
+	bootGuestAt(t, p, current, allocated(t, p))
+	first := waitReady(t, p).Status.Instance.ProviderID
+	gate := make(chan struct{})
+	deleteGate.Store(&gate)
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			deleteGate.Store(nil)
+			close(gate)
+		}
+	}
+	defer open()
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.AddressPool = "move-b" })
+	eventually(t, "the new pool's address is in the status", func() bool {
+		a := get(t, p).Status.Addresses
+		return len(a) == 1 && a[0] == "198.51.100.120"
+	})
+	eventually(t, "the old VM is being deleted (phase Replacing)", func() bool {
+		return get(t, p).Status.Phase == v1alpha1.PhaseReplacing
+	})
+	if n := len(addressesOf(t, "move-a")); n != 1 {
+		t.Fatalf("the old address was released (%d left) while its VM's Delete is held", n)
+	}
+	open()
+	eventually(t, "the old address is released", func() bool { return len(addressesOf(t, "move-a")) == 0 })
+	bootGuestAt(t, p, func(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef {
+		if s.Instance != nil && s.Instance.ProviderID != "" && s.Instance.ProviderID != first {
+			return s.Instance
+		}
+		return nil
+	}, "198.51.100.120")
+	if got := waitReady(t, p); got.Status.Address != "198.51.100.120" {
+		t.Errorf("status.address %q, want 198.51.100.120", got.Status.Address)
+	}
+}
