@@ -133,7 +133,7 @@ func Run(ctx context.Context, o Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
 		Requeue: requeue, Bounds: o.Bounds,
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}
 	if err := (&controller.AddressPoolReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

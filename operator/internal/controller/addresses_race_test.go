@@ -35,7 +35,7 @@ func startSecondReplica(t *testing.T) {
 		}, Timeout: time.Second},
 		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second},
 		Bounds: Bounds{Deadline: testDeadline},
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(context.Background(), mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

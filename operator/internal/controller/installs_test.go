@@ -158,7 +158,7 @@ func startInstallOf(t *testing.T, c *cluster, reg providers.Registry, doc string
 			return (&net.Dialer{}).DialContext(ctx, network, standIn.Addr().String())
 		}, Timeout: time.Second},
 		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second},
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})

@@ -54,7 +54,7 @@ func parsePool(spec *v1alpha1.AddressPoolSpec) (poolNetwork, error) {
 	for i, entry := range spec.Addresses {
 		first, last, err := parseEntry(string(entry))
 		if err != nil {
-			return pn, fmt.Errorf("spec.addresses[%d]: %q %v", i, entry, err)
+			return pn, fmt.Errorf("spec.addresses[%d]: %q %w", i, entry, err)
 		}
 		if !network.Contains(first) || !network.Contains(last) {
 			return pn, fmt.Errorf("spec.addresses[%d]: %q is not inside %s, the network of gateway %s and prefix %d", i, entry, network, gw, pn.prefix)

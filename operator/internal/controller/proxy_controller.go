@@ -114,10 +114,12 @@ func (t Timing) withDefaults() Timing {
 // SetupWithManager registers the reconciler: Bounds.Workers reconciles at
 // once (three by default, DESIGN.md §4), each within Bounds.Deadline,
 // reacting to spec changes, to changes of the Services and EndpointSlices
-// it owns, to Requeue, and to the end of each Proxy's provider operation.
+// it owns, to Requeue, and to the end of each Proxy's provider operation;
+// and the Proxies of a pool to a released address or a pool's change (ctx
+// bounds the field index's set-up).
 // The owned objects' creation is the reconciler's own doing: reacting to
 // it would only reconcile again on a stale copy.
-func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.Timing = r.Timing.withDefaults()
 	r.Bounds = r.Bounds.withDefaults()
 	r.ops = newOperations()
@@ -125,7 +127,7 @@ func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	notCreated := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Proxy{}, indexAddressPool, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Proxy{}, indexAddressPool, func(o client.Object) []string {
 		if pool := o.(*v1alpha1.Proxy).Spec.AddressPool; pool != "" {
 			return []string{pool}
 		}

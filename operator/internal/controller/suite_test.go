@@ -201,7 +201,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		}, Timeout: time.Second},
 		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second},
 		Bounds: Bounds{Deadline: testDeadline},
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(context.Background(), mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
