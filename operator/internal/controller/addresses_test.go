@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 )
 
 // newPool creates an AddressPool on the test provider, on 198.51.100.0/24
@@ -283,6 +285,27 @@ func TestMissingPoolSaysSo(t *testing.T) {
 	}
 }
 
+func TestPinnedAddressNeedsAPool(t *testing.T) {
+	p := &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: "addr-pin-nopool", Namespace: testNamespace},
+		Spec: v1alpha1.ProxySpec{Provider: testProvider, Port: 3128, Addresses: []v1alpha1.IPv4{"198.51.100.10"}}}
+	err := k8s.Create(context.Background(), p)
+	if err == nil {
+		deleteProxy(t, p)
+		t.Fatal("a pinned address without a pool was accepted")
+	}
+	if !strings.Contains(err.Error(), "set addressPool too") {
+		t.Errorf("error %q does not say why", err)
+	}
+	p.Spec.Addresses = []v1alpha1.IPv4{"198.51.100.300"}
+	p.Spec.AddressPool = "any"
+	if err := k8s.Create(context.Background(), p); err == nil || !strings.Contains(err.Error(), "spec.addresses[0]") {
+		if err == nil {
+			deleteProxy(t, p)
+		}
+		t.Errorf("a malformed pinned address: %v, want an error naming spec.addresses[0]", err)
+	}
+}
+
 func TestPoolValidationNamesTheField(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -361,6 +384,26 @@ func TestPoolStatusCountsAndNamesAnInvalidField(t *testing.T) {
 		s := got.Status
 		return s.Total == 3 && s.Allocated == 1 && s.Free == 2 && meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionValid)
 	})
+	// The metric reports the status's counts.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(metrics.NewPoolAddresses(k8s))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, m := range families[0].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["pool"] == "counted" {
+			got[labels["state"]] = m.GetGauge().GetValue()
+		}
+	}
+	if got["free"] != 2 || got["allocated"] != 1 {
+		t.Errorf("egressproxies_pool_addresses{pool=counted} = %v, want free 2, allocated 1", got)
+	}
 	reversed := newPool(t, "reversed", "198.51.100.90-198.51.100.85")
 	eventually(t, "the reversed range is named", func() bool {
 		var got v1alpha1.AddressPool
