@@ -124,6 +124,10 @@ func TestStateTable(t *testing.T) {
 		return vmRead{VirtualMachine: mo.VirtualMachine{Config: cfg, Guest: g, Runtime: types.VirtualMachineRuntimeInfo{PowerState: power}}}
 	}
 	destroying := func(vm vmRead) vmRead { vm.destroying = true; return vm }
+	// static was made for 198.51.100.20 (markAddress) and has run.
+	static := &types.VirtualMachineConfigInfo{ExtraConfig: []types.BaseOptionValue{
+		&types.OptionValue{Key: markStarted, Value: "true"}, &types.OptionValue{Key: markAddress, Value: "198.51.100.20"},
+	}}
 	for _, tc := range []struct {
 		name   string
 		vm     vmRead
@@ -135,13 +139,18 @@ func TestStateTable(t *testing.T) {
 		{"on, link-local and IPv6 only", vm(types.VirtualMachinePowerStatePoweredOn, started, guest("fe80::1", "169.254.3.4")), contract.StateProvisioning, ""},
 		{"on with an address", vm(types.VirtualMachinePowerStatePoweredOn, started, guest("fe80::1", "10.20.0.7")), contract.StateRunning, "10.20.0.7"},
 		{"on, address only in guest.ipAddress", vm(types.VirtualMachinePowerStatePoweredOn, started, &types.GuestInfo{IpAddress: "10.20.0.8"}), contract.StateRunning, "10.20.0.8"},
+		{"on, static address, Tools report another", vm(types.VirtualMachinePowerStatePoweredOn, static, guest("10.20.0.7")), contract.StateProvisioning, ""},
+		{"on, static address, Tools report it after another", vm(types.VirtualMachinePowerStatePoweredOn, static, guest("10.20.0.7", "198.51.100.20")), contract.StateRunning, "198.51.100.20"},
+		{"on, static address in guest.ipAddress, IPv4-mapped", vm(types.VirtualMachinePowerStatePoweredOn, static, &types.GuestInfo{IpAddress: "::ffff:198.51.100.20"}), contract.StateRunning, "198.51.100.20"},
+		{"on, static address, Tools not reporting yet", vm(types.VirtualMachinePowerStatePoweredOn, static, nil), contract.StateProvisioning, ""},
+		{"off, static address, ran before", vm(types.VirtualMachinePowerStatePoweredOff, static, nil), contract.StateStopped, ""},
 		{"stopped after running", vm(types.VirtualMachinePowerStatePoweredOff, started, nil), contract.StateStopped, ""},
 		{"suspended", vm(types.VirtualMachinePowerStateSuspended, started, nil), contract.StateStopped, ""},
 		{"a state vSphere may add", vm("hibernated", started, nil), contract.StateStopped, ""},
 		{"off, a destroy task under way", destroying(vm(types.VirtualMachinePowerStatePoweredOff, started, nil)), contract.StateTerminated, ""},
 		{"on with an address, a destroy task under way", destroying(vm(types.VirtualMachinePowerStatePoweredOn, started, guest("10.20.0.7"))), contract.StateTerminated, ""},
 	} {
-		state, ip := stateOf(tc.vm)
+		state, ip, _ := stateOf(tc.vm)
 		if state != tc.want || ip != tc.wantIP {
 			t.Errorf("%s: %s %q, want %s %q", tc.name, state, ip, tc.want, tc.wantIP)
 		}

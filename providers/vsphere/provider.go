@@ -296,8 +296,12 @@ func (p *Provider) dropSession(c *vim25.Client) {
 // entry 10):
 //  1. find the VM by name in the region's folder: ours → resume; not ours → collision;
 //  2. clone and power on in one task (DuplicateName: a racing attempt cloned it → resume);
-//  3. a VM found powered off (the clone's power-on failed): power it on;
-//     then, the VM on, mark it started if it is not (start).
+//     with a static network, clone powered off (network.go);
+//  3. a VM never started with a static network: write the network into its
+//     metadata (needsNetwork, deliverNetwork);
+//  4. a VM found powered off (the clone's power-on failed, or left off for
+//     step 3): power it on; then, the VM on, mark it started if it is not
+//     (start).
 func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	plan, err := p.plan(req)
 	if err != nil {
@@ -313,7 +317,12 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		switch {
 		case err == nil:
 			log.V(contract.LogOutcome).Info("cloned instance", "template", plan.template)
-			vm, err = p.read(ctx, cloned)
+			var more []string
+			if req.Network != nil {
+				// The clone's MAC, for its network, in the same read.
+				more = []string{"config.hardware.device"}
+			}
+			vm, err = p.read(ctx, cloned, more...)
 		case isDuplicateName(err):
 			vm, err = p.lookup(ctx, plan.regionName, req.Name)
 		}
@@ -328,6 +337,11 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		// A Delete has begun: powering it on would undo it. Transient:
 		// once the VM is gone, the next Create clones afresh.
 		return contract.Instance{}, fmt.Errorf("the VM %q in folder %q is being deleted", req.Name, plan.region.Folder)
+	}
+	if needsNetwork(vm, req.Network) {
+		if err := p.deliverNetwork(ctx, vm, req.Name, req.Network); err != nil {
+			return contract.Instance{}, err
+		}
 	}
 	if err := p.start(ctx, &vm); err != nil {
 		return contract.Instance{}, err
@@ -401,7 +415,9 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 		poolRef := pool.Reference()
 		spec := types.VirtualMachineCloneSpec{
 			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Host: host},
-			PowerOn:  true,
+			// A static network is written once the clone has its MAC,
+			// before its first boot (network.go).
+			PowerOn: req.Network == nil,
 			Config: &types.VirtualMachineConfigSpec{
 				NumCPUs:     plan.machine.CPUs,
 				MemoryMB:    plan.machine.MemoryMiB,
@@ -443,10 +459,10 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 	return cloned, err
 }
 
-// read reads a VM by reference.
-func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference) (vm vmRead, err error) {
+// read reads a VM by reference, with the properties more besides vmProps.
+func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference, more ...string) (vm vmRead, err error) {
 	err = p.do(ctx, "ReadVM", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		vms, err := readVMs(ctx, c, ref)
+		vms, err := readVMs(ctx, c, ref, more...)
 		if err == nil && len(vms) != 1 {
 			err = contract.NotFound(fmt.Errorf("no VM %s", ref.Value))
 		}
@@ -460,22 +476,30 @@ func (p *Provider) read(ctx context.Context, ref types.ManagedObjectReference) (
 
 // extraConfig is what the clone writes: the marks and the cloud-init
 // (guestinfo keys of cloud-init's VMware datasource, base64 so the bytes
-// arrive unchanged).
+// arrive unchanged). With a static network, markAddress too; the
+// metadata's network is written after the clone, once its MAC is known
+// (deliverNetwork).
 func extraConfig(req contract.CreateRequest) []types.BaseOptionValue {
-	meta := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", req.Name, req.Name)
-	kv := [][2]string{
-		{markManaged, req.Owner},
-		{markUID, req.UID},
-		{"guestinfo.userdata", base64.StdEncoding.EncodeToString(req.CloudInit)},
-		{"guestinfo.userdata.encoding", "base64"},
-		{"guestinfo.metadata", base64.StdEncoding.EncodeToString([]byte(meta))},
-		{"guestinfo.metadata.encoding", "base64"},
+	meta, _ := metadata(req.Name, nil, "") // without a network it cannot fail
+	out := []types.BaseOptionValue{
+		&types.OptionValue{Key: markManaged, Value: req.Owner},
+		&types.OptionValue{Key: markUID, Value: req.UID},
+		&types.OptionValue{Key: "guestinfo.userdata", Value: base64.StdEncoding.EncodeToString(req.CloudInit)},
+		&types.OptionValue{Key: "guestinfo.userdata.encoding", Value: "base64"},
 	}
-	out := make([]types.BaseOptionValue, len(kv))
-	for i, e := range kv {
-		out[i] = &types.OptionValue{Key: e[0], Value: e[1]}
+	if req.Network != nil {
+		out = append(out, &types.OptionValue{Key: markAddress, Value: req.Network.IP()})
 	}
-	return out
+	return append(out, metadataOptions(meta)...)
+}
+
+// metadataOptions are the guestinfo keys of the metadata, base64 so the
+// bytes arrive unchanged.
+func metadataOptions(meta []byte) []types.BaseOptionValue {
+	return []types.BaseOptionValue{
+		&types.OptionValue{Key: "guestinfo.metadata", Value: base64.StdEncoding.EncodeToString(meta)},
+		&types.OptionValue{Key: "guestinfo.metadata.encoding", Value: "base64"},
+	}
 }
 
 // nicChange points the template's first network card at net.
@@ -712,9 +736,9 @@ func owned(vm mo.VirtualMachine, uid string) bool {
 }
 
 func instance(regionName string, vm vmRead) contract.Instance {
-	state, ip := stateOf(vm)
+	state, ip, msg := stateOf(vm)
 	e := extra(vm.VirtualMachine)
-	inst := contract.Instance{ProviderID: ids.Format(regionName, vm.Name), Name: vm.Name, State: state, IP: ip, UID: e[markUID], Owner: e[markManaged]}
+	inst := contract.Instance{ProviderID: ids.Format(regionName, vm.Name), Name: vm.Name, State: state, IP: ip, UID: e[markUID], Owner: e[markManaged], Message: msg}
 	if vm.Config != nil && vm.Config.CreateDate != nil {
 		inst.CreatedAt = *vm.Config.CreateDate
 	}

@@ -27,7 +27,7 @@ import (
 // vmware/govmomi#3451), as Apache CloudStack's VMware plugin and
 // vm-operator have long read `config.extraConfig["…"]` from vCenter.
 var (
-	markKeys = []string{markManaged, markUID, markStarted, markDeleting}
+	markKeys = []string{markManaged, markUID, markStarted, markDeleting, markAddress}
 	// vmProps are the properties every read fetches of a VM, and taskProps
 	// those of each task in its recentTask (the destroy a VM is under).
 	vmProps   = append([]string{"name", "config.createDate", "runtime.powerState", "guest.net", "guest.ipAddress", "recentTask"}, markPaths(markKeys)...)
@@ -61,8 +61,9 @@ type vmRead struct {
 
 // vmFilter asks for the VM obj names, or with container the VMs of the
 // container view obj names, each with the state of the tasks in its
-// recentTask, found by traversing it.
-func vmFilter(obj types.ManagedObjectReference, container bool) types.PropertyFilterSpec {
+// recentTask, found by traversing it; more are properties asked of the
+// VM besides vmProps.
+func vmFilter(obj types.ManagedObjectReference, container bool, more ...string) types.PropertyFilterSpec {
 	tasks := &types.TraversalSpec{Type: "ManagedEntity", Path: "recentTask"}
 	spec := types.ObjectSpec{Obj: obj, SelectSet: []types.BaseSelectionSpec{tasks}}
 	if container {
@@ -71,16 +72,16 @@ func vmFilter(obj types.ManagedObjectReference, container bool) types.PropertyFi
 	}
 	return types.PropertyFilterSpec{
 		ObjectSet: []types.ObjectSpec{spec},
-		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProps}, {Type: "Task", PathSet: taskProps}},
+		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: append(slices.Clip(vmProps), more...)}, {Type: "Task", PathSet: taskProps}},
 	}
 }
 
 // readVMs reads the VM ref names, in one call (a VM and its few recent
-// tasks make one answer).
-func readVMs(ctx context.Context, c *vim25.Client, ref types.ManagedObjectReference) ([]vmRead, error) {
+// tasks make one answer), with the properties more besides vmProps.
+func readVMs(ctx context.Context, c *vim25.Client, ref types.ManagedObjectReference, more ...string) ([]vmRead, error) {
 	res, err := mo.RetrievePropertiesEx(ctx, c, types.RetrievePropertiesEx{
 		This:    c.ServiceContent.PropertyCollector,
-		SpecSet: []types.PropertyFilterSpec{vmFilter(ref, false)},
+		SpecSet: []types.PropertyFilterSpec{vmFilter(ref, false, more...)},
 	})
 	if err != nil {
 		return nil, err

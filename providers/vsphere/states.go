@@ -1,6 +1,8 @@
 package vsphere
 
 import (
+	"slices"
+
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -13,37 +15,47 @@ import (
 // values; a powered-off VM is Provisioning until markStarted says it has
 // been started, so a clone not yet powered on is never taken for a
 // stopped VM.
-func stateOf(vm vmRead) (contract.State, string) {
+//
+// A VM made for a static address (markAddress) is Running only at that
+// address (staticState, contract §2.2); the third result is the Message
+// saying what it waits for.
+func stateOf(vm vmRead) (contract.State, string, string) {
 	if vm.destroying {
-		return contract.StateTerminated, ""
+		return contract.StateTerminated, "", ""
 	}
 	switch vm.Runtime.PowerState {
 	case types.VirtualMachinePowerStatePoweredOn:
-		if ip := guestIPv4(vm.Guest); ip != "" {
-			return contract.StateRunning, ip
+		if want := extra(vm.VirtualMachine)[markAddress]; want != "" {
+			return staticState(vm.Guest, want)
 		}
-		return contract.StateProvisioning, ""
+		if ip := contract.FirstRoutableIPv4(guestIPs(vm.Guest)); ip != "" {
+			return contract.StateRunning, ip, ""
+		}
+		return contract.StateProvisioning, "", ""
 	case types.VirtualMachinePowerStatePoweredOff:
 		if extra(vm.VirtualMachine)[markStarted] == "true" {
-			return contract.StateStopped, ""
+			return contract.StateStopped, "", ""
 		}
-		return contract.StateProvisioning, ""
+		return contract.StateProvisioning, "", ""
 	default:
 		// suspended, and any state a later vSphere adds: the operator
 		// replaces the VM rather than waiting (contract §3).
-		return contract.StateStopped, ""
+		return contract.StateStopped, "", ""
 	}
 }
 
-// guestIPv4 is the first routable IPv4 address VMware Tools reports: the
-// NICs' addresses in device order, then guest.ipAddress.
-func guestIPv4(g *types.GuestInfo) string {
+// guestIPs are the addresses VMware Tools report: the NICs' addresses in
+// device order, then guest.ipAddress.
+func guestIPs(g *types.GuestInfo) []string {
 	if g == nil {
-		return ""
+		return nil
 	}
 	var ips []string
 	for _, nic := range g.Net {
 		ips = append(ips, nic.IpAddress...)
 	}
-	return contract.FirstRoutableIPv4(append(ips, g.IpAddress))
+	if g.IpAddress != "" && !slices.Contains(ips, g.IpAddress) {
+		ips = append(ips, g.IpAddress)
+	}
+	return ips
 }
