@@ -31,8 +31,10 @@ func TestContract(t *testing.T) {
 		Placement:       contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
 		OtherPlacements: []contract.Placement{{Region: "dc1", Zone: "c0", MachineType: "small", Image: "debian-12"}},
 		MaxCloudInit:    MaxCloudInit,
-		Credential:      testPassword,
-		CallBudget:      time.Second,
-		WaitTimeout:     20 * time.Second,
+		// Any address: vcsim gives none, the control reports it.
+		StaticNetwork: staticNetwork(20),
+		Credential:    testPassword,
+		CallBudget:    time.Second,
+		WaitTimeout:   20 * time.Second,
 	})
 }
