@@ -22,7 +22,9 @@ import (
 
 // The control reads the static network back the way the guest does:
 // cloud-init's VMware datasource, cloudinit/sources/DataSourceVMware.py
-// (canonical/cloud-init), reads guestinfo.metadata through VMware Tools,
+// (canonical/cloud-init, added by 8b4a9bc7b "Datasource for VMware (#953)",
+// first released in 21.3; decode, load_json_or_yaml and process_metadata
+// as there and unchanged at 04eacd06e), reads guestinfo.metadata through VMware Tools,
 // decodes it by guestinfo.metadata.encoding (decode: "gzip+base64" or
 // "gz+b64" is base64 then gunzip, "base64" or "b64" is base64, anything
 // else is plain text; a value that is empty or "---" once right-stripped is
