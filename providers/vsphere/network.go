@@ -23,13 +23,14 @@ import (
 // (cloudinit/sources/DataSourceVMware.py, process_metadata and
 // network_config: a mapping under "network" is the config). The config
 // matches the VM's network card by its MAC, which vCenter generates for
-// the clone: so, as CAPV does (pkg/services/govmomi/vcenter/clone.go,
-// powerOn false "before ... the MAC address(es) used to build and inject
-// the VM with cloud-init metadata are generated"; service.go
-// reconcileMetadata, then reconcilePowerState), a VM with a static
-// address is cloned powered off, its MAC read, its metadata rewritten with
-// the network, and only then powered on: cloud-init applies the network
-// of the first boot of an instance.
+// the clone. So, as CAPV does (at 111a1ba9b,
+// pkg/services/govmomi/vcenter/clone.go sets PowerOn false: "important to
+// not power the VM on before its virtual hardware is created and the MAC
+// address(es) used to build and inject the VM with cloud-init metadata are
+// generated"; service.go runs reconcileMetadata, then
+// reconcilePowerState), a VM with a static address is cloned powered off,
+// its MAC read, its metadata rewritten with the network, and only then
+// powered on: cloud-init applies the network of an instance's first boot.
 
 // markAddress is the static address the VM was made for, written by the
 // clone itself (as the other marks, not a guestinfo key): Get reports the
