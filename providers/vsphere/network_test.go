@@ -3,7 +3,9 @@ package vsphere
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"reflect"
@@ -12,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -242,4 +245,71 @@ func TestStaticNetworkCreateResumes(t *testing.T) {
 	if failed == 0 {
 		t.Fatalf("no cut of the %d calls made a Create fail: the cuts reached none of its calls", steps)
 	}
+}
+
+// A static address needs a network card to go to: a template without one
+// fails the Create as Permanent, naming the template, before any clone,
+// whether or not the zone names a network (without one, the template's
+// cards are not read otherwise).
+func TestStaticNetworkNeedsANetworkCard(t *testing.T) {
+	v := startVcsim(t)
+	ctx := context.Background()
+	// vCenter reconfigures no template (vcsim: NotSupported): the card is
+	// removed from it as a VM, as an administrator would.
+	f := find.NewFinder(v.client, true)
+	tmpl, err := f.VirtualMachine(ctx, "/DC0/vm/"+templateName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := f.ResourcePool(ctx, v.cfg.Regions["dc0"].Zones["c0"].ResourcePool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := f.HostSystemList(ctx, "/DC0/host/DC0_C0/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tmpl.MarkAsVirtualMachine(ctx, *pool, hosts[0]); err != nil {
+		t.Fatal(err)
+	}
+	devices, err := tmpl.Device(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tmpl.RemoveDevice(ctx, false, devices.SelectByType((*types.VirtualEthernetCard)(nil))...); err != nil {
+		t.Fatalf("remove the template's network cards: %v", err)
+	}
+	if err := tmpl.MarkAsTemplate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, zoneNetwork := range []string{"DC0_DVPG0", ""} {
+		cfg := v.cfg
+		cfg.Regions = maps.Clone(cfg.Regions)
+		region := cfg.Regions["dc0"]
+		region.Zones = map[string]Zone{"c0": region.Zones["c0"]}
+		zone := region.Zones["c0"]
+		zone.Network = zoneNetwork
+		region.Zones["c0"] = zone
+		cfg.Regions["dc0"] = region
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := staticRequest("no-card")
+		before := v.clonesAsked()
+		_, err = p.Create(ctx, req)
+		if !errors.Is(err, contract.ErrPermanent) || !strings.Contains(err.Error(), templateName) {
+			t.Errorf("zone network %q: Create from a template without a network card = %v, want ErrPermanent naming %s", zoneNetwork, err, templateName)
+		}
+		if n := v.clonesAsked() - before; n != 0 {
+			t.Errorf("zone network %q: %d clones asked, want none", zoneNetwork, n)
+		}
+	}
+}
+
+// clonesAsked is how many clones were asked of the templates.
+func (v *vcsim) clonesAsked() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.clones)
 }

@@ -434,6 +434,12 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 				return err
 			}
 			spec.Config.DeviceChange = change
+		} else if req.Network != nil {
+			// Without a zone network the template's cards are not read
+			// above; a static address needs one, known before the clone.
+			if _, err := templateNIC(ctx, tmpl); err != nil {
+				return err
+			}
 		}
 		if err := p.cloneOptions(ctx, plan, tmpl, &spec); err != nil {
 			return err
@@ -508,6 +514,19 @@ func nicChange(ctx context.Context, net object.NetworkReference, tmpl *object.Vi
 	if err != nil {
 		return nil, err
 	}
+	card, err := templateNIC(ctx, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	nic := card.GetVirtualDevice()
+	nic.Backing = backing
+	return []types.BaseVirtualDeviceConfigSpec{&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: card}}, nil
+}
+
+// templateNIC is the template's first network card: the one the zone's
+// network and a static address go to. A template without one is a config
+// to fix.
+func templateNIC(ctx context.Context, tmpl *object.VirtualMachine) (types.BaseVirtualDevice, error) {
 	devices, err := tmpl.Device(ctx)
 	if err != nil {
 		return nil, err
@@ -516,9 +535,7 @@ func nicChange(ctx context.Context, net object.NetworkReference, tmpl *object.Vi
 	if len(nics) == 0 {
 		return nil, contract.Permanentf("template %s has no network card", tmpl.Name())
 	}
-	nic := nics[0].GetVirtualDevice()
-	nic.Backing = backing
-	return []types.BaseVirtualDeviceConfigSpec{&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: nics[0]}}, nil
+	return nics[0], nil
 }
 
 // plan is a validated request resolved against the catalogues.
