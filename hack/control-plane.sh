@@ -39,6 +39,16 @@ fi
 mkdir -p "$cache"
 log() { echo "control-plane: $*" >&2; }
 
+# One build at a time: two runs at once (a test and make dev, two
+# worktrees) would both build and rename over each other's files. The
+# second waits here, then builds only what is still missing.
+exec 9>"$cache.lock"
+flock 9
+missing=()
+for cmd in kube-apiserver "${extra[@]}"; do
+  [ -x "$cache/$cmd" ] || missing+=("$cmd")
+done
+
 # build_kubernetes <cmd>...: builds k8s.io/kubernetes/cmd/<cmd> of each
 # into the cache, in one go build so the commands share their compiled
 # packages (most of Kubernetes is common to all of them).
