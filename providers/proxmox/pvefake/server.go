@@ -84,6 +84,9 @@ type Server struct {
 	faults   []fault
 	taskExit map[string]string // task type → exit status of its next run
 	dropNext bool
+	// dropAnswer is the op whose next call DropNextAnswer loses the
+	// answer of ("" for none).
+	dropAnswer Op
 	// disksCopied makes clones show the config clone_vm writes after its
 	// disk copies (ClonesPastDisks).
 	disksCopied bool
@@ -419,6 +422,13 @@ func (s *Server) route(req *request) (any, func(), *apiError) {
 	d, after, err := s.dispatch(req)
 	if err == nil {
 		d = s.visible(ep, d)
+		if s.dropAnswer != "" && s.dropAnswer == op {
+			// DropNextAnswer: the work is done, the answer is lost.
+			s.dropAnswer = ""
+			if after == nil {
+				after = func() {}
+			}
+		}
 	}
 	return d, after, err
 }
@@ -451,6 +461,9 @@ func (s *Server) dispatch(req *request) (any, func(), *apiError) {
 	}
 	if d, err, ok := s.routeStorage(req, get, post, del); ok {
 		return d, nil, err
+	}
+	if v, ok := match(p, "nodes", "*", "tasks"); ok && get {
+		return s.taskList(v[0], req.params), nil, nil
 	}
 	if v, ok := match(p, "nodes", "*", "tasks", "*", "status"); ok && get {
 		d, err := s.taskStatus(v[0], v[1])
