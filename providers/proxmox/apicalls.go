@@ -62,4 +62,9 @@ var apiCalls = map[string]apiCall{
 	"StorageStatus storage": {"GET", "/nodes/{node}/storage/{storage}/status", map[string]string{
 		"node": "<node>", "storage": "<storage>"}},
 	"TaskStatus": {"GET", "/nodes/{node}/tasks/{upid}/status", map[string]string{"node": "<node>", "upid": "<upid>"}},
+	// Uploads still landing before seeds are listed for deletion
+	// (seed.go settleUploads): the node's running imgcopy tasks and the
+	// file each writes.
+	"ListUploads": {"GET", "/nodes/{node}/tasks", map[string]string{"node": "<node>", "source": "active", "typefilter": "imgcopy"}},
+	"TaskLog":     {"GET", "/nodes/{node}/tasks/{upid}/log", map[string]string{"node": "<node>", "upid": "<upid>"}},
 }

@@ -2,14 +2,17 @@ package proxmox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 
@@ -108,8 +111,13 @@ func upload(ctx context.Context, c conn, z Zone, filename string, body io.Reader
 }
 
 // deleteVolumes deletes the ISO volumes of the zone's ISO storage that
-// match, one imgdel task each; a volume already gone is fine.
+// match, one imgdel task each; a volume already gone is fine. An upload
+// still landing one of them is waited for first (settleUploads), or it
+// would land after the list, behind the delete.
 func (p *Provider) deleteVolumes(ctx context.Context, region string, z Zone, match func(volid string) bool) error {
+	if err := p.settleUploads(ctx, region, z, match); err != nil {
+		return err
+	}
 	var content []*pve.StorageContent
 	err := p.call(ctx, region, "ListISOs", func(ctx context.Context, c conn) error {
 		return c.api.Get(ctx, "/nodes/"+url.PathEscape(z.Node)+"/storage/"+url.PathEscape(z.ISOStorage)+"/content?content=iso", &content)
@@ -139,4 +147,64 @@ func (p *Provider) deleteVolumes(ctx context.Context, region string, z Zone, mat
 func isSeedOf(vmid int) func(string) bool {
 	prefix := ":iso/" + seedPrefix + strconv.Itoa(vmid) + "-"
 	return func(volid string) bool { return strings.Contains(volid, prefix) && strings.HasSuffix(volid, ".iso") }
+}
+
+// targetPrefix starts the line of an imgcopy task's log that names the
+// file it writes (pve-storage src/PVE/API2/Storage/Status.pm upload: the
+// worker prints it before its cp).
+const targetPrefix = "target file: "
+
+// settleUploads waits for the imgcopy tasks still running on the zone's
+// node that write a matching volume of its ISO storage. An upload whose
+// answer was lost — the call's deadline passed, the connection broke —
+// may have reached PVE all the same: the worker it forked copies the file
+// to the storage whatever became of the connection (Status.pm upload:
+// fork_worker; pve-http-server AnyEvent.pm hands a complete body to the
+// API and removes the temporary file only for a client gone before). Its
+// file lands when the copy ends, so a list taken before then misses it
+// and the file outlives the delete. The token sees only its own tasks
+// (pve-manager PVE/API2/Tasks.pm node_tasks, without Sys.Audit); one
+// whose log names no file yet is in its checks before the copy and is
+// waited for too. A copy that failed lands nothing (the worker removes
+// its target).
+func (p *Provider) settleUploads(ctx context.Context, region string, z Zone, match func(volid string) bool) error {
+	node := url.PathEscape(z.Node)
+	var tasks []struct {
+		UPID   pve.UPID `json:"upid"`
+		Status string   `json:"status"`
+	}
+	err := p.call(ctx, region, "ListUploads", func(ctx context.Context, c conn) error {
+		return c.api.Get(ctx, "/nodes/"+node+"/tasks?source=active&typefilter=imgcopy", &tasks)
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if t.Status != "RUNNING" {
+			continue
+		}
+		var lines []struct {
+			T string `json:"t"`
+		}
+		err := p.call(ctx, region, "TaskLog", func(ctx context.Context, c conn) error {
+			return c.api.Get(ctx, "/nodes/"+node+"/tasks/"+url.PathEscape(string(t.UPID))+"/log", &lines)
+		})
+		if err != nil {
+			return err
+		}
+		target, named := "", false
+		for _, l := range lines {
+			if f, ok := strings.CutPrefix(l.T, targetPrefix); ok {
+				target, named = path.Base(f), true
+			}
+		}
+		if named && !match(z.ISOStorage+":iso/"+target) {
+			continue
+		}
+		var failed *TaskError
+		if err := p.waitTask(ctx, region, t.UPID, "upload of "+cmp.Or(target, "a file")); err != nil && !errors.As(err, &failed) {
+			return err
+		}
+	}
+	return nil
 }

@@ -156,6 +156,20 @@ func (s *Server) HoldTasks(typ string) (release func()) {
 	}
 }
 
+// DropNextAnswer makes the next call of op do its work and then lose its
+// answer: the connection closes without one, as when the client gave up
+// (its deadline) or the network failed after PVE acted. An upload's
+// imgcopy worker, once forked, runs to its end whatever becomes of the
+// connection (pve-storage src/PVE/API2/Storage/Status.pm upload:
+// fork_worker; the worker copies pveproxy's temporary file to the
+// storage), so with HoldTasks("imgcopy") the file lands after the client
+// gave up, when the hold is released.
+func (s *Server) DropNextAnswer(op Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropAnswer = op
+}
+
 // Stall holds every call from now on until release.
 func (s *Server) Stall() (release func()) {
 	release = s.gate.Stall()
@@ -210,6 +224,7 @@ func (s *Server) Reset() {
 	s.faults = nil
 	clear(s.taskExit)
 	s.dropNext = false
+	s.dropAnswer = ""
 	s.cut = cut{}
 	s.rejected = false
 	s.hideNames = false

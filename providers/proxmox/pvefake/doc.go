@@ -52,7 +52,8 @@
 // pve-cpuset, pve-hotplug-features, pve-qemu-sev-fmt, pve-qemu-tdx-fmt,
 // pve-qm-boot, pve-qm-bootdisk, pve-qm-cicustom, pve-qm-hostpci,
 // pve-qm-ide, pve-qm-rng, pve-qm-smbios1,
-// pve-qm-watchdog, pve-startup-order, pve-vm-cpu-conf, storage-pair,
+// pve-qm-watchdog, pve-startup-order, pve-task-status-type (the task
+// list's statusfilter), pve-vm-cpu-conf, storage-pair,
 // urlencoded): nothing the provider or the tests send reaches them.
 //
 // # Permissions
@@ -137,7 +138,7 @@
 // /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces,
 // /nodes/{node}/storage[/{storage}/{status,content,upload}],
 // DELETE /nodes/{node}/storage/{storage}/content/{volume} and
-// /nodes/{node}/tasks/{upid}/{status,log}. The qm(1) manual
+// /nodes/{node}/tasks[/{upid}/{status,log}]. The qm(1) manual
 // (https://pve.proxmox.com/pve-docs/qm.1.html) gives the config keys and the
 // lock values (backup, clone, create, migrate, rollback, snapshot,
 // snapshot-delete, suspended, suspending); tags are checked by the schema's
@@ -280,7 +281,12 @@
 // lands through an imgcopy task without an ID and replaces one of the same
 // name; a full storage fails the task with "import failed: cp: error
 // writing '<path>': No space left on device" (pve-common Cmd.pm run_command
-// with errmsg). Content listing filters by content (and vmid) and returns
+// with errmsg). The imgcopy task's log carries what the worker prints
+// before its copy (starting file import from, target node, target file,
+// file size, command), so a running one names the file it writes; the
+// worker runs to its end whatever becomes of the connection (fork_worker;
+// DropNextAnswer with HoldTasks plays an answer lost while it copies).
+// Content listing filters by content (and vmid) and returns
 // volid, content, format, size and ctime. Delete runs vdisk_free in an
 // imgdel task whose ID is the storage ID ("<owner>@<storage>" for a VM's
 // volume); a file already gone is a warning, "disk image '<path>' does not
@@ -288,7 +294,12 @@
 //
 // UPIDs have PVE's shape,
 // UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:, all hex
-// (pve-common src/PVE/UPID.pm encode).
+// (pve-common src/PVE/UPID.pm encode). The task list (pve-manager
+// PVE/API2/Tasks.pm node_tasks) shows a token its own tasks only, all of
+// them with Sys.Audit on the node; source active lists the running ones
+// (status RUNNING), archive (the default) the ended ones; typefilter,
+// userfilter, vmid, start and limit filter as node_tasks does, statusfilter,
+// since and until are not modelled.
 //
 // No source was found for: the sizes the fake reports (maxdisk, maxmem of
 // a listed VM are plausible values, not computed as PVE does), the
@@ -321,7 +332,7 @@
 // before the first start).
 //
 // The control methods (Stall, FailNext, FailNextTask, WarnNextTask,
-// DropNextClone, CutCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,
+// DropNextClone, DropNextAnswer, CutCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,
 // SetQMPStatus, HangAgent, SetTagAccess, RejectToken, CloneVMTo, RemoveVM,
 // SetConfig, Reset) and the readers (CloneRequests, Pool, Config, Node,
 // Volume, Inventory) are for tests: they play the

@@ -127,7 +127,7 @@ var uncheckedFormats = map[string]bool{
 	"pve-qemu-sev-fmt": true, "pve-qemu-tdx-fmt": true, "pve-qm-boot": true, "pve-qm-bootdisk": true,
 	"pve-qm-cicustom": true, "pve-qm-hostpci": true, "pve-qm-ide": true,
 	"pve-qm-rng": true, "pve-qm-smbios1": true, "pve-qm-watchdog": true, "pve-startup-order": true,
-	"pve-vm-cpu-conf": true, "storage-pair": true, "urlencoded": true,
+	"pve-task-status-type": true, "pve-vm-cpu-conf": true, "storage-pair": true, "urlencoded": true,
 }
 
 // hashFormats are the named formats registered as a hash of keys (a

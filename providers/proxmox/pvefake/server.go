@@ -2,7 +2,9 @@ package pvefake
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -84,6 +86,9 @@ type Server struct {
 	faults   []fault
 	taskExit map[string]string // task type → exit status of its next run
 	dropNext bool
+	// dropAnswer is the op whose next call DropNextAnswer loses the
+	// answer of ("" for none).
+	dropAnswer Op
 	// disksCopied makes clones show the config clone_vm writes after its
 	// disk copies (ClonesPastDisks).
 	disksCopied bool
@@ -307,23 +312,9 @@ func (s *Server) parse(r *http.Request) (*request, *apiError) {
 				params.Set(k, scalar(v))
 			}
 		case strings.HasPrefix(ct, "multipart/form-data"):
-			if err := r.ParseMultipartForm(64 << 20); err != nil {
-				return nil, fail(400, "Bad Request: %v", err)
-			}
-			for k, v := range r.MultipartForm.Value {
-				params[k] = v
-			}
-			if fh := r.MultipartForm.File["filename"]; len(fh) == 1 {
-				f, err := fh[0].Open()
-				if err != nil {
-					return nil, fail(500, "%v", err)
-				}
-				data, err := io.ReadAll(f)
-				_ = f.Close()
-				if err != nil {
-					return nil, fail(500, "%v", err)
-				}
-				upload = &uploaded{name: fh[0].Filename, data: data}
+			var err *apiError
+			if upload, err = parseMultipart(r, params); err != nil {
+				return nil, err
 			}
 		default:
 			if err := r.ParseForm(); err == nil {
@@ -334,6 +325,54 @@ func (s *Server) parse(r *http.Request) (*request, *apiError) {
 		}
 	}
 	return &request{method: r.Method, path: segs, params: params, r: r, upload: upload}, nil
+}
+
+// parseMultipart reads a multipart body's fields into params and its one
+// file part named "filename" (none when there are several) as the upload.
+// The file is read once into a buffer of the body's length: under the
+// race detector every copy of a 16 MiB seed costs seconds, and
+// ParseMultipartForm and a ReadAll copy it over and over as their buffers
+// grow.
+func parseMultipart(r *http.Request, params url.Values) (*uploaded, *apiError) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, fail(400, "Bad Request: %v", err)
+	}
+	var files []*uploaded
+	form := url.Values{}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fail(400, "Bad Request: %v", err)
+		}
+		name := part.FormName()
+		switch {
+		case name == "":
+		case part.FileName() == "":
+			v, err := io.ReadAll(io.LimitReader(part, 1<<20))
+			if err != nil {
+				return nil, fail(400, "Bad Request: %v", err)
+			}
+			form.Add(name, string(v))
+		case name == "filename":
+			buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+			if _, err := buf.ReadFrom(part); err != nil {
+				return nil, fail(400, "Bad Request: %v", err)
+			}
+			files = append(files, &uploaded{name: part.FileName(), data: buf.Bytes()})
+		}
+		_ = part.Close()
+	}
+	for k, v := range form {
+		params[k] = v // the body's fields replace the query's
+	}
+	if len(files) != 1 {
+		return nil, nil
+	}
+	return files[0], nil
 }
 
 // scalar renders a JSON value as PVE's parameter parser sees it.
@@ -419,6 +458,13 @@ func (s *Server) route(req *request) (any, func(), *apiError) {
 	d, after, err := s.dispatch(req)
 	if err == nil {
 		d = s.visible(ep, d)
+		if s.dropAnswer != "" && s.dropAnswer == op {
+			// DropNextAnswer: the work is done, the answer is lost.
+			s.dropAnswer = ""
+			if after == nil {
+				after = func() {}
+			}
+		}
 	}
 	return d, after, err
 }
@@ -451,6 +497,9 @@ func (s *Server) dispatch(req *request) (any, func(), *apiError) {
 	}
 	if d, err, ok := s.routeStorage(req, get, post, del); ok {
 		return d, nil, err
+	}
+	if v, ok := match(p, "nodes", "*", "tasks"); ok && get {
+		return s.taskList(v[0], req.params), nil, nil
 	}
 	if v, ok := match(p, "nodes", "*", "tasks", "*", "status"); ok && get {
 		d, err := s.taskStatus(v[0], v[1])

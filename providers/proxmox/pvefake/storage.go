@@ -150,6 +150,12 @@ func (s *Server) upload(req *request, node string, st *storage) (any, *apiError)
 	volid := fmt.Sprintf("%s:%s/%s", st.spec.Name, kind, name)
 	data := req.upload.data
 	t := s.newTask(node, "imgcopy", "", req.user)
+	// What the worker prints before its copy (Status.pm upload, $worker):
+	// a running imgcopy task's log names the file it is writing.
+	tmp := fmt.Sprintf("/var/tmp/pveupload-%032x", t.pid)
+	dest := fmt.Sprintf("%s/template/%s/%s", st.dir(), kind, name)
+	t.log = append(t.log, "starting file import from: "+tmp, "target node: "+node, "target file: "+dest,
+		fmt.Sprintf("file size is: %d", len(data)), "command: cp -- "+tmp+" "+dest)
 	if st.used()+int64(len(data)) > st.spec.Total {
 		// The worker's cp fails; run_command with errmsg dies with
 		// "import failed: <cp's last stderr line>" (pve-common Cmd.pm).
@@ -157,6 +163,7 @@ func (s *Server) upload(req *request, node string, st *storage) (any, *apiError)
 		return t.upid, nil
 	}
 	s.finish(t, "OK", func() {
+		t.log = append(t.log, "finished file import successfully")
 		if st.ctime == nil {
 			st.ctime = map[string]int64{}
 		}

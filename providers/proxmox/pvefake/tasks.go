@@ -1,8 +1,12 @@
 package pvefake
 
 import (
+	"cmp"
 	"fmt"
+	"net/url"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -123,3 +127,55 @@ var warningsRE = regexp.MustCompile(`^WARNINGS: \d+$`)
 // src/PVE/Tools.pm upid_status_is_error): only OK and WARNINGS: <n> are
 // success; any other status, "unexpected status" included, is an error.
 func statusIsError(exit string) bool { return exit != "OK" && !warningsRE.MatchString(exit) }
+
+// taskList is GET /nodes/{node}/tasks (pve-manager PVE/API2/Tasks.pm
+// node_tasks): the node's tasks the caller may see — its own (a token sees
+// only its own tasks), or all with Sys.Audit on /nodes/{node} — filtered
+// by typefilter, userfilter (a substring, case-insensitively) and vmid
+// (the task's ID); source "active" (the default is "archive") lists the
+// tasks of the node's active file, which the fake's running tasks are:
+// status RUNNING, as node_tasks sets it for one without a status; a token's
+// task carries user and tokenid apart (convert_token_task). Newest first,
+// from start, at most limit (default 50). Caller holds s.mu.
+func (s *Server) taskList(node string, params url.Values) []map[string]any {
+	source := cmp.Or(params.Get("source"), "archive")
+	auditor := s.can("/nodes/"+node, "Sys.Audit")
+	limit, start := 50, 0
+	if v, err := strconv.Atoi(params.Get("limit")); err == nil {
+		limit = v
+	}
+	if v, err := strconv.Atoi(params.Get("start")); err == nil {
+		start = v
+	}
+	var ts []*task
+	for _, t := range s.tasks {
+		running := t.status == "running"
+		switch {
+		case t.node != node,
+			running && source == "archive", !running && source == "active",
+			!auditor && t.user != s.opts.TokenID,
+			params.Get("typefilter") != "" && t.typ != params.Get("typefilter"),
+			params.Get("userfilter") != "" && !strings.Contains(strings.ToLower(t.user), strings.ToLower(params.Get("userfilter"))),
+			params.Get("vmid") != "" && t.id != params.Get("vmid"):
+			continue
+		}
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].pid > ts[j].pid })
+	out := []map[string]any{}
+	for i, t := range ts {
+		if i < start || len(out) >= limit {
+			continue
+		}
+		m := map[string]any{"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pid * 7, "starttime": t.start.Unix(),
+			"type": t.typ, "id": t.id, "user": t.user, "status": "RUNNING"}
+		if user, token, ok := strings.Cut(t.user, "!"); ok {
+			m["user"], m["tokenid"] = user, token
+		}
+		if t.status == "stopped" {
+			m["status"], m["endtime"] = t.exit, t.endtime.Unix()
+		}
+		out = append(out, m)
+	}
+	return out
+}

@@ -57,6 +57,7 @@ var Endpoints = []string{
 	"GET /nodes/{node}/storage/{storage}/content",
 	"POST /nodes/{node}/storage/{storage}/upload",
 	"DELETE /nodes/{node}/storage/{storage}/content/{volume}",
+	"GET /nodes/{node}/tasks",
 	"GET /nodes/{node}/tasks/{upid}/status",
 	"GET /nodes/{node}/tasks/{upid}/log",
 }
