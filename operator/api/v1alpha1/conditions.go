@@ -47,6 +47,10 @@ const (
 const (
 	// ReasonReplicasNotReady: Degraded, some replicas do not answer.
 	ReasonReplicasNotReady = "ReplicasNotReady"
+	// ReasonRemoving: a replica beyond spec.replicas whose VMs are being
+	// deleted (status.replicas[].reason); its address is released once
+	// they are gone.
+	ReasonRemoving = "Removing"
 	// ReasonAllReplicasReady: not Degraded.
 	ReasonAllReplicasReady      = "AllReplicasReady"
 	ReasonReady                 = "Ready"

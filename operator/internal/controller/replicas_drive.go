@@ -145,6 +145,10 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 			continue
 		}
 		sl := slot(proxy, k)
+		// Out of the Service already (ensureService counts only the wanted
+		// replicas); the status says what holds its address.
+		sl.Ready, sl.Address, sl.Reason = false, "", v1alpha1.ReasonRemoving
+		sl.Message = fmt.Sprintf("replica %d is beyond spec.replicas: deleting its VMs; its address is released once they are gone", k)
 		refsOf := []*v1alpha1.InstanceRef{sl.Replacement, sl.Instance}
 		gone := true
 		for _, ref := range refsOf {
