@@ -414,7 +414,11 @@ func TestScaleDownReleasesAddressesAfterTheVMs(t *testing.T) {
 	}
 	defer open()
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
-	eventually(t, "both removed replicas' VMs are being deleted", func() bool { return gatedDeletes.Load() >= 2 })
+	eventually(t, "both removed replicas' VMs are being deleted, and the status says so", func() bool {
+		s := get(t, p).Status
+		return gatedDeletes.Load() >= 2 && s.Ready == "1/1" &&
+			replicaOf(&s, 1).Reason == v1alpha1.ReasonRemoving && replicaOf(&s, 2).Reason == v1alpha1.ReasonRemoving
+	})
 	eventually(t, "the Service no longer sends clients to the removed replicas", func() bool {
 		return fmt.Sprint(allEndpoints(t, p)) == fmt.Sprint([]string{keep.Address})
 	})
