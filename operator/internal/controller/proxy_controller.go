@@ -271,11 +271,8 @@ type role struct {
 	repl bool
 }
 
-// Replica 0's roles.
-var (
-	roleInstance    = role{}
-	roleReplacement = role{repl: true}
-)
+// roleInstance is replica 0's serving instance.
+var roleInstance = role{}
 
 func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
 	inst, repl := refs(proxy, ro.index)

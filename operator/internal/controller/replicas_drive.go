@@ -64,11 +64,7 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 		}
 		errs = append(errs, err)
 	}
-	res, err := r.removeReplicas(ctx, proxy, entry)
-	if err != nil {
-		return res, errors.Join(append(errs, err)...)
-	}
-	merge(res)
+	merge(r.removeReplicas(ctx, proxy, entry))
 	if err := r.writeStatus(ctx, proxy); err != nil {
 		errs = append(errs, err)
 	}
@@ -128,7 +124,7 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 // highest index first, and drops a replica's entry once the provider no
 // longer finds its VMs: only then is its address released (allocate's
 // releaseUnused finds no instance made with it).
-func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
+func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) ctrl.Result {
 	n := desiredReplicas(proxy)
 	var extra []int
 	for _, sl := range proxy.Status.Replicas {
@@ -192,7 +188,7 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 			fmt.Sprintf("replica %d removed: its VMs are gone, its address is released", k))
 		result = ctrl.Result{RequeueAfter: time.Millisecond}
 	}
-	return result, nil
+	return result
 }
 
 // dropSlot removes replica k's entry.

@@ -22,9 +22,9 @@ import (
 // The tests of spec.replicas: N VMs, one static address each, spread over
 // placement.zones, rolled one at a time, each recreated on its address.
 
-// withReplicas has a Proxy run n replicas with addresses of pool.
-func withReplicas(n int32, pool string) func(*v1alpha1.Proxy) {
-	return func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = n, pool }
+// threeReplicas has a Proxy run three replicas with addresses of pool.
+func threeReplicas(pool string) func(*v1alpha1.Proxy) {
+	return func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 3, pool }
 }
 
 // playGuests plays the guest of every VM of the Proxy until the test ends:
@@ -151,7 +151,7 @@ func degradedCondition(p *v1alpha1.Proxy) metav1.Condition {
 func TestReplicasSpreadEachOnItsOwnAddress(t *testing.T) {
 	newPool(t, "rep-spread", "198.51.100.130-198.51.100.133")
 	p := newProxy(t, "rep-spread", func(p *v1alpha1.Proxy) {
-		withReplicas(3, "rep-spread")(p)
+		threeReplicas("rep-spread")(p)
 		p.Spec.Placement.Zones = []string{testZonePrefix + "a", testZonePrefix + "b"}
 	})
 	playGuests(t, p)
@@ -216,7 +216,7 @@ func TestReplicasSpreadEachOnItsOwnAddress(t *testing.T) {
 // made, the other replicas answer and are the Service's endpoints.
 func TestReplicasRollOneAtATimeKeepingTheirAddresses(t *testing.T) {
 	newPool(t, "rep-roll", "198.51.100.140-198.51.100.142")
-	p := newProxy(t, "rep-roll", withReplicas(3, "rep-roll"))
+	p := newProxy(t, "rep-roll", threeReplicas("rep-roll"))
 	guests := playGuests(t, p)
 	before := readyN(t, p, 3)
 	addrs := replicaAddresses(before)
@@ -345,7 +345,7 @@ func TestReplicasRollOneAtATimeKeepingTheirAddresses(t *testing.T) {
 // Ready and Degraded, naming it; it is made again on its own address.
 func TestLostReplicaIsDegradedAndRecreatedOnItsAddress(t *testing.T) {
 	newPool(t, "rep-lost", "198.51.100.150-198.51.100.152")
-	p := newProxy(t, "rep-lost", withReplicas(3, "rep-lost"))
+	p := newProxy(t, "rep-lost", threeReplicas("rep-lost"))
 	playGuests(t, p)
 	before := replicaOf(&readyN(t, p, 3).Status, 1)
 	held, release := holdCreates(t, "rep-lost")
@@ -397,7 +397,7 @@ func TestLostReplicaIsDegradedAndRecreatedOnItsAddress(t *testing.T) {
 // only once their VMs are gone.
 func TestScaleDownReleasesAddressesAfterTheVMs(t *testing.T) {
 	newPool(t, "rep-down", "198.51.100.160-198.51.100.162")
-	p := newProxy(t, "rep-down", withReplicas(3, "rep-down"))
+	p := newProxy(t, "rep-down", threeReplicas("rep-down"))
 	playGuests(t, p)
 	before := readyN(t, p, 3)
 	keep := replicaOf(&before.Status, 0)
