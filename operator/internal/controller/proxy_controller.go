@@ -251,7 +251,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // on (target), then its replacement break-before-make, or drive.
 func (r *ProxyReconciler) step(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, cloudInit, user []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
 	hash := specHash(replicaSpec(proxy, k), user)
-	ro := r.target(ctx, proxy, entry, k, hash, cloudInit, network)
+	ro := r.target(ctx, proxy, entry, k, hash, cloudInit, user, network)
 	if k == 0 && multi(proxy) {
 		r.noteCloudInit(proxy, cloudInit)
 	}
@@ -285,9 +285,10 @@ func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
 // target returns the instance the reconcile works on: the current one, or
 // the replacement for a changed spec. An abandoned replacement (the spec
 // changed again, or back) is deleted.
-func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, hash string, cloudInit []byte, network *contract.StaticNetwork) role {
+func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, hash string, cloudInit, user []byte,
+	network *contract.StaticNetwork) role {
 	// Asked before the refs are taken: it may add replicas' entries.
-	mayReplace := mayStartReplacement(proxy, k)
+	mayReplace := mayStartReplacement(proxy, k, user)
 	instance, replacement := refs(proxy, k)
 	s := struct{ Instance, Replacement *v1alpha1.InstanceRef }{*instance, *replacement}
 	defer func() { *instance, *replacement = s.Instance, s.Replacement }()

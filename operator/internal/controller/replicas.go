@@ -145,11 +145,14 @@ func replicaReady(proxy *v1alpha1.Proxy, k int) bool {
 }
 
 // mayStartReplacement reports whether replica k may start its
-// replacement: no other replica is being replaced, and every other one
-// answers, unless k does not answer either (it serves nobody, and waiting
-// for the others could wait for ever). At most one replica is out of
-// service for a rollout at a time.
-func mayStartReplacement(proxy *v1alpha1.Proxy, k int) bool {
+// replacement: no other replica is being replaced, none is coming up on
+// the new spec (replaced break-before-make, it has no replacement any
+// more, only a VM of the current spec that does not answer yet), and every
+// other one answers, unless k does not answer either (it serves nobody,
+// and waiting for the others could wait for ever). At most one replica is
+// out of service for a rollout at a time; a new spec whose VM never
+// answers halts the rollout.
+func mayStartReplacement(proxy *v1alpha1.Proxy, k int, user []byte) bool {
 	if !multi(proxy) {
 		return true
 	}
@@ -158,10 +161,14 @@ func mayStartReplacement(proxy *v1alpha1.Proxy, k int) bool {
 		if j == k {
 			continue
 		}
-		if _, repl := refs(proxy, j); *repl != nil {
+		inst, repl := refs(proxy, j)
+		if *repl != nil {
 			return false
 		}
-		if selfReady && !replicaReady(proxy, j) {
+		if replicaReady(proxy, j) {
+			continue
+		}
+		if selfReady || (*inst != nil && (*inst).SpecHash == specHash(replicaSpec(proxy, j), user)) {
 			return false
 		}
 	}

@@ -103,7 +103,15 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 	s.Endpoint = fmt.Sprintf("http://%s.%s.svc:%d", proxy.Name, proxy.Namespace, proxy.Spec.Port)
 	s.LastError = nil
 	if err := r.ensureService(ctx, proxy); err != nil {
-		return r.serviceError(ctx, proxy, role{index: ro.index}, err)
+		if conflict := asConflict(err); conflict != nil {
+			return r.reportConflict(ctx, proxy, conflict)
+		}
+		// The replica answers: a failed write of the Service (a stale
+		// cache's conflict, say) says nothing about it, and must not take
+		// it out of service or let another replica's replacement start.
+		// Nothing is recorded; the next reconcile serves it again.
+		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, "Serve", err.Error())
+		return ctrl.Result{}, err
 	}
 	if err := r.writeStatus(ctx, proxy); err != nil {
 		return ctrl.Result{}, err
