@@ -126,7 +126,7 @@ type ProxyAddressSpec struct {
 	DNS []string `json:"dns,omitempty"`
 	// Proxy holds the address.
 	Proxy ProxyRef `json:"proxy"`
-	// Replica is the Proxy's replica the address is for (0 today).
+	// Replica is the index of the Proxy's replica the address is for.
 	// +optional
 	Replica int32 `json:"replica"`
 }

@@ -15,6 +15,10 @@ const (
 	// ConditionAddressesAllocated: the Proxy holds its static addresses
 	// from spec.addressPool (status.addresses). False says why not yet.
 	ConditionAddressesAllocated = "AddressesAllocated"
+	// ConditionDegraded: True while fewer than spec.replicas replicas
+	// answer; the message names the missing ones. Ready stays True while
+	// at least one answers.
+	ConditionDegraded = "Degraded"
 	// ConditionValid: an AddressPool's fields all parse; False names the
 	// field and the value that does not.
 	ConditionValid = "Valid"
@@ -41,6 +45,14 @@ const (
 
 // Condition reasons.
 const (
+	// ReasonReplicasNotReady: Degraded, some replicas do not answer.
+	ReasonReplicasNotReady = "ReplicasNotReady"
+	// ReasonRemoving: a replica beyond spec.replicas whose VMs are being
+	// deleted (status.replicas[].reason); its address is released once
+	// they are gone.
+	ReasonRemoving = "Removing"
+	// ReasonAllReplicasReady: not Degraded.
+	ReasonAllReplicasReady      = "AllReplicasReady"
 	ReasonReady                 = "Ready"
 	ReasonProvisioning          = "Provisioning"
 	ReasonProxyUnreachable      = "ProxyUnreachable"

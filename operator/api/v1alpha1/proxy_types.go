@@ -8,6 +8,7 @@ import (
 // ProxySpec is what the user asks for: a forward proxy on a configured
 // provider.
 // +kubebuilder:validation:XValidation:rule="!has(self.addresses) || size(self.addresses) == 0 || (has(self.addressPool) && size(self.addressPool) > 0)",message="addresses pins addresses of a pool: set addressPool too"
+// +kubebuilder:validation:XValidation:rule="!has(self.addresses) || size(self.addresses) <= (has(self.replicas) ? self.replicas : 1)",message="addresses pins one address per replica: at most spec.replicas of them",fieldPath=".addresses"
 type ProxySpec struct {
 	// Provider is the name of a provider in the operator's providers config.
 	// It cannot change: to move a proxy to another backend, create a new
@@ -24,6 +25,17 @@ type ProxySpec struct {
 	// one. A change replaces the VM.
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
+
+	// Replicas is how many VMs serve the proxy, each with its own address
+	// (of spec.addressPool when set); the Service sends clients to every
+	// one that answers. A change adds the highest indexes or removes them,
+	// and replaces none of the others. A spec change replaces the replicas
+	// one at a time.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
 
 	// Port is the TCP port the proxy listens on.
 	// +kubebuilder:default=3128
@@ -56,10 +68,12 @@ type ProxySpec struct {
 	// +optional
 	AddressPool string `json:"addressPool,omitempty"`
 
-	// Addresses pins the proxy's addresses to these of the pool (one per
-	// replica: one today): the way to keep an address across a delete and
-	// recreate of the Proxy, as GitOps does. Unset: any free address.
-	// +kubebuilder:validation:MaxItems=1
+	// Addresses pins the proxy's addresses to these of the pool, one per
+	// replica in index order (addresses[i] is replica i's; replicas beyond
+	// the list take any free address): the way to keep an address across
+	// a delete and recreate of the Proxy, as GitOps does. Unset: any free
+	// address.
+	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +optional
 	Addresses []IPv4 `json:"addresses,omitempty"`
@@ -77,6 +91,7 @@ type ProxySpec struct {
 type CIDR string
 
 // Placement selects where and on what a proxy's VM runs.
+// +kubebuilder:validation:XValidation:rule="!has(self.zones) || size(self.zones) == 0 || !has(self.zone) || size(self.zone) == 0",message="zone and zones are mutually exclusive: zones spreads the replicas, zone puts them all in one place",fieldPath=".zones"
 type Placement struct {
 	// Region is the provider's location: a datacenter, a host, a region.
 	// +kubebuilder:validation:MaxLength=63
@@ -89,6 +104,16 @@ type Placement struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
 	// +optional
 	Zone string `json:"zone,omitempty"`
+	// Zones spreads the replicas: replica i runs in zones[i mod len(zones)].
+	// The operator cannot list a provider's zones, so the spread is this
+	// explicit list. Mutually exclusive with zone; a change replaces the
+	// replicas whose zone it changes.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +listType=atomic
+	// +optional
+	Zones []string `json:"zones,omitempty"`
 	// MachineType is a key of the provider's machine-type catalogue.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
@@ -142,9 +167,42 @@ type InstanceRef struct {
 	// empty when the backend assigned it.
 	// +optional
 	Address string `json:"address,omitempty"`
+	// Port is the port the VM was made to listen on: while replicas roll
+	// onto a new spec.port, the ones not replaced yet still listen on the
+	// old one, and are probed and served there. Unset for a VM made before
+	// the operator recorded it: spec.port.
+	// +optional
+	Port int32 `json:"port,omitempty"`
 	// CreatedAt is when the provider says the VM was created.
 	// +optional
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
+}
+
+// ReplicaStatus is one replica's state. Replica 0's VMs are in
+// status.instance and status.replacement, where releases before replicas
+// kept them, and its entry here only summarises them; every other
+// replica's VMs are in its entry.
+type ReplicaStatus struct {
+	// Index is the replica's index: 0 to spec.replicas-1.
+	Index int32 `json:"index"`
+	// Instance is the replica's serving VM (for replica 0: a copy of
+	// status.instance).
+	// +optional
+	Instance *InstanceRef `json:"instance,omitempty"`
+	// Replacement is the VM being made for a changed spec (for replica 0:
+	// a copy of status.replacement).
+	// +optional
+	Replacement *InstanceRef `json:"replacement,omitempty"`
+	// Address is the IP the replica serves at, once it answers.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// Ready says the replica's proxy answers on its port at Address.
+	Ready bool `json:"ready"`
+	// Reason and Message say why not, or what it is doing.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // LastError is the last provider error a reconcile met.
@@ -188,6 +246,17 @@ type ProxyStatus struct {
 	// Instance once Ready, and the old one is deleted.
 	// +optional
 	Replacement *InstanceRef `json:"replacement,omitempty"`
+	// Replicas is each replica's state, by index.
+	// +listType=map
+	// +listMapKey=index
+	// +optional
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+	// ReadyReplicas counts the replicas that answer.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Ready is "ready/desired" replicas, for kubectl get.
+	// +optional
+	Ready string `json:"ready,omitempty"`
 	// LastError is the last provider error, cleared when the proxy is Ready.
 	// +optional
 	LastError *LastError `json:"lastError,omitempty"`
@@ -202,6 +271,7 @@ type ProxyStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=egressproxies
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
 // +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.status.addresses`

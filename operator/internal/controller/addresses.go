@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,83 +54,88 @@ type waitAddress struct {
 
 func (w *waitAddress) Error() string { return w.msg }
 
-// allocate makes sure the Proxy holds its static address and returns the
-// network its VMs are made with: nil for a Proxy without a pool. A
-// *waitAddress says why there is none yet (the condition is set). The
-// Proxy's own ProxyAddresses are read from the API server, not the cache:
-// one made by the last reconcile is found even before the cache has it,
-// and never allocated twice.
-func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (*contract.StaticNetwork, error) {
+// allocate makes sure each of the Proxy's replicas holds its static
+// address and returns the networks its VMs are made with, by replica
+// index: nil for a Proxy without a pool. An error that is a *waitAddress
+// holds the whole Proxy (its pool is missing or invalid); waits[k] says
+// why replica k alone has no address yet (the pool is exhausted, its
+// pinned address is taken). The Proxy's own ProxyAddresses are read from
+// the API server, not the cache: one made by the last reconcile is found
+// even before the cache has it, and never allocated twice.
+func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (networks []*contract.StaticNetwork, waits []*waitAddress, err error) {
+	n := desiredReplicas(proxy)
+	networks, waits = make([]*contract.StaticNetwork, n), make([]*waitAddress, n)
 	poolName := proxy.Spec.AddressPool
 	if poolName == "" {
 		if !mayHoldAddresses(proxy) {
 			// Never had a pool, or everything released: no read at all.
-			return nil, nil
+			return networks, waits, nil
 		}
 		held, err := r.heldAddresses(ctx, proxy)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := r.releaseUnused(ctx, proxy, held, nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(held) == 0 || !anyInstanceAddress(proxy) {
 			proxy.Status.Addresses = nil
 			meta.RemoveStatusCondition(&proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated)
 		}
-		return nil, nil
+		return networks, waits, nil
 	}
 	held, err := r.heldAddresses(ctx, proxy)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var pool v1alpha1.AddressPool
-	if err := r.Get(ctx, client.ObjectKey{Name: poolName}, &pool); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, r.addressWait(proxy, v1alpha1.ReasonPoolNotFound, fmt.Sprintf("spec.addressPool: AddressPool %q not found", poolName))
-		}
-		return nil, err
-	}
-	pn, err := parsePool(&pool.Spec)
+	pool, pn, err := r.usablePool(ctx, proxy)
 	if err != nil {
-		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("AddressPool %q: %v", poolName, err))
+		return nil, nil, err
 	}
-	if pool.Spec.Provider != proxy.Spec.Provider {
-		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid,
-			fmt.Sprintf("spec.addressPool: AddressPool %q is for provider %q, not %q", poolName, pool.Spec.Provider, proxy.Spec.Provider))
-	}
-	if pool.Spec.Region != "" && pool.Spec.Region != proxy.Spec.Placement.Region {
-		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid,
-			fmt.Sprintf("spec.addressPool: AddressPool %q is for region %q, not %q", poolName, pool.Spec.Region, proxy.Spec.Placement.Region))
-	}
-	var pinned *netip.Addr
-	if len(proxy.Spec.Addresses) > 0 {
-		a, err := netip.ParseAddr(string(proxy.Spec.Addresses[0]))
-		if err != nil || !pn.contains(a) {
-			return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken,
-				fmt.Sprintf("spec.addresses[0]: %s is not an address AddressPool %q hands out", proxy.Spec.Addresses[0], poolName))
+	keep := map[string]bool{}
+	var ips []string
+	var firstWait *waitAddress
+	for k := range n {
+		mine, err := r.allocateReplica(ctx, proxy, pool, pn, held, k)
+		if w := (*waitAddress)(nil); errors.As(err, &w) {
+			waits[k] = w
+			firstWait = cmp.Or(firstWait, w)
+			continue
 		}
-		pinned = &a
-	}
-	mine := wanted(held, poolName, pinned, proxy)
-	if mine == nil {
-		if mine, err = r.claimAddress(ctx, proxy, &pool, pn, pinned); err != nil {
-			return nil, err
+		if err != nil {
+			return nil, nil, err
 		}
-		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonAddressesAllocated, "Allocate",
-			fmt.Sprintf("allocated %s from AddressPool %s (ProxyAddress %s)", mine.Spec.Address, poolName, mine.Name))
+		network, err := networkOf(mine)
+		if err != nil {
+			w := r.waitFor(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("ProxyAddress %s: %v", mine.Name, err))
+			waits[k], firstWait = w, cmp.Or(firstWait, w)
+			continue
+		}
+		keep[mine.Name] = true
+		networks[k] = &network
+		ips = append(ips, network.IP())
 	}
-	network, err := networkOf(mine)
-	if err != nil {
-		return nil, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("ProxyAddress %s: %v", mine.Name, err))
+	if err := r.releaseUnused(ctx, proxy, held, keep); err != nil {
+		return nil, nil, err
 	}
-	if err := r.releaseUnused(ctx, proxy, held, mine); err != nil {
-		return nil, err
+	proxy.Status.Addresses = ips
+	if firstWait != nil {
+		// Every waiting replica's message, under the first one's reason.
+		var msgs []string
+		for _, w := range waits {
+			if w != nil && !slices.Contains(msgs, w.msg) {
+				msgs = append(msgs, w.msg)
+			}
+		}
+		r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, firstWait.reason, strings.Join(msgs, "; "))
+		return networks, waits, nil
 	}
-	proxy.Status.Addresses = []string{network.IP()}
-	r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, true, v1alpha1.ReasonAddressesAllocated,
-		fmt.Sprintf("%s from AddressPool %s", network.Address, poolName))
-	return &network, nil
+	msg := fmt.Sprintf("%s from AddressPool %s", networks[0].Address, poolName)
+	if n > 1 {
+		msg = fmt.Sprintf("%d addresses from AddressPool %s: %s", n, poolName, strings.Join(ips, ", "))
+	}
+	r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, true, v1alpha1.ReasonAddressesAllocated, msg)
+	return networks, waits, nil
 }
 
 // mayHoldAddresses reports whether a Proxy without a pool may still hold
@@ -141,7 +148,7 @@ func mayHoldAddresses(proxy *v1alpha1.Proxy) bool {
 // anyInstanceAddress reports whether an instance in the status was made
 // with a static address.
 func anyInstanceAddress(proxy *v1alpha1.Proxy) bool {
-	for _, ref := range []*v1alpha1.InstanceRef{proxy.Status.Instance, proxy.Status.Replacement} {
+	for _, ref := range allRefs(proxy) {
 		if ref != nil && ref.Address != "" {
 			return true
 		}
@@ -158,19 +165,19 @@ func (r *ProxyReconciler) heldAddresses(ctx context.Context, proxy *v1alpha1.Pro
 	return list.Items, nil
 }
 
-// wanted returns the held address the Proxy's replica 0 keeps: of its
+// wanted returns the held address the Proxy's replica k keeps: of its
 // pool, and the pinned one when spec.addresses pins one. Of several (two
-// replicas allocated for one Proxy at once, before either saw the other's
-// ProxyAddress), it is the one an instance was made with, else the one the
-// status shows, else the first by name: every replica picks the same, and
-// the others are released (releaseUnused). The status write before any
-// Create is conditional on the Proxy's resourceVersion, so only one of
-// them can have reached a VM.
-func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy *v1alpha1.Proxy) *v1alpha1.ProxyAddress {
+// operator replicas allocated for one Proxy at once, before either saw the
+// other's ProxyAddress), it is the one an instance of replica k was made
+// with, else one the status shows, else the first by name: every operator
+// replica picks the same, and the others are released (releaseUnused).
+// The status write before any Create is conditional on the Proxy's
+// resourceVersion, so only one of them can have reached a VM.
+func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy *v1alpha1.Proxy, k int) *v1alpha1.ProxyAddress {
 	var candidates []*v1alpha1.ProxyAddress
 	for i := range held {
 		h := &held[i]
-		if h.Spec.Pool != pool || h.Spec.Replica != 0 || !h.DeletionTimestamp.IsZero() {
+		if h.Spec.Pool != pool || int(h.Spec.Replica) != k || !h.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if pinned != nil {
@@ -184,7 +191,8 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 		return nil
 	}
 	s := &proxy.Status
-	for _, ref := range []*v1alpha1.InstanceRef{s.Instance, s.Replacement} {
+	instance, replacement := refsIfAny(proxy, k)
+	for _, ref := range []*v1alpha1.InstanceRef{instance, replacement} {
 		for _, c := range candidates {
 			if ref != nil && ref.Address != "" && ref.Address == c.Spec.Address {
 				return c
@@ -192,7 +200,7 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 		}
 	}
 	for _, c := range candidates {
-		if len(s.Addresses) > 0 && ipOf(c.Spec.Address) == s.Addresses[0] {
+		if slices.Contains(s.Addresses, ipOf(c.Spec.Address)) {
 			return c
 		}
 	}
@@ -209,7 +217,8 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 // first address of the pool no ProxyAddress in the cache holds, moving on
 // when the API server says it is taken (the cache lags, or another
 // replica got there first).
-func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork, pinned *netip.Addr) (*v1alpha1.ProxyAddress, error) {
+func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork,
+	mine []v1alpha1.ProxyAddress, pinned *netip.Addr, k int) (*v1alpha1.ProxyAddress, error) {
 	candidates := pn.addrs
 	if pinned != nil {
 		candidates = []netip.Addr{*pinned}
@@ -222,6 +231,11 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 		for _, t := range taken.Items {
 			held[t.Name] = true
 		}
+		// The Proxy's own, read fresh: its other replicas' claims of this
+		// reconcile are not in the cache yet.
+		for _, t := range mine {
+			held[t.Name] = true
+		}
 		free := make([]netip.Addr, 0, len(candidates))
 		for _, a := range candidates {
 			if !held[addressName(pool.Name, a)] {
@@ -231,7 +245,7 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 		candidates = free
 	}
 	for _, a := range candidates {
-		obj := newProxyAddress(proxy, pool, pn, a)
+		obj := newProxyAddress(proxy, pool, pn, a, k)
 		err := r.Create(ctx, obj)
 		if err == nil {
 			logf.FromContext(ctx).Info("allocated address", "pool", pool.Name, "address", obj.Spec.Address)
@@ -241,49 +255,19 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 			return nil, fmt.Errorf("creating ProxyAddress %s: %w", obj.Name, err)
 		}
 		if pinned != nil {
-			return r.pinnedHeld(ctx, proxy, obj.Name, *pinned)
+			return r.pinnedHeld(ctx, proxy, obj.Name, *pinned, k)
 		}
 	}
 	if pinned != nil {
-		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken, fmt.Sprintf("spec.addresses[0]: %s is taken", *pinned))
+		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken, fmt.Sprintf("spec.addresses[%d]: %s is taken", k, *pinned))
 	}
 	return nil, r.addressWait(proxy, v1alpha1.ReasonPoolExhausted,
 		fmt.Sprintf("AddressPool %s has no free address (%d addresses, all held); the Proxy waits until one is released", pool.Name, len(pn.addrs)))
 }
 
-// pinnedHeld reads the holder of a pinned address that is taken: this
-// Proxy (its own Create the cache had not shown), another live Proxy
-// (AddressTaken), or one being deleted or gone whose VM may still hold it
-// (AddressPending: its release wakes this Proxy).
-func (r *ProxyReconciler) pinnedHeld(ctx context.Context, proxy *v1alpha1.Proxy, name string, a netip.Addr) (*v1alpha1.ProxyAddress, error) {
-	var pa v1alpha1.ProxyAddress
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, &pa); err != nil {
-		return nil, fmt.Errorf("reading ProxyAddress %s: %w", name, err)
-	}
-	ref := pa.Spec.Proxy
-	if ref.UID == string(proxy.UID) {
-		return &pa, nil
-	}
-	var holder v1alpha1.Proxy
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &holder)
-	switch {
-	case err == nil && string(holder.UID) == ref.UID && holder.DeletionTimestamp.IsZero():
-		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken,
-			fmt.Sprintf("spec.addresses[0]: %s is held by Proxy %s/%s (ProxyAddress %s)", a, ref.Namespace, ref.Name, name))
-	case err == nil && string(holder.UID) == ref.UID:
-		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressPending,
-			fmt.Sprintf("spec.addresses[0]: %s is held by Proxy %s/%s, being deleted; it is released once that Proxy's VM is gone", a, ref.Namespace, ref.Name))
-	case err == nil || apierrors.IsNotFound(err):
-		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressPending,
-			fmt.Sprintf("spec.addresses[0]: %s is held by a deleted Proxy %s/%s (uid %s); the garbage collector releases it once its VM is gone", a, ref.Namespace, ref.Name, ref.UID))
-	default:
-		return nil, fmt.Errorf("reading Proxy %s/%s, holder of %s: %w", ref.Namespace, ref.Name, a, err)
-	}
-}
-
-// newProxyAddress is the allocation of a to the Proxy's replica 0, with the
+// newProxyAddress is the allocation of a to the Proxy's replica k, with the
 // pool's network copied: a later edit of the pool does not move a VM.
-func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork, a netip.Addr) *v1alpha1.ProxyAddress {
+func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork, a netip.Addr, k int) *v1alpha1.ProxyAddress {
 	n := pn.network(a)
 	dns := make([]string, 0, len(n.DNS))
 	for _, d := range n.DNS {
@@ -296,7 +280,7 @@ func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolN
 		},
 		Spec: v1alpha1.ProxyAddressSpec{
 			Pool: pool.Name, Provider: pool.Spec.Provider,
-			Address: n.Address.String(), Gateway: n.Gateway.String(), DNS: dns,
+			Address: n.Address.String(), Gateway: n.Gateway.String(), DNS: dns, Replica: int32(k),
 			Proxy: v1alpha1.ProxyRef{Namespace: proxy.Namespace, Name: proxy.Name, UID: string(proxy.UID)},
 		},
 	}
@@ -323,14 +307,15 @@ func networkOf(pa *v1alpha1.ProxyAddress) (contract.StaticNetwork, error) {
 	return n, n.Validate()
 }
 
-// releaseUnused deletes the Proxy's ProxyAddresses other than keep whose
-// address no instance in its status was made with: the address of a pool
-// the Proxy left is released once its VM is gone (a replacement deletes
-// the old VM before the new one is made, and clears it from the status
-// only then).
-func (r *ProxyReconciler) releaseUnused(ctx context.Context, proxy *v1alpha1.Proxy, held []v1alpha1.ProxyAddress, keep *v1alpha1.ProxyAddress) error {
+// releaseUnused deletes the Proxy's ProxyAddresses not named in keep whose
+// address no instance in its status, of any replica, was made with: the
+// address of a pool the Proxy left, or of a replica scaled away, is
+// released once its VM is gone (a replacement deletes the old VM before
+// the new one is made, and clears it from the status only then; a removed
+// replica's entry is dropped only once its VMs are gone).
+func (r *ProxyReconciler) releaseUnused(ctx context.Context, proxy *v1alpha1.Proxy, held []v1alpha1.ProxyAddress, keep map[string]bool) error {
 	inUse := map[string]bool{}
-	for _, ref := range []*v1alpha1.InstanceRef{proxy.Status.Instance, proxy.Status.Replacement} {
+	for _, ref := range allRefs(proxy) {
 		if ref != nil && ref.Address != "" {
 			inUse[ref.Address] = true
 		}
@@ -338,7 +323,7 @@ func (r *ProxyReconciler) releaseUnused(ctx context.Context, proxy *v1alpha1.Pro
 	var errs []error
 	for i := range held {
 		h := &held[i]
-		if (keep != nil && h.Name == keep.Name) || inUse[h.Spec.Address] {
+		if keep[h.Name] || inUse[h.Spec.Address] {
 			continue
 		}
 		if err := r.release(ctx, proxy, h); err != nil {
@@ -381,7 +366,13 @@ func (r *ProxyReconciler) release(ctx context.Context, proxy *v1alpha1.Proxy, pa
 // addressWait records why the Proxy has no address yet and returns it as
 // a *waitAddress; the event is sent when the reason or message is new.
 func (r *ProxyReconciler) addressWait(proxy *v1alpha1.Proxy, reason, msg string) error {
-	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated); c == nil || c.Reason != reason || c.Message != msg {
+	return r.waitFor(proxy, reason, msg)
+}
+
+// waitFor is addressWait's *waitAddress.
+func (r *ProxyReconciler) waitFor(proxy *v1alpha1.Proxy, reason, msg string) *waitAddress {
+	// The condition joins every waiting replica's message.
+	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, msg) {
 		r.event(proxy, corev1.EventTypeWarning, reason, "Allocate", msg)
 	}
 	r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, reason, msg)

@@ -421,7 +421,7 @@ func TestAddressSamplesAreValid(t *testing.T) {
 	for _, sample := range []struct {
 		file string
 		obj  client.Object
-	}{{"addresspool.yaml", &v1alpha1.AddressPool{}}, {"proxy_addresspool.yaml", &v1alpha1.Proxy{}}} {
+	}{{"addresspool.yaml", &v1alpha1.AddressPool{}}, {"proxy_addresspool.yaml", &v1alpha1.Proxy{}}, {"proxy_replicas.yaml", &v1alpha1.Proxy{}}} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", sample.file))
 		if err != nil {
 			t.Fatal(err)

@@ -25,40 +25,51 @@ import (
 
 // breaksBeforeMake reports whether the Proxy's replacement must wait for
 // its current VM to be gone: either holds a static address.
-func breaksBeforeMake(proxy *v1alpha1.Proxy) bool {
-	s := &proxy.Status
-	return s.Instance != nil && s.Replacement != nil && (s.Instance.Address != "" || s.Replacement.Address != "")
+func breaksBeforeMake(proxy *v1alpha1.Proxy, k int) bool {
+	instance, replacement := refs(proxy, k)
+	inst, repl := *instance, *replacement
+	return inst != nil && repl != nil && (inst.Address != "" || repl.Address != "")
 }
 
 // breakBeforeMake deletes the current instance and, once the provider
 // answers NotFound for it, makes the replacement the instance to create.
-func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
-	s := &proxy.Status
-	old, next := s.Instance, s.Replacement
+func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int) (ctrl.Result, error) {
+	ro := role{index: k, repl: true}
+	instance, replacement := refs(proxy, k)
+	old, next := *instance, *replacement
 	if old.ProviderID != "" {
 		msg := fmt.Sprintf("replacing instance %s with %s on address %s: the old VM is deleted first, and the proxy is down until the new one answers",
 			old.Name, next.Name, ipOf(next.Address))
-		r.setNotReady(proxy, v1alpha1.ReasonReplacing, msg)
+		r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, msg)
+		if multi(proxy) {
+			// The others serve on: the Service stops sending clients to
+			// this replica before its VM goes.
+			if err := r.ensureService(ctx, proxy); err != nil {
+				return r.serviceError(ctx, proxy, ro, err)
+			}
+		}
 		if err := r.writeStatus(ctx, proxy); err != nil {
 			return ctrl.Result{}, err
 		}
 		id, uid := old.ProviderID, string(proxy.UID)
-		gone, done, err := await(ctx, r.ops, proxy, entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
+		gone, done, err := awaitIn(ctx, r.ops, proxy, lane(proxy, k), entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
 			return deleteAndConfirm(ctx, entry.Provider, id, uid)
 		})
 		if !done {
 			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 		}
 		if err != nil {
-			return r.providerError(ctx, proxy, "Delete", err)
+			return r.providerErrorFor(ctx, proxy, ro, "Delete", err)
 		}
 		if !gone {
 			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 		}
-		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Replace", fmt.Sprintf("deleted instance %s (%s) to make %s on its address", old.Name, id, next.Name))
+		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Replace", fmt.Sprintf("deleted instance %s (%s) to make %s on its address%s", old.Name, id, next.Name, ofReplica(proxy, k)))
 	}
-	s.Instance, s.Replacement = next, nil
-	r.setNotReady(proxy, v1alpha1.ReasonProvisioning, fmt.Sprintf("creating instance %s", next.Name))
+	// The write above replaced the status: look the refs up again.
+	instance, replacement = refs(proxy, k)
+	*instance, *replacement = next, nil
+	r.setReplicaNotReady(proxy, k, v1alpha1.ReasonProvisioning, fmt.Sprintf("creating instance %s", next.Name))
 	return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 }
 

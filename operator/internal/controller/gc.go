@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -162,7 +163,9 @@ func whyCollect(inst contract.Instance, owner *v1alpha1.Proxy, provider string) 
 		return "orphan"
 	case owner.Spec.Provider != provider:
 		return "wrong-provider"
-	case wants(owner.Status.Instance, inst) || wants(owner.Status.Replacement, inst):
+	case slices.ContainsFunc(allRefs(owner), func(ref *v1alpha1.InstanceRef) bool { return wants(ref, inst) }):
+		// A replica's instance or replacement: a removed replica's entry
+		// is dropped only once its VMs are gone.
 		return ""
 	default:
 		return "superseded"

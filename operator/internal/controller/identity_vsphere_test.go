@@ -68,7 +68,8 @@ func TestTwoInstallsOnOneVCenterDeleteNothingOfEachOther(t *testing.T) {
 
 	orphan, err := ea.Provider.Create(ctx, contract.CreateRequest{
 		Name: "orphan-of-a", UID: "6f1c2b7e-0000-4000-8000-00000000000a", Owner: ea.Owner, Port: 3128,
-		CloudInit: []byte("#cloud-config\n"), Placement: contract.Placement(placement),
+		CloudInit: []byte("#cloud-config\n"),
+		Placement: contract.Placement{Region: placement.Region, Zone: placement.Zone, MachineType: placement.MachineType, Image: placement.Image},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,11 +104,16 @@ func (o *Operations) NeedLeaderElection() bool { return false }
 // (done), and starts fn for it when the Proxy's lane is free. While done is
 // false the caller returns; the operation's end reconciles the Proxy.
 func await[T any](ctx context.Context, o *Operations, proxy *v1alpha1.Proxy, provider string, c call, fn func(context.Context) (T, error)) (value T, done bool, err error) {
-	if op := o.take(proxy.UID, c); op != nil {
+	return awaitIn(ctx, o, proxy, proxy.UID, provider, c, fn)
+}
+
+// awaitIn is await in the lane named lane: a replica's (see lane()).
+func awaitIn[T any](ctx context.Context, o *Operations, proxy *v1alpha1.Proxy, lane types.UID, provider string, c call, fn func(context.Context) (T, error)) (value T, done bool, err error) {
+	if op := o.take(lane, c); op != nil {
 		value, _ = op.value.(T)
 		return value, true, op.err
 	}
-	o.start(ctx, proxy, provider, c, func(ctx context.Context) (any, error) { return fn(ctx) })
+	o.start(ctx, proxy, lane, provider, c, func(ctx context.Context) (any, error) { return fn(ctx) })
 	return value, false, nil
 }
 
@@ -132,20 +138,20 @@ func (o *Operations) take(uid types.UID, c call) *operation {
 // another operation by now. The next reconcile takes it again: a Create's
 // VM is recorded before the target can move on, rather than left to the
 // garbage collector.
-func (o *Operations) keep(proxy *v1alpha1.Proxy, c call, value any, err error) {
+func (o *Operations) keep(proxy *v1alpha1.Proxy, lane types.UID, c call, value any, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.lanes[proxy.UID] == nil {
-		o.lanes[proxy.UID] = &operation{call: c, rv: proxy.ResourceVersion, finished: time.Now(), value: value, err: err}
+	if o.lanes[lane] == nil {
+		o.lanes[lane] = &operation{call: c, rv: proxy.ResourceVersion, finished: time.Now(), value: value, err: err}
 	}
 }
 
 // start runs fn in the Proxy's lane unless an operation occupies it. The
 // operation keeps ctx's values (the logger) but not its deadline or
 // cancellation: it outlives the reconcile that started it.
-func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, provider string, c call, fn func(context.Context) (any, error)) {
+func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane types.UID, provider string, c call, fn func(context.Context) (any, error)) {
 	o.mu.Lock()
-	if o.lanes[proxy.UID] != nil {
+	if o.lanes[lane] != nil {
 		o.mu.Unlock()
 		return
 	}
@@ -157,7 +163,7 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, provider 
 		}
 	}
 	op := &operation{call: c, rv: proxy.ResourceVersion}
-	o.lanes[proxy.UID] = op
+	o.lanes[lane] = op
 	o.wg.Add(1)
 	o.mu.Unlock()
 
@@ -225,6 +231,18 @@ func (o *Operations) running(uid types.UID) bool {
 	defer o.mu.Unlock()
 	op := o.lanes[uid]
 	return op != nil && op.finished.IsZero()
+}
+
+// busy reports whether an operation of any of the Proxy's lanes runs now.
+func (o *Operations) busy(uid types.UID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for key, op := range o.lanes {
+		if (key == uid || strings.HasPrefix(string(key), string(uid)+"/")) && op.finished.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // creating returns the name of the instance a Create of the Proxy makes,

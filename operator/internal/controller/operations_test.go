@@ -88,7 +88,7 @@ func TestOtherCallDropsTheResultAndKeepRestoresIt(t *testing.T) {
 	if !done || v != "made" {
 		t.Fatalf("Create result %q %v", v, done)
 	}
-	o.keep(p, create, v, nil)
+	o.keep(p, p.UID, create, v, nil)
 	if name := o.creating(p.UID); name != "vm-1" {
 		t.Fatalf("creating %q after keep, want vm-1", name)
 	}

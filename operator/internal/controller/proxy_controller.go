@@ -184,7 +184,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Get(ctx, req.NamespacedName, &proxy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if rv, ended := r.ops.startedAt(proxy.UID); ended && rv != proxy.ResourceVersion && r.APIReader != nil {
+	if r.staleForALane(&proxy) && r.APIReader != nil {
 		// An operation's end wakes the Proxy at once, possibly before the
 		// cache holds the status written when it started.
 		if err := r.APIReader.Get(ctx, req.NamespacedName, &proxy); err != nil {
@@ -215,18 +215,21 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		// config, reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
-	if r.ops.running(proxy.UID) {
+	if !multi(&proxy) && r.ops.running(proxy.UID) {
 		// Its end reconciles the Proxy; the poll is a safety net.
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
-	// The address comes first: it is in the status before any VM exists,
-	// and no VM is made without it.
-	network, err := r.allocate(ctx, &proxy)
+	// The addresses come first: they are in the status before any VM
+	// exists, and no VM is made without its own.
+	networks, waits, err := r.allocate(ctx, &proxy)
 	if w := (*waitAddress)(nil); errors.As(err, &w) {
 		return r.awaitAddress(ctx, &proxy, w)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if !multi(&proxy) && waits[0] != nil {
+		return r.awaitAddress(ctx, &proxy, waits[0])
 	}
 	cloudInit, userCloudInit, err := r.cloudInit(ctx, &proxy)
 	if err != nil {
@@ -236,72 +239,98 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if userCloudInit {
 		user = cloudInit
 	}
-	hash := specHash(&proxy, user)
-	adoptLegacyHashes(&proxy, hash, cloudInit, userCloudInit)
-	ro := r.target(ctx, &proxy, entry, hash, cloudInit, network)
-	r.noteCloudInit(&proxy, cloudInit)
-	if ro == roleReplacement && breaksBeforeMake(&proxy) {
-		return r.breakBeforeMake(ctx, &proxy, entry)
+	adoptLegacyHashes(&proxy, specHash(&proxy, user), cloudInit, userCloudInit)
+	if !multi(&proxy) {
+		r.noteCloudInit(&proxy, cloudInit)
+		return r.step(ctx, &proxy, entry, 0, cloudInit, user, networks[0])
 	}
-	return r.drive(ctx, &proxy, entry, ro, cloudInit, network)
+	return r.reconcileReplicas(ctx, &proxy, entry, cloudInit, user, networks, waits)
+}
+
+// step takes replica k one step towards its spec: the instance it works
+// on (target), then its replacement break-before-make, or drive.
+func (r *ProxyReconciler) step(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, cloudInit, user []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
+	hash := specHash(replicaSpec(proxy, k), user)
+	ro := r.target(ctx, proxy, entry, k, hash, cloudInit, user, network)
+	if k == 0 && multi(proxy) {
+		r.noteCloudInit(proxy, cloudInit)
+	}
+	if ro.repl && breaksBeforeMake(proxy, k) {
+		return r.breakBeforeMake(ctx, proxy, entry, k)
+	}
+	return r.drive(ctx, proxy, entry, ro, cloudInit, network)
 }
 
 // role names which of a Proxy's instances a reconcile works on. Status
 // writes replace proxy.Status wholesale, so code holds a role and looks
 // the InstanceRef up again rather than keeping a pointer across a write.
-type role int
+type role struct {
+	// index is the replica's.
+	index int
+	// repl: the replica's replacement, else its instance.
+	repl bool
+}
 
-const (
-	roleInstance role = iota
-	roleReplacement
-)
+// roleInstance is replica 0's serving instance.
+var roleInstance = role{}
 
 func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
-	if ro == roleReplacement {
-		return proxy.Status.Replacement
+	inst, repl := refs(proxy, ro.index)
+	if ro.repl {
+		return *repl
 	}
-	return proxy.Status.Instance
+	return *inst
 }
 
 // target returns the instance the reconcile works on: the current one, or
 // the replacement for a changed spec. An abandoned replacement (the spec
 // changed again, or back) is deleted.
-func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, hash string, cloudInit []byte, network *contract.StaticNetwork) role {
-	s := &proxy.Status
+func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, hash string, cloudInit, user []byte,
+	network *contract.StaticNetwork) role {
+	// Asked before the refs are taken: it may add replicas' entries.
+	mayReplace := mayStartReplacement(proxy, k, user)
+	instance, replacement := refs(proxy, k)
+	s := struct{ Instance, Replacement *v1alpha1.InstanceRef }{*instance, *replacement}
+	defer func() { *instance, *replacement = s.Instance, s.Replacement }()
+	ri, rr := role{index: k}, role{index: k, repl: true}
 	fresh := func() *v1alpha1.InstanceRef {
-		return &v1alpha1.InstanceRef{Name: instanceName(proxy, hash), SpecHash: hash, CloudInitHash: cloudInitHash(cloudInit), Address: addressOf(network)}
+		return &v1alpha1.InstanceRef{Name: replicaInstanceName(proxy, hash, k), SpecHash: hash, CloudInitHash: cloudInitHash(cloudInit), Address: addressOf(network)}
 	}
 	// A Create that ended but is not yet recorded pins its target whatever
 	// the spec says now: the VM it made is recorded first, then replaced
 	// or retired like any other, rather than left to the garbage collector.
-	if name := r.ops.creating(proxy.UID); name != "" {
+	if name := r.ops.creating(lane(proxy, k)); name != "" {
 		switch {
 		case s.Instance != nil && s.Instance.Name == name && s.Instance.ProviderID == "":
-			return roleInstance
+			return ri
 		case s.Replacement != nil && s.Replacement.Name == name && s.Replacement.ProviderID == "":
-			return roleReplacement
+			return rr
 		}
 	}
 	switch {
 	case s.Instance == nil:
 		s.Instance = fresh()
-		return roleInstance
+		return ri
 	case s.Instance.SpecHash == hash:
 		if s.Replacement != nil {
 			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed back")
 			s.Replacement = nil
 		}
-		return roleInstance
+		return ri
 	case s.Replacement != nil && s.Replacement.SpecHash == hash:
-		return roleReplacement
+		return rr
+	case s.Replacement == nil && !mayReplace:
+		// Rolling: another replica is being replaced, or does not answer;
+		// this one keeps serving until it is its turn.
+		return ri
 	default:
 		if s.Replacement != nil {
 			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed again")
 		}
 		s.Replacement = fresh()
 		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReplacing, "Replace",
-			fmt.Sprintf("spec changed: replacing instance %s with %s", s.Instance.Name, s.Replacement.Name))
-		return roleReplacement
+			fmt.Sprintf("spec changed: replacing instance %s with %s%s", s.Instance.Name, s.Replacement.Name, ofReplica(proxy, k)))
+		return rr
 	}
 }
 
@@ -314,14 +343,14 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, entry.Name, contract.LogKeyInstance, target.Name)
 	ctx = logf.IntoContext(ctx, log)
 	prov := entry.Provider
-	uid, port := string(proxy.UID), proxy.Spec.Port
+	uid := string(proxy.UID)
 
 	var seen observed
 	if target.ProviderID == "" {
 		// Record the name before creating, so the garbage collector and a
 		// restarted operator both know the VM is wanted. A retry keeps the
 		// last error on show until it succeeds.
-		target.Address = addressOf(network)
+		target.Address, target.Port = addressOf(network), proxy.Spec.Port
 		if proxy.Status.LastError == nil {
 			r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("creating instance %s", target.Name))
 		}
@@ -333,7 +362,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			Name:      target.Name,
 			UID:       string(proxy.UID),
 			Owner:     entry.Owner,
-			Placement: contract.Placement(proxy.Spec.Placement),
+			Placement: placementOf(proxy, ro.index),
 			CloudInit: cloudInit,
 			Port:      proxy.Spec.Port,
 			Network:   network,
@@ -341,20 +370,20 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		created := call{methodCreate, target.Name}
 		var done bool
 		var err error
-		seen, done, err = await(ctx, r.ops, proxy, entry.Name, created, func(ctx context.Context) (observed, error) {
+		seen, done, err = awaitIn(ctx, r.ops, proxy, lane(proxy, ro.index), entry.Name, created, func(ctx context.Context) (observed, error) {
 			inst, err := prov.Create(ctx, req)
 			if err != nil {
 				return observed{}, err
 			}
 			// Go on with what Create returned: a VM that already runs with
 			// an address is probed now, not one poll later.
-			return r.look(ctx, prov, inst, uid, port), nil
+			return r.look(ctx, prov, inst, uid, req.Port), nil
 		})
 		if !done {
 			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 		}
 		if err != nil {
-			return r.providerError(ctx, proxy, "Create", err)
+			return r.providerErrorFor(ctx, proxy, ro, "Create", err)
 		}
 		inst := seen.inst
 		if !carriesUID(inst, uid) {
@@ -363,19 +392,19 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		observe(target, inst)
 		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, "instance created; waiting for it to run")
 		if err := r.writeStatus(ctx, proxy); err != nil {
-			r.ops.keep(proxy, created, seen, nil)
+			r.ops.keep(proxy, lane(proxy, ro.index), created, seen, nil)
 			return ctrl.Result{}, err
 		}
 		// After the write: a result kept after a failed write is taken
 		// again, and must not announce the VM twice.
 		target = ro.ref(proxy)
-		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)", target.Name, inst.ProviderID))
+		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)%s", target.Name, inst.ProviderID, ofReplica(proxy, ro.index)))
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
-		providerID := target.ProviderID
+		providerID, port := target.ProviderID, portOf(proxy, target)
 		var done bool
 		var err error
-		seen, done, err = await(ctx, r.ops, proxy, entry.Name, call{methodGet, providerID}, func(ctx context.Context) (observed, error) {
+		seen, done, err = awaitIn(ctx, r.ops, proxy, lane(proxy, ro.index), entry.Name, call{methodGet, providerID}, func(ctx context.Context) (observed, error) {
 			inst, err := prov.Get(ctx, providerID)
 			if err != nil {
 				return observed{}, err
@@ -389,12 +418,12 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
 			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
 			log.Info("instance gone; recreating", "providerID", target.ProviderID)
-			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: cloudInitHash(cloudInit), Address: target.Address}
+			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: cloudInitHash(cloudInit), Address: target.Address, Port: target.Port}
 			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
 			return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 		}
 		if err != nil {
-			return r.providerError(ctx, proxy, "Get", err)
+			return r.providerErrorFor(ctx, proxy, ro, "Get", err)
 		}
 		if !carriesUID(seen.inst, uid) {
 			return r.notOwned(ctx, proxy, ro, "Get", seen.inst)
@@ -417,7 +446,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
 		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceStopped, "Recreate", msg)
 		if seen.deleteErr != nil {
-			return r.providerError(ctx, proxy, "Delete", seen.deleteErr)
+			return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
 		}
 		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceStopped, msg)
 	case contract.StateTerminated:
@@ -439,7 +468,10 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		r.setProgress(proxy, ro, v1alpha1.ReasonProxyUnreachable, err.Error())
 		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
-	if ro == roleReplacement {
+	if multi(proxy) {
+		return r.serveReplica(ctx, proxy, entry, ro)
+	}
+	if ro.repl {
 		old := s.Instance
 		s.Instance, s.Replacement = target, nil
 		if err := r.ensureService(ctx, proxy); err != nil {
@@ -542,7 +574,8 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	if err != nil {
 		return r.providerError(ctx, proxy, found.failed, err)
 	}
-	if len(found.left) > 0 {
+	if len(found.left) > 0 || r.ops.busy(proxy.UID) {
+		// A replica's Create still running makes its VM after the list.
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
 	// Every VM is gone: its addresses may go to another Proxy now.
@@ -557,6 +590,12 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 // providerError records err on the Proxy and decides when to try again, by
 // class (contract §5).
 func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Proxy, op string, err error) (ctrl.Result, error) {
+	return r.providerErrorFor(ctx, proxy, roleInstance, op, err)
+}
+
+// providerErrorFor is providerError met by the instance in role ro: with
+// more than one replica, only that replica is not ready for it.
+func (r *ProxyReconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.Proxy, ro role, op string, err error) (ctrl.Result, error) {
 	class := contract.ClassOf(err)
 	msg := fmt.Sprintf("%s: %v", op, err)
 	proxy.Status.LastError = &v1alpha1.LastError{Class: string(class), Message: msg, Time: metav1.Now()}
@@ -576,7 +615,11 @@ func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Pro
 		reason, retErr = v1alpha1.ReasonBackendUnavailable, err
 	}
 	reason = credentialsReason(err, reason)
-	if proxy.DeletionTimestamp.IsZero() {
+	switch {
+	case !proxy.DeletionTimestamp.IsZero():
+	case multi(proxy):
+		r.setProgress(proxy, ro, reason, msg)
+	default:
 		r.setNotReadyUnlessServing(proxy, reason, msg)
 	}
 	if err := r.writeStatus(ctx, proxy); err != nil && retErr == nil {

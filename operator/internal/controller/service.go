@@ -52,15 +52,21 @@ func (r *ProxyReconciler) ensureService(ctx context.Context, proxy *v1alpha1.Pro
 		slice.Labels[discoveryv1.LabelServiceName] = proxy.Name
 		slice.Labels[discoveryv1.LabelManagedBy] = managedBy
 		slice.AddressType = discoveryv1.AddressTypeIPv4
-		slice.Endpoints = []discoveryv1.Endpoint{{
-			Addresses:  []string{proxy.Status.Instance.IP},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		}}
+		// One endpoint per answering replica, none when none answers.
+		slice.Endpoints = []discoveryv1.Endpoint{}
+		for _, ip := range readyEndpoints(proxy)[port] {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{ip},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			})
+		}
 		slice.Ports = []discoveryv1.EndpointPort{{
 			Name: ptr.To("proxy"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(port),
 		}}
 	}); err != nil {
 		return fmt.Errorf("endpointslice %s: %w", proxy.Name, err)
 	}
-	return nil
+	// Also for one replica: a roll of a port may have been cut short by
+	// scaling down, and its old port's EndpointSlice must go.
+	return r.ensureRollingSlices(ctx, proxy)
 }

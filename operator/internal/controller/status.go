@@ -18,6 +18,7 @@ import (
 // API server nothing.
 func (r *ProxyReconciler) writeStatus(ctx context.Context, proxy *v1alpha1.Proxy) error {
 	proxy.Status.ObservedGeneration = proxy.Generation
+	r.summarise(proxy)
 	proxy.Status.Phase = phaseOf(proxy)
 	var cached v1alpha1.Proxy
 	if err := r.Get(ctx, client.ObjectKeyFromObject(proxy), &cached); err == nil &&
@@ -37,7 +38,7 @@ func phaseOf(proxy *v1alpha1.Proxy) v1alpha1.ProxyPhase {
 	case s.Replacement != nil && conditionReason(s.Conditions, v1alpha1.ConditionReady) == v1alpha1.ReasonReplacing:
 		// Break-before-make: the old VM is being deleted.
 		return v1alpha1.PhaseReplacing
-	case ready && s.Replacement != nil:
+	case ready && (s.Replacement != nil || anyReplacement(proxy)):
 		return v1alpha1.PhaseReplacing
 	case ready:
 		return v1alpha1.PhaseReady
@@ -87,7 +88,20 @@ func (r *ProxyReconciler) setNotReadyUnlessServing(proxy *v1alpha1.Proxy, reason
 // setProgress records that the instance in role ro is on its way. While the
 // old instance serves, setNotReadyUnlessServing names the replacement.
 func (r *ProxyReconciler) setProgress(proxy *v1alpha1.Proxy, ro role, reason, msg string) {
-	if ro == roleReplacement && !servingWhileReplacing(proxy) {
+	if multi(proxy) {
+		// Only this replica's state: the others may answer.
+		sl := slot(proxy, ro.index)
+		if ro.repl && sl.Ready {
+			r.setReplica(proxy, ro.index, true, sl.Address, sl.Reason, "replacement: "+msg)
+			return
+		}
+		if ro.repl {
+			msg = "replacement: " + msg
+		}
+		r.setReplica(proxy, ro.index, false, "", reason, msg)
+		return
+	}
+	if ro.repl && !servingWhileReplacing(proxy) {
 		msg = "replacement: " + msg
 	}
 	r.setNotReadyUnlessServing(proxy, reason, msg)
@@ -109,4 +123,15 @@ func conditionReason(conds []metav1.Condition, typ string) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// anyReplacement reports whether a replica beyond the first is being
+// replaced.
+func anyReplacement(proxy *v1alpha1.Proxy) bool {
+	for _, sl := range proxy.Status.Replicas {
+		if sl.Index > 0 && sl.Replacement != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -91,10 +91,17 @@ func (w statusWriter) Update(context.Context, client.Object, ...client.SubResour
 // Proxy (by UID, not only by name) with the same status.
 func TestWriteStatusSkipsOnlyWhatTheCacheHolds(t *testing.T) {
 	proxy := func(uid string, phase v1alpha1.ProxyPhase) *v1alpha1.Proxy {
-		return &v1alpha1.Proxy{
+		p := &v1alpha1.Proxy{
 			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: testNamespace, UID: types.UID(uid), Generation: 2},
 			Status:     v1alpha1.ProxyStatus{Phase: phase, ObservedGeneration: 2},
 		}
+		// What writeStatus adds to every status (the replicas' summary),
+		// as a status it wrote earlier holds it.
+		(&ProxyReconciler{}).summarise(p)
+		for i := range p.Status.Conditions {
+			p.Status.Conditions[i].LastTransitionTime = metav1.Unix(0, 0)
+		}
+		return p
 	}
 	for _, tc := range []struct {
 		name   string

@@ -85,7 +85,12 @@ var (
 	// deleteGate, when it holds a channel, makes every Delete wait until
 	// that channel closes.
 	deleteGate atomic.Pointer[chan struct{}]
+	// gatedDeletes counts the Deletes that met a deleteGate.
+	gatedDeletes atomic.Int32
 )
+
+// testZonePrefix starts the zones the test provider accepts (and drops).
+const testZonePrefix = "test-zone-"
 
 // logBuffer keeps every log line the operator writes, for the sentinel test.
 type logBuffer struct {
@@ -231,6 +236,11 @@ type seamProvider struct {
 
 func (p *seamProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	createRequests.Store(req.Name, req)
+	if strings.HasPrefix(req.Placement.Zone, testZonePrefix) {
+		// The memory provider has no zones: these stand for a backend's,
+		// and the test reads them from createRequests.
+		req.Placement.Zone = ""
+	}
 	inst, err := p.Provider.Create(ctx, req)
 	if err != nil {
 		return inst, err
@@ -251,6 +261,7 @@ func (p *seamProvider) Get(ctx context.Context, providerID string) (contract.Ins
 
 func (p *seamProvider) Delete(ctx context.Context, providerID string) error {
 	if gate := deleteGate.Load(); gate != nil {
+		gatedDeletes.Add(1)
 		select {
 		case <-*gate:
 		case <-ctx.Done():

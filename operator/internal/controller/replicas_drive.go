@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// How a Proxy of more than one replica is reconciled: each replica is
+// stepped in its own lane of operations (one replica's Create never waits
+// for another's), the replicas beyond spec.replicas are removed, and the
+// Service is pointed at every replica that answers.
+
+// reconcileReplicas steps every wanted replica, removes the others, and
+// writes the Service and the status.
+func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, cloudInit, user []byte,
+	networks []*contract.StaticNetwork, waits []*waitAddress) (ctrl.Result, error) {
+	result := ctrl.Result{RequeueAfter: r.Timing.Resync}
+	merge := func(res ctrl.Result) {
+		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {
+			result.RequeueAfter = res.RequeueAfter
+		}
+	}
+	var errs []error
+	for k := range desiredReplicas(proxy) {
+		ensureSlots(proxy)
+		if r.ops.running(lane(proxy, k)) {
+			// Its end reconciles the Proxy; the poll is a safety net.
+			merge(ctrl.Result{RequeueAfter: r.Timing.Poll})
+			continue
+		}
+		if w := waits[k]; w != nil {
+			// No address yet: a replica that serves keeps serving, one
+			// without a VM says why it waits.
+			if inst, _ := refs(proxy, k); *inst == nil || (*inst).ProviderID == "" {
+				r.setReplica(proxy, k, false, "", w.reason, w.msg)
+			}
+			continue
+		}
+		res, err := r.step(ctx, proxy, entry, k, cloudInit, user, networks[k])
+		if apierrors.IsConflict(err) {
+			return res, err
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		merge(res)
+	}
+	// The Service first: it stops sending clients to the replicas being
+	// removed before their VMs go.
+	if err := r.ensureService(ctx, proxy); err != nil {
+		if conflict := asConflict(err); conflict != nil {
+			return r.reportConflict(ctx, proxy, conflict)
+		}
+		errs = append(errs, err)
+	}
+	merge(r.removeReplicas(ctx, proxy, entry))
+	if err := r.writeStatus(ctx, proxy); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return ctrl.Result{}, errors.Join(errs...)
+	}
+	return result, nil
+}
+
+// ensureSlots gives every wanted replica its entry before any pointer
+// into status.replicas is taken, so none moves under a holder.
+func ensureSlots(proxy *v1alpha1.Proxy) {
+	for k := range desiredReplicas(proxy) {
+		slot(proxy, k)
+	}
+}
+
+// serveReplica makes a running, answering instance its replica's serving
+// one: a replacement takes over (the old VM is deleted), and the Service
+// points at every replica that answers.
+func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role) (ctrl.Result, error) {
+	instance, replacement := refs(proxy, ro.index)
+	var old *v1alpha1.InstanceRef
+	if ro.repl {
+		old = *instance
+		*instance, *replacement = *replacement, nil
+	}
+	inst := *instance
+	wasReady := slot(proxy, ro.index).Ready
+	r.setReplica(proxy, ro.index, true, inst.IP, v1alpha1.ReasonReady,
+		fmt.Sprintf("instance %s answers at %s:%d", inst.Name, inst.IP, portOf(proxy, inst)))
+	s := &proxy.Status
+	if ro.index == 0 {
+		s.Address = inst.IP
+	}
+	s.Endpoint = fmt.Sprintf("http://%s.%s.svc:%d", proxy.Name, proxy.Namespace, proxy.Spec.Port)
+	s.LastError = nil
+	if err := r.ensureService(ctx, proxy); err != nil {
+		if conflict := asConflict(err); conflict != nil {
+			return r.reportConflict(ctx, proxy, conflict)
+		}
+		// The replica answers: a failed write of the Service (a stale
+		// cache's conflict, say) says nothing about it, and must not take
+		// it out of service or let another replica's replacement start.
+		// Nothing is recorded; the next reconcile serves it again.
+		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, "Serve", err.Error())
+		return ctrl.Result{}, err
+	}
+	if err := r.writeStatus(ctx, proxy); err != nil {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case old != nil:
+		r.event(proxy, corev1.EventTypeNormal, "Replaced", "Replace",
+			fmt.Sprintf("instance %s (%s) now serves replica %d; deleting %s", inst.Name, inst.IP, ro.index, old.Name))
+		r.retire(ctx, proxy, entry, old, "replaced")
+	case !wasReady:
+		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReady, "Serve",
+			fmt.Sprintf("replica %d answers at %s:%d", ro.index, inst.IP, portOf(proxy, inst)))
+	}
+	return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
+}
+
+// removeReplicas deletes the VMs of the replicas beyond spec.replicas,
+// highest index first, and drops a replica's entry once the provider no
+// longer finds its VMs: only then is its address released (allocate's
+// releaseUnused finds no instance made with it).
+func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) ctrl.Result {
+	n := desiredReplicas(proxy)
+	var extra []int
+	for _, sl := range proxy.Status.Replicas {
+		if int(sl.Index) >= n && sl.Index > 0 {
+			extra = append(extra, int(sl.Index))
+		}
+	}
+	result := ctrl.Result{}
+	for i := len(extra) - 1; i >= 0; i-- {
+		k := extra[i]
+		l := lane(proxy, k)
+		if r.ops.running(l) {
+			result = ctrl.Result{RequeueAfter: r.Timing.Poll}
+			continue
+		}
+		sl := slot(proxy, k)
+		// Out of the Service already (ensureService counts only the wanted
+		// replicas); the status says what holds its address.
+		sl.Ready, sl.Address, sl.Reason = false, "", v1alpha1.ReasonRemoving
+		sl.Message = fmt.Sprintf("replica %d is beyond spec.replicas: deleting its VMs; its address is released once they are gone", k)
+		refsOf := []*v1alpha1.InstanceRef{sl.Replacement, sl.Instance}
+		gone := true
+		for _, ref := range refsOf {
+			if ref == nil {
+				continue
+			}
+			if ref.ProviderID == "" {
+				// A Create that ended unrecorded: take its VM, to delete it.
+				if op := r.ops.take(l, call{methodCreate, ref.Name}); op != nil {
+					if seen, ok := op.value.(observed); ok && op.err == nil {
+						ref.ProviderID = seen.inst.ProviderID
+					}
+				}
+			}
+			if ref.ProviderID == "" {
+				continue
+			}
+			id, uid := ref.ProviderID, string(proxy.UID)
+			deleted, done, err := awaitIn(ctx, r.ops, proxy, l, entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
+				return deleteAndConfirm(ctx, entry.Provider, id, uid)
+			})
+			if !done || (err == nil && !deleted) {
+				gone = false
+				break
+			}
+			if err != nil {
+				r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "ScaleDown",
+					fmt.Sprintf("deleting instance %s of removed replica %d: %v", ref.Name, k, err))
+				gone = false
+				break
+			}
+			ref.ProviderID = ""
+			ref.Name = ""
+		}
+		if !gone {
+			result = ctrl.Result{RequeueAfter: r.Timing.Poll}
+			continue
+		}
+		dropSlot(proxy, k)
+		r.event(proxy, corev1.EventTypeNormal, "ReplicaRemoved", "ScaleDown",
+			fmt.Sprintf("replica %d removed: its VMs are gone, its address is released", k))
+		result = ctrl.Result{RequeueAfter: time.Millisecond}
+	}
+	return result
+}
+
+// dropSlot removes replica k's entry.
+func dropSlot(proxy *v1alpha1.Proxy, k int) {
+	s := &proxy.Status
+	out := s.Replicas[:0]
+	for _, sl := range s.Replicas {
+		if int(sl.Index) != k {
+			out = append(out, sl)
+		}
+	}
+	s.Replicas = out
+}
+
+// setReplicaNotReady records that replica k does not answer, for reason.
+func (r *ProxyReconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reason, msg string) {
+	if !multi(proxy) {
+		r.setNotReady(proxy, reason, msg)
+		return
+	}
+	r.setReplica(proxy, k, false, "", reason, msg)
+}
+
+// ofReplica names replica k in an event's note, for a Proxy of more than
+// one replica.
+func ofReplica(proxy *v1alpha1.Proxy, k int) string {
+	if !multi(proxy) {
+		return ""
+	}
+	return fmt.Sprintf(" (replica %d)", k)
+}
+
+// staleForALane reports whether an operation of one of the Proxy's lanes
+// ended since a status the cache may not hold yet.
+func (r *ProxyReconciler) staleForALane(proxy *v1alpha1.Proxy) bool {
+	n := desiredReplicas(proxy)
+	for _, sl := range proxy.Status.Replicas {
+		n = max(n, int(sl.Index)+1)
+	}
+	for k := range n {
+		if rv, ended := r.ops.startedAt(lane(proxy, k)); ended && rv != proxy.ResourceVersion {
+			return true
+		}
+	}
+	return false
+}

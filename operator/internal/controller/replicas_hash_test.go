@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// Replica 0 is made from the spec hash releases before replicas gave the
+// Proxy (the values below are theirs, computed with v0.4's operator at
+// 3d16f1d), whatever spec.replicas, the other replicas' pins, or a zones
+// list whose first zone is the zone it had: an upgrade, or scaling, never
+// replaces it. Every other replica has a VM name of its own.
+func TestReplicaZeroKeepsTheSpecHashOfEarlierReleases(t *testing.T) {
+	base := func() *v1alpha1.Proxy {
+		return &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "uid-1"},
+			Spec: v1alpha1.ProxySpec{Provider: "mem", Placement: v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"}, Port: 3128}}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*v1alpha1.Proxy)
+		want string
+	}{
+		{"one replica", func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 }, "9b76e1f593e0776a"},
+		{"replicas unset (stored before the field)", func(p *v1alpha1.Proxy) {}, "9b76e1f593e0776a"},
+		{"three replicas", func(p *v1alpha1.Proxy) { p.Spec.Replicas = 3 }, "9b76e1f593e0776a"},
+		{"a pin", func(p *v1alpha1.Proxy) {
+			p.Spec.AddressPool, p.Spec.Addresses = "pool", []v1alpha1.IPv4{"198.51.100.7"}
+		}, "3e86ebb2771048bb"},
+		{"its pin and replica 1's", func(p *v1alpha1.Proxy) {
+			p.Spec.Replicas, p.Spec.AddressPool, p.Spec.Addresses = 2, "pool", []v1alpha1.IPv4{"198.51.100.7", "198.51.100.8"}
+		}, "3e86ebb2771048bb"},
+		{"a pool and a zone", func(p *v1alpha1.Proxy) { p.Spec.AddressPool, p.Spec.Placement.Zone = "pool", "z1" }, "dffa46214439208e"},
+		{"a pool and zones starting with that zone", func(p *v1alpha1.Proxy) {
+			p.Spec.Replicas, p.Spec.AddressPool, p.Spec.Placement.Zones = 2, "pool", []string{"z1", "z2"}
+		}, "dffa46214439208e"},
+	} {
+		p := base()
+		tc.edit(p)
+		if got := specHash(replicaSpec(p, 0), nil); got != tc.want {
+			t.Errorf("%s: replica 0's spec hash %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	p := base()
+	p.Spec.Replicas, p.Spec.Placement.Zones = 3, []string{"z1", "z2"}
+	names := map[string]int{}
+	for k := range 3 {
+		names[replicaInstanceName(p, specHash(replicaSpec(p, k), nil), k)] = k
+	}
+	if len(names) != 3 {
+		t.Errorf("replica VM names %v are not distinct", names)
+	}
+	if a, b := replicaSpec(p, 0).Spec.Placement.Zone, replicaSpec(p, 2).Spec.Placement.Zone; a != "z1" || b != "z1" || replicaSpec(p, 1).Spec.Placement.Zone != "z2" {
+		t.Errorf("zones of replicas 0, 1, 2: %s %s %s", a, replicaSpec(p, 1).Spec.Placement.Zone, b)
+	}
+	// A pin moves only its own replica.
+	q := base()
+	q.Spec.Replicas, q.Spec.AddressPool, q.Spec.Addresses = 2, "pool", []v1alpha1.IPv4{"198.51.100.7", "198.51.100.8"}
+	r := q.DeepCopy()
+	r.Spec.Addresses[1] = "198.51.100.9"
+	if specHash(replicaSpec(q, 0), nil) != specHash(replicaSpec(r, 0), nil) || specHash(replicaSpec(q, 1), nil) == specHash(replicaSpec(r, 1), nil) {
+		t.Error("changing replica 1's pin must replace replica 1 only")
+	}
+}
