@@ -74,9 +74,9 @@ func proxyAddressName(addr string) string {
 	return poolName + "-" + strings.ReplaceAll(addr, ".", "-")
 }
 
-// checkProxyAddress requires the ProxyAddress of addr to exist and
-// `kubectl get proxyaddresses` (the CRD's printer columns) to show it held
-// by the Proxy, and returns it.
+// checkProxyAddress requires the ProxyAddress of addr, the allocation
+// users see in `kubectl get proxyaddresses`, to hold addr with the lane's
+// prefix for the Proxy, and returns it.
 func checkProxyAddress(ctx context.Context, t *testing.T, k8s client.Client, l lane, p *v1alpha1.Proxy, addr string) *v1alpha1.ProxyAddress {
 	t.Helper()
 	name := proxyAddressName(addr)
@@ -84,18 +84,11 @@ func checkProxyAddress(ctx context.Context, t *testing.T, k8s client.Client, l l
 	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &pa); err != nil {
 		t.Fatalf("the ProxyAddress %s of %s: %v", name, addr, err)
 	}
-	listing := kubectl(t, l, nil, "get", "proxyaddresses")
-	t.Logf("kubectl get proxyaddresses:\n%s", listing)
-	var row []string
-	for line := range strings.Lines(listing) {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == name {
-			row = f
-		}
-	}
-	bits := strings.TrimPrefix(l.Subnet[strings.LastIndex(l.Subnet, "/"):], "/")
-	want := []string{name, addr + "/" + bits, poolName, p.Namespace, p.Name}
-	if len(row) < len(want) || !slices.Equal(row[:len(want)], want) {
-		t.Errorf("kubectl get proxyaddresses shows %q for %s, want columns %q", row, name, want)
+	want := v1alpha1.ProxyRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)}
+	prefix := netip.MustParsePrefix(l.Subnet)
+	if s := pa.Spec; s.Address != netip.PrefixFrom(netip.MustParseAddr(addr), prefix.Bits()).String() || s.Pool != poolName || s.Proxy != want {
+		t.Errorf("the ProxyAddress %s: address %s, pool %s, proxy %+v; want %s/%d, %s, %+v",
+			name, s.Address, s.Pool, s.Proxy, addr, prefix.Bits(), poolName, want)
 	}
 	return &pa
 }
@@ -135,10 +128,10 @@ func checkStaticOnDomain(t *testing.T, l lane, domain, addr string) {
 // second on each pass: a pass that finds the ProxyAddress gone and the
 // domain still defined saw the address released while a VM held it. It
 // returns when each was first seen gone.
-func waitReleasedAfterVM(ctx context.Context, t *testing.T, k8s client.Client, l lane, paName, domain string, limit time.Duration) (vmGone, released time.Time) {
+func waitReleasedAfterVM(t *testing.T, k8s client.Client, l lane, paName, domain string, limit time.Duration) (vmGone, released time.Time) {
 	t.Helper()
 	within(t, limit, 200*time.Millisecond, "the domain "+domain+" and then the ProxyAddress "+paName+" are gone", func() (bool, string) {
-		err := k8s.Get(ctx, client.ObjectKey{Name: paName}, &v1alpha1.ProxyAddress{})
+		err := k8s.Get(t.Context(), client.ObjectKey{Name: paName}, &v1alpha1.ProxyAddress{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("get the ProxyAddress %s: %v", paName, err)
 		}

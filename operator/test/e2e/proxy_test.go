@@ -155,7 +155,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		t.Fatalf("change the Proxy's port to %d: %v", newPort, err)
 	}
 	replacing := time.Now()
-	rep := waitReplaced(ctx, t, k8s, l, client.ObjectKeyFromObject(proxy), instance, 15*time.Minute)
+	rep := waitReplaced(t, k8s, l, client.ObjectKeyFromObject(proxy), instance, 15*time.Minute)
 	replacedAt := time.Now()
 	within(t, time.Minute, 100*time.Millisecond, "the prober gets an answer on the new port", func() (bool, string) {
 		return probes.answeredOn(newPort), fmt.Sprintf("%d probes", len(probes.results()))
@@ -239,7 +239,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		}
 	}
 	// The address is released only once its VM is gone.
-	vmGone, released := waitReleasedAfterVM(ctx, t, k8s, l, pa.Name, newInstance, 5*time.Minute)
+	vmGone, released := waitReleasedAfterVM(t, k8s, l, pa.Name, newInstance, 5*time.Minute)
 	t.Logf("after the delete: domain %s gone at +%s, ProxyAddress %s released at +%s", newInstance,
 		vmGone.Sub(deleting).Round(time.Millisecond), pa.Name, released.Sub(deleting).Round(time.Millisecond))
 	for _, p := range []*v1alpha1.Proxy{proxy, second} {

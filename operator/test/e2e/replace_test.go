@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -29,14 +28,14 @@ type replaced struct {
 // replacement pending. A static address is replaced break-before-make
 // (docs/addresses.md): a listing holding both the old domain and a new
 // one of the Proxy means two VMs carried the address at once.
-func waitReplaced(ctx context.Context, t *testing.T, k8s client.Client, l lane, key client.ObjectKey, old string, limit time.Duration) replaced {
+func waitReplaced(t *testing.T, k8s client.Client, l lane, key client.ObjectKey, old string, limit time.Duration) replaced {
 	t.Helper()
 	var r replaced
 	start := time.Now()
 	last := ""
 	within(t, limit, time.Second, "the Proxy "+key.String()+" is Ready on a new instance replacing "+old, func() (bool, string) {
 		var p v1alpha1.Proxy
-		if err := k8s.Get(ctx, key, &p); err != nil {
+		if err := k8s.Get(t.Context(), key, &p); err != nil {
 			t.Fatalf("get the Proxy: %v", err)
 		}
 		var next string
