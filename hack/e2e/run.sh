@@ -14,8 +14,11 @@
 #      image imported, which a Pod proves usable (hack/e2e/node-check.sh);
 #   5. runs the driver inside that namespace: kubectl apply of
 #      dist/install.yaml, the providers config and the credentials Secret
-#      (make libvirt-secret; libvirt over qemu+libssh2://), a Proxy to
-#      Ready, a client Pod through its Service, a refused client, the
+#      (make libvirt-secret; libvirt over qemu+libssh2://), an
+#      AddressPool and a Proxy of it: its address known before the VM
+#      exists, the VM Ready on exactly it, a client Pod through its
+#      Service seen by the origin from it, a refused client, a port change
+#      replacing the VM on the same address (the outage measured), the
 #      leader killed during a second Proxy's provisioning, delete;
 #   6. tears everything down, also when a step failed, after printing
 #      the guests' serial consoles and the operator's log on failure.

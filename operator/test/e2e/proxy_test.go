@@ -31,18 +31,22 @@ import (
 const proxyPort = 3128
 
 // TestProxyBecomesAVM installs the operator from the release manifest as
-// a Pod of the lane's node, applies a Proxy with no cloud-init of its own
-// and follows it to a running QEMU domain whose proxy carries a request
-// from a client Pod, through the Proxy's Service name, to the origin on
-// the bridge; refuses a client outside its allowed networks; survives
-// the leader's crash in the middle of a second Proxy's provisioning with
-// one VM for it; and leaves no domain or volume behind when the Proxies
-// are deleted.
+// a Pod of the lane's node, applies an AddressPool and a Proxy of it with
+// no cloud-init of its own, sees its address in the status before any
+// domain exists, and follows it to a running QEMU domain at exactly that
+// address (no DHCP lease) whose proxy carries a request from a client
+// Pod, through the Proxy's Service name, to the origin on the bridge,
+// which sees that address; refuses a client outside its allowed
+// networks; replaces the VM for a port change, break-before-make, on the
+// same address, measuring the outage; survives the leader's crash in the
+// middle of a second Proxy's (DHCP) provisioning with one VM for it; and
+// leaves no domain or volume behind when the Proxies are deleted, the
+// address released only after its VM is gone.
 func TestProxyBecomesAVM(t *testing.T) {
 	l := laneFromEnv(t)
 	begin := time.Now()
 	k8s, cs := connect(t, l)
-	imageURL, imageSHA := serveImage(t, l.Image, l.HostIP)
+	imageURL, imageSHA, imageGate := serveImage(t, l.Image, l.HostIP)
 	org := startOrigin(t, l.HostIP)
 	t.Cleanup(func() { saveOperatorLogs(t, l) })
 	installed := installOperator(t, l, writeProvidersConfig(t, l, podURI(l), imageURL, imageSHA))
@@ -50,15 +54,43 @@ func TestProxyBecomesAVM(t *testing.T) {
 		l.Manifest, installed.Round(time.Millisecond), podURI(l), org.URL)
 
 	ctx := t.Context()
+	applyAddressPool(ctx, t, k8s, l)
 	proxy := newProxy("egress", l)
+	proxy.Spec.AddressPool = poolName
 	if err := k8s.Create(ctx, proxy); err != nil {
 		t.Fatalf("create the Proxy: %v", err)
 	}
 	created := time.Now()
+
+	// The address is in the status before the VM exists. The image server
+	// holds the first download, which libvirt's Create makes before it
+	// defines a domain (imageGate), until this is checked: an operator
+	// that wrote the address only after Create would never show it here.
+	allocated := waitAllocated(ctx, t, k8s, client.ObjectKeyFromObject(proxy), 2*time.Minute)
+	allocatedAt := time.Now()
+	addr := allocated.Status.Addresses[0]
+	if ds := domains(t, l); len(ds) != 0 {
+		t.Errorf("domains defined when status.addresses first showed %s: %v, want none", addr, ds)
+	}
+	if inst := allocated.Status.Instance; inst != nil && inst.ProviderID != "" {
+		t.Errorf("the instance has the providerID %s when status.addresses first showed %s: the VM was made first", inst.ProviderID, addr)
+	}
+	t.Logf("status.addresses %v %s after create, phase %s, no domain defined (Create had begun: %t)",
+		allocated.Status.Addresses, allocatedAt.Sub(created).Round(time.Millisecond), allocated.Status.Phase, imageGate.asked())
+	pa := checkProxyAddress(ctx, t, k8s, l, proxy, addr)
+	imageGate.open()
+
 	ready, createdVM, addressed := waitReady(ctx, t, k8s, client.ObjectKeyFromObject(proxy), 15*time.Minute)
 	readyAt := time.Now()
-	addr, instance := ready.Status.Address, ready.Status.Instance.Name
-	t.Logf("Proxy Ready at %s (VM %s) %s after create", addr, instance, readyAt.Sub(created).Round(time.Millisecond))
+	instance := ready.Status.Instance.Name
+	t.Logf("Proxy Ready at %s (VM %s) %s after create, %s after its address was known", ready.Status.Address, instance,
+		readyAt.Sub(created).Round(time.Millisecond), readyAt.Sub(allocatedAt).Round(time.Millisecond))
+	// Ready at exactly the allocated address, as the VM reports it.
+	if ready.Status.Address != addr || ready.Status.Instance.IP != addr || !slices.Equal(ready.Status.Addresses, []string{addr}) {
+		t.Errorf("Ready with address %q, instance IP %q, addresses %v; want all %s", ready.Status.Address,
+			ready.Status.Instance.IP, ready.Status.Addresses, addr)
+	}
+	checkStaticOnDomain(t, l, instance, addr)
 
 	// The VM is a real domain with its overlay and seed in the pool.
 	if state := virsh(t, l, "domstate", instance); state != "running\n" {
@@ -106,6 +138,76 @@ func TestProxyBecomesAVM(t *testing.T) {
 	}
 	t.Logf("from %s (outside the allowed clients): %s", l.OutsideIP, refused.status)
 
+	// A port change replaces the VM, break-before-make, on the same
+	// address. A client of the address sends requests all along, on the
+	// old port and the new; the outage is from its last answer on the old
+	// to its first on the new.
+	newPort := proxyPort + 1
+	probePath := "/during-replace"
+	probes := startProber(t, addr, []int{proxyPort, newPort}, org.URL+probePath, 250*time.Millisecond)
+	within(t, time.Minute, 100*time.Millisecond, "the prober gets an answer from the serving VM", func() (bool, string) {
+		return probes.answeredOn(proxyPort), fmt.Sprintf("%d probes", len(probes.results()))
+	})
+	patch := client.MergeFrom(ready.DeepCopy())
+	changed := ready.DeepCopy()
+	changed.Spec.Port = int32(newPort)
+	if err := k8s.Patch(ctx, changed, patch); err != nil {
+		t.Fatalf("change the Proxy's port to %d: %v", newPort, err)
+	}
+	replacing := time.Now()
+	rep := waitReplaced(t, k8s, l, client.ObjectKeyFromObject(proxy), instance, 15*time.Minute)
+	replacedAt := time.Now()
+	within(t, time.Minute, 100*time.Millisecond, "the prober gets an answer on the new port", func() (bool, string) {
+		return probes.answeredOn(newPort), fmt.Sprintf("%d probes", len(probes.results()))
+	})
+	probes.halt()
+	sw := switchoverOf(probes.results(), proxyPort, newPort)
+	newInstance := rep.proxy.Status.Instance.Name
+	t.Logf("replaced %s by %s: Ready %s after the port change (old domain gone after %s, new defined after %s); "+
+		"outage %s (last answer on :%d %s after the change, first on :%d %s after it; %d failed probes between)",
+		instance, newInstance, replacedAt.Sub(replacing).Round(time.Millisecond), rep.oldGone.Sub(replacing).Round(time.Second),
+		rep.newDefined.Sub(replacing).Round(time.Second), sw.outage().Round(time.Millisecond), proxyPort,
+		sw.lastOld.Sub(replacing).Round(time.Millisecond), newPort, sw.firstNew.Sub(replacing).Round(time.Millisecond), sw.failed)
+	if sw.oldAfterNew {
+		t.Errorf("the old port %d answered after the new port %d had: two VMs served %s at once", proxyPort, newPort, addr)
+	}
+	if got := rep.proxy.Status; got.Address != addr || got.Instance.IP != addr || !slices.Equal(got.Addresses, []string{addr}) {
+		t.Errorf("after the replacement: address %q, instance IP %q, addresses %v; want all %s", got.Address, got.Instance.IP, got.Addresses, addr)
+	}
+	// The address was never released and allocated again: the same
+	// ProxyAddress object holds it.
+	if after := checkProxyAddress(ctx, t, k8s, l, proxy, addr); after.UID != pa.UID {
+		t.Errorf("the ProxyAddress %s was made again during the replacement (uid %s, then %s)", pa.Name, pa.UID, after.UID)
+	}
+	for _, src := range org.sources(probePath) {
+		if src != addr {
+			t.Errorf("the origin saw a request of the replacement's prober from %s, want only %s", src, addr)
+			break
+		}
+	}
+	checkStaticOnDomain(t, l, newInstance, addr)
+	if ds := domains(t, l); !slices.Equal(ds, []string{newInstance}) {
+		t.Errorf("domains after the replacement: %v, want only %s", ds, newInstance)
+	}
+	vols = volumes(t, l)
+	for _, v := range []string{overlay, seed} {
+		if slices.Contains(vols, v) {
+			t.Errorf("the replaced domain's volume %s is still in pool %s: %v", v, l.Pool, vols)
+		}
+	}
+	// A client Pod through the Service, on the new port: the origin
+	// again sees exactly the same address.
+	afterPath := "/after-replace"
+	serviceURL = fmt.Sprintf("http://%s.%s.svc:%d", proxy.Name, proxy.Namespace, newPort)
+	ok, out, _ = runClientPod(ctx, t, cs, l, proxy.Namespace, "client-after-replace", serviceURL, org.URL+afterPath)
+	if !ok || !strings.Contains(out, "status: 200 OK") || !strings.Contains(out, org.body(afterPath)) {
+		t.Errorf("after the replacement the client Pod did not get the origin's answer through %s:\n%s", serviceURL, out)
+	}
+	if got := org.sources(afterPath); !slices.Equal(got, []string{addr}) {
+		t.Errorf("after the replacement the origin saw the Pod's request from %v, want only from %s", got, addr)
+	}
+	t.Logf("after the replacement a client Pod through %s reached the origin from %v", serviceURL, org.sources(afterPath))
+
 	// The health checker reaches the same daemon and finds it usable.
 	checkProviderHealth(ctx, t, k8s, time.Minute)
 	// The metrics endpoint answers its scrapers, and only them.
@@ -125,7 +227,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 	secondReadyAt := time.Now()
 	t.Logf("second Proxy Ready at %s (VM %s) %s after create", secondReady.Status.Address,
 		secondReady.Status.Instance.Name, secondReadyAt.Sub(secondCreated).Round(time.Millisecond))
-	if ds, want := domains(t, l), []string{instance, secondReady.Status.Instance.Name}; !sameSet(ds, want) {
+	if ds, want := domains(t, l), []string{newInstance, secondReady.Status.Instance.Name}; !sameSet(ds, want) {
 		t.Errorf("domains after the leader's crash: %v, want exactly %v", ds, want)
 	}
 
@@ -136,6 +238,10 @@ func TestProxyBecomesAVM(t *testing.T) {
 			t.Fatalf("delete the Proxy %s: %v", p.Name, err)
 		}
 	}
+	// The address is released only once its VM is gone.
+	vmGone, released := waitReleasedAfterVM(t, k8s, l, pa.Name, newInstance, 5*time.Minute)
+	t.Logf("after the delete: domain %s gone at +%s, ProxyAddress %s released at +%s", newInstance,
+		vmGone.Sub(deleting).Round(time.Millisecond), pa.Name, released.Sub(deleting).Round(time.Millisecond))
 	for _, p := range []*v1alpha1.Proxy{proxy, second} {
 		waitGone(ctx, t, k8s, client.ObjectKeyFromObject(p), 5*time.Minute)
 	}
@@ -151,16 +257,20 @@ func TestProxyBecomesAVM(t *testing.T) {
 	}
 	vols = volumes(t, l)
 	for _, v := range vols {
-		if strings.HasSuffix(v, "-seed.iso") || v == overlay {
+		if strings.HasSuffix(v, "-seed.iso") || v == overlay || v == newInstance+".qcow2" {
 			t.Errorf("volume %s is still in pool %s after the Proxies were deleted: %v", v, l.Pool, vols)
 		}
 	}
 	t.Logf("Proxies deleted in %s; left in pool %s: %v", deleted.Sub(deleting).Round(time.Millisecond), l.Pool, vols)
 
-	timings := fmt.Sprintf("install_to_rolled_out=%s\ncreated_to_ready=%s (create_returned=%s address=%s)\nready_to_pod_answer=%s (pod ran %s)\n"+
+	timings := fmt.Sprintf("install_to_rolled_out=%s\ncreated_to_address_known=%s\naddress_known_to_ready=%s\n"+
+		"created_to_ready=%s (create_returned=%s address=%s)\nready_to_pod_answer=%s (pod ran %s)\n"+
+		"replace_to_ready=%s\nreplace_outage=%s\nrelease_after_vm_gone=%s\n"+
 		"leader_takeover=%s\nsecond_created_to_ready=%s\ndelete=%s\ndriver_total=%s\n",
-		installed.Round(time.Millisecond), readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second),
+		installed.Round(time.Millisecond), allocatedAt.Sub(created).Round(time.Millisecond), readyAt.Sub(allocatedAt).Round(time.Millisecond),
+		readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second),
 		addressed.Sub(created).Round(time.Second), firstAt.Sub(readyAt).Round(time.Millisecond), podTook.Round(time.Millisecond),
+		replacedAt.Sub(replacing).Round(time.Millisecond), sw.outage().Round(time.Millisecond), released.Sub(vmGone).Round(time.Millisecond),
 		takeover.Round(time.Millisecond), secondReadyAt.Sub(secondCreated).Round(time.Millisecond),
 		deleted.Sub(deleting).Round(time.Millisecond), since(begin))
 	if err := os.WriteFile(filepath.Join(l.State, "timings"), []byte(timings), 0o644); err != nil {

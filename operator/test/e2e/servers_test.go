@@ -16,8 +16,9 @@ import (
 
 // serveImage serves the guest image over HTTP on hostIP, as a user's
 // image server: the operator's Pod fetches it from there. It returns the
-// URL and the image's SHA-256.
-func serveImage(t *testing.T, path, hostIP string) (string, string) {
+// URL, the image's SHA-256 and the gate every download waits at until the
+// test opens it (the provider's HEAD checks pass through).
+func serveImage(t *testing.T, path, hostIP string) (string, string, *imageGate) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -33,13 +34,52 @@ func serveImage(t *testing.T, path, hostIP string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gate := &imageGate{requested: make(chan struct{}), opened: make(chan struct{})}
 	name := filepath.Base(path)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) })
+	mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gate.wait(r)
+		}
+		http.ServeFile(w, r, path)
+	})
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
+	// Opened before the server closes, so no download is left waiting.
 	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String() + "/" + name, hex.EncodeToString(h.Sum(nil))
+	t.Cleanup(gate.open)
+	return "http://" + ln.Addr().String() + "/" + name, hex.EncodeToString(h.Sum(nil)), gate
+}
+
+// imageGate holds the image's downloads until it is opened. libvirt's
+// Create fetches the image into the pool before it defines the domain
+// (providers/libvirt/provider.go, build), so while the first download is
+// held no domain can exist: the test reads the Proxy's status then, and
+// whether the address came first does not depend on how fast it reads.
+type imageGate struct {
+	requested, opened chan struct{}
+	once, askedOnce   sync.Once
+}
+
+func (g *imageGate) wait(r *http.Request) {
+	g.askedOnce.Do(func() { close(g.requested) })
+	select {
+	case <-g.opened:
+	case <-r.Context().Done():
+	}
+}
+
+// open lets every download through, now and later.
+func (g *imageGate) open() { g.once.Do(func() { close(g.opened) }) }
+
+// asked reports whether a download has been requested (Create has begun).
+func (g *imageGate) asked() bool {
+	select {
+	case <-g.requested:
+		return true
+	default:
+		return false
+	}
 }
 
 // origin is the HTTP server the proxied requests go to, on the bridge
