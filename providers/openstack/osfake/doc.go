@@ -137,5 +137,6 @@
 // methods (HoldBuilds, FinishBuild, PlaceServer, BeginDelete, SetAddresses, SetStatus,
 // FailNext, DropNextResponse, CutCall, FailNextBuild, RejectCredentials,
 // RevokeTokens, LockServer, ReplaceImage, SetGate, RemoveServer, Reset)
-// put it in the states a test needs.
+// put it in the states a test needs; Ports and NetworkData (the
+// network_data.json a guest reads) read what it holds.
 package osfake
