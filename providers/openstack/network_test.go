@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -305,4 +306,38 @@ func parseNetworkData(raw []byte) (contract.StaticNetwork, error) {
 		return out, nil
 	}
 	return contract.StaticNetwork{}, fmt.Errorf("network_data.json has no static ipv4 network: %s", raw)
+}
+
+// A server on its way out (a person deleted it; Nova unbinds the port only
+// once it is gone) still holds the instance's port: Create waits, with a
+// transient error naming both, rather than booting a server Nova would
+// refuse (409 PortInUse) or taking the port away.
+func TestPortStillBoundWaits(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds = true })
+	ctx := context.Background()
+	req := staticRequest("proxy-static-bound", "10.0.0.206/24")
+	inst, err := c.provider(t).Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (control{c}).BeginDelete(ctx, inst.ProviderID); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	c.fake.SetGate(func(r *http.Request) error {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/servers") {
+			calls++
+		}
+		return c.gate.Pass(r.Context())
+	})
+	_, err = c.provider(t).Create(ctx, req)
+	if contract.ClassOf(err) != contract.ClassTransient || err == nil || !strings.Contains(err.Error(), "still uses it") {
+		t.Errorf("Create while the old server holds the port = %v, want a transient error saying so", err)
+	}
+	if calls != 0 {
+		t.Errorf("Create sent %d server creates", calls)
+	}
+	if ps := portsNamed(c, req.Name); len(ps) != 1 {
+		t.Errorf("ports %+v, want the one port, kept", ps)
+	}
 }

@@ -107,14 +107,16 @@ func (p *Provider) ensurePort(ctx context.Context, pl plan, req contract.CreateR
 		if port.Name != req.Name || portUID(port.Description) != req.UID {
 			continue // a person's port of the name: never used
 		}
+		if port.DeviceID != "" {
+			// Unclassified: transient. The server holding it is on its
+			// way out (a live one of this instance would have been found
+			// and resumed): Nova unbinds the port once it is gone, and
+			// would refuse a server on it until then (409 PortInUse).
+			return "", fmt.Errorf("port %s of %s (%v) waits for server %s, which still uses it", port.ID, req.Name, port.FixedIPs, port.DeviceID)
+		}
 		if slices.ContainsFunc(port.FixedIPs, func(ip ports.IP) bool { return ip.IPAddress == n.IP() }) {
 			log.V(contract.LogStep).Info("found the port of an earlier attempt", "port", port.ID, "address", n.IP())
 			return port.ID, nil
-		}
-		if port.DeviceID != "" {
-			// Unclassified: transient. The server holding it is on its
-			// way out (a live one would have been found and resumed).
-			return "", fmt.Errorf("port %s of %s holds %v, not %s, and server %s still uses it", port.ID, req.Name, port.FixedIPs, n.IP(), port.DeviceID)
 		}
 		// An earlier attempt's port with another address, used by no
 		// server: the request changed; it goes.
