@@ -171,7 +171,8 @@ func runSequence(t *testing.T, p *Provider, w *wire, pl contract.Placement, stat
 // plays (osfake/ports.go), each a valid request but for the one thing
 // its name says: a port of a free fixed IP, the same address again
 // (IpAddressAlreadyAllocated), an address outside the subnet
-// (InvalidIpForSubnet), tags in a single create (Zed: unrecognized), a
+// (InvalidIpForSubnet), tags in a create (taken; osfake refused them with
+// 400 until this test met Zed's 201), a
 // server on a port that does not exist, the port's delete twice.
 func sendRawPorts(ctx context.Context, t *testing.T, p *Provider, pl contract.Placement, static contract.StaticNetwork) {
 	t.Helper()

@@ -40,10 +40,13 @@ import (
 // resumes at the server. Get reports exactly the address, recorded in the
 // metadata too (metaAddress).
 //
-// The port is named after the instance and marked in its description
-// (Zed takes no tags in a single port's create:
-// tag_ports_during_bulk_creation is for bulk creates), so a Create cut
-// after the port finds it again by name and marks. Neutron's default
+// The port is named after the instance and marked in its description,
+// which Neutron keeps whatever its configuration: Zed takes tags in a
+// port's create but keeps them only when ML2 loads the
+// tag_ports_during_bulk_creation extension driver (the lane's Neutron,
+// without it, answered 201 and kept none), and tagging after the create
+// would be a second step to resume. A Create cut after the port finds it
+// again by name and marks. Neutron's default
 // policy lets only the network's owner (or an admin) choose a fixed IP
 // (neutron/conf/policies/port.py, create_port:fixed_ips:ip_address): the
 // region's network must be the project's own.
