@@ -69,10 +69,16 @@ var (
 // network_data.json from (nova/virt/netutils.py get_network_metadata,
 // from the port's fixed IP and its subnet): the server's port's address
 // with its subnet's prefix length, the subnet's gateway and resolvers.
-// The lane runs no metadata service for the guest to read it from.
+// The lane runs no metadata service for the guest to read it from. The
+// guest reads it once it boots, so the control waits for the build to
+// end: Nova's compute binds the port after the scheduler placed the
+// server (the first run read the port unbound right after the create).
 func (k *realControl) DeliveredNetwork(ctx context.Context, providerID string) (contract.StaticNetwork, error) {
 	id, err := serverID(providerID)
 	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	if err := k.waitServer(ctx, id, func(s *servers.Server) bool { return s.Status == "ACTIVE" }); err != nil {
 		return contract.StaticNetwork{}, err
 	}
 	a := k.rc.admin

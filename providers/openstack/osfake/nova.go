@@ -173,6 +173,7 @@ func (c *Cloud) advance(now time.Time) {
 		}
 		if s.status == statusBuild && s.taskState == "scheduling" && !s.schedulingHeld {
 			s.taskState = "spawning"
+			c.bindPorts(s)
 		}
 		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.held && !s.schedulingHeld {
 			c.finishBuild(s, now)
@@ -183,6 +184,7 @@ func (c *Cloud) advance(now time.Time) {
 // finishBuild ends a build: ACTIVE with an address, or ERROR with the
 // fault the build was set to fail with.
 func (c *Cloud) finishBuild(s *server, now time.Time) {
+	c.bindPorts(s)
 	s.updated, s.taskState = now, ""
 	if s.fail != "" {
 		s.status, s.vmState, s.faultAt = statusError, "error", now
@@ -325,7 +327,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 		// A port passed in keeps its own groups; those of the create
 		// apply to ports Nova makes (nova/network/neutron.py
 		// _create_ports_for_instance).
-		if !c.bindPorts(w, s, portIDs) {
+		if !c.takePorts(w, s, portIDs) {
 			return
 		}
 	} else {

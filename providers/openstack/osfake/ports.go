@@ -54,8 +54,13 @@ import (
 //     that does not exist is 400 "Port id <id> could not be found."
 //     (PortNotFound, HTTPBadRequest in servers.py create); one another
 //     server uses (device_id set) is 409 "Port <id> is still in use."
-//     (PortInUse, HTTPConflict); _update_ports_for_instance binds it:
-//     device_id = the server, device_owner = compute:<zone>;
+//     (PortInUse, HTTPConflict), both checked by the API
+//     (_validate_requested_port_ids); the compute host binds it once the
+//     scheduler has placed the server (allocate_for_instance,
+//     _update_ports_for_instance: device_id = the server, device_owner =
+//     compute:<zone>), so during scheduling the port is still unbound (the
+//     lane showed it: a port read right after the create had no
+//     device_id);
 //   - the security groups of a create apply only to ports Nova makes
 //     (_create_ports_for_instance): a port passed in keeps its own;
 //   - deleting the server does not delete a port the caller passed in
@@ -309,7 +314,10 @@ func (c *Cloud) deletePort(w http.ResponseWriter, r *http.Request) {
 		neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", r.PathValue("id")))
 		return
 	}
-	if s := c.servers[p.deviceID]; s != nil {
+	for _, s := range c.servers {
+		if !slices.Contains(s.ports, p.id) {
+			continue
+		}
 		s.ports = slices.DeleteFunc(s.ports, func(id string) bool { return id == p.id })
 		s.addresses = slices.DeleteFunc(s.addresses, func(a string) bool {
 			return slices.ContainsFunc(p.fixedIPs, func(f fixedIP) bool { return f.IPAddress == a })
@@ -357,11 +365,11 @@ func (c *Cloud) freeAddress(s Subnet) string {
 	return ""
 }
 
-// bindPorts checks the ports a server create names and binds them to
-// the server (Nova's _validate_requested_port_ids and
-// _update_ports_for_instance); false when it answered an error. Called
+// takePorts checks the ports a server create names (Nova's
+// _validate_requested_port_ids) and gives them to the server, which binds
+// them once placed (bindPorts); false when it answered an error. Called
 // with c.mu held.
-func (c *Cloud) bindPorts(w http.ResponseWriter, s *server, ids []string) bool {
+func (c *Cloud) takePorts(w http.ResponseWriter, s *server, ids []string) bool {
 	for _, id := range ids {
 		p := c.ports[id]
 		if p == nil {
@@ -374,12 +382,21 @@ func (c *Cloud) bindPorts(w http.ResponseWriter, s *server, ids []string) bool {
 		}
 	}
 	for _, id := range ids {
-		p := c.ports[id]
-		p.deviceID, p.deviceOwner = s.id, "compute:"+s.zone
 		s.ports = append(s.ports, id)
-		s.securityGroups = append(s.securityGroups, p.securityGroups...)
+		s.securityGroups = append(s.securityGroups, c.ports[id].securityGroups...)
 	}
 	return true
+}
+
+// bindPorts binds the server's ports to it, as the compute host does once
+// the scheduler placed it (_update_ports_for_instance). Called with c.mu
+// held.
+func (c *Cloud) bindPorts(s *server) {
+	for _, id := range s.ports {
+		if p := c.ports[id]; p != nil && p.deviceID == "" {
+			p.deviceID, p.deviceOwner = s.id, "compute:"+s.zone
+		}
+	}
 }
 
 // portAddresses are the fixed IPs of the server's ports. Called with c.mu

@@ -136,6 +136,32 @@ func TestServerOnAPort(t *testing.T) {
 	}
 }
 
+// Nova binds a port once the scheduler placed the server: while it is
+// scheduling the port has no device_id.
+func TestPortIsBoundOncePlaced(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.Network.Subnets = []osfake.Subnet{static}; o.HoldScheduling = true })
+	n := network(t, compute)
+	ctx := context.Background()
+	net := c.Options().Network
+	p, err := ports.Create(ctx, n, ports.CreateOpts{NetworkID: net.ID, FixedIPs: []ports.IP{{SubnetID: net.Subnets[0].ID, IPAddress: "10.0.0.88"}}}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := servers.Create(ctx, compute, servers.CreateOpts{Name: "placed", FlavorRef: "1", ImageRef: c.Options().Images[0].ID, Networks: []servers.Network{{Port: p.ID}}}, nil).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ports.Get(ctx, n, p.ID).Extract(); got.DeviceID != "" {
+		t.Errorf("port while the server is scheduling: device %q, want none yet", got.DeviceID)
+	}
+	if err := c.PlaceServer(s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ports.Get(ctx, n, p.ID).Extract(); got.DeviceID != s.ID {
+		t.Errorf("port once placed: device %q, want %s", got.DeviceID, s.ID)
+	}
+}
+
 // get404 reads the server once more (the fake finishes a delete by the
 // next request).
 func get404(compute *gophercloud.ServiceClient, id string) error {
