@@ -42,7 +42,10 @@ func runContract(t *testing.T, c *cloud) {
 		},
 		MaxCloudInit: MaxCloudInit,
 		Credential:   testAppCredSecret,
-		CallBudget:   time.Second,
-		WaitTimeout:  20 * time.Second,
+		// A free address of the fake network's static subnet (and, for the
+		// rule's second instance, the next one).
+		StaticNetwork: testNetwork("10.0.0.200/24"),
+		CallBudget:    time.Second,
+		WaitTimeout:   20 * time.Second,
 	})
 }

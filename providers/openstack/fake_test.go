@@ -52,6 +52,7 @@ func startCloud(t *testing.T, adjust ...func(*osfake.Options)) *cloud {
 		Regions: []string{"RegionOne", "RegionTwo"}, Zones: []string{"az1", "az2"},
 		Username: testUser, Password: testPassword, ProjectName: testProject,
 		AppCredentialID: testAppCredID, AppCredentialSecret: testAppCredSecret,
+		Network: osfake.Network{Subnets: []osfake.Subnet{dhcpSubnet, staticSubnet}},
 	}
 	for _, a := range adjust {
 		a(&opts)
@@ -135,6 +136,7 @@ var (
 	_ contracttest.CallCutter         = control{}
 	_ contracttest.Resetter           = control{}
 	_ contracttest.LegacyCreator      = control{}
+	_ contracttest.NetworkReader      = control{}
 )
 
 func serverID(providerID string) (string, error) {
@@ -144,16 +146,35 @@ func serverID(providerID string) (string, error) {
 
 // ReportIP plays Neutron binding the port and the build finishing: the
 // server becomes ACTIVE with that address (the fake holds every build
-// until then).
+// until then). A server booted on a port the provider made has that
+// port's fixed IP and no other (Nova reports a server's ports' addresses):
+// its build finishes with it, whatever ip says.
 func (k control) ReportIP(_ context.Context, providerID, ip string) error {
 	id, err := serverID(providerID)
 	if err != nil {
 		return err
 	}
-	if err := k.c.fake.SetAddresses(id, ip); err != nil {
-		return err
+	if s, ok := k.c.fake.Lookup(id); !ok || len(s.Ports) == 0 {
+		if err := k.c.fake.SetAddresses(id, ip); err != nil {
+			return err
+		}
 	}
 	return k.c.fake.FinishBuild(id)
+}
+
+// DeliveredNetwork reads the network_data.json the metadata service
+// serves the guest (cloud-init's OpenStack datasource reads it) and
+// parses its static network as cloud-init does.
+func (k control) DeliveredNetwork(_ context.Context, providerID string) (contract.StaticNetwork, error) {
+	id, err := serverID(providerID)
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	raw, err := k.c.fake.NetworkData(id)
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	return parseNetworkData(raw)
 }
 
 // SetUnknownState gives the server a status no Nova has today.
@@ -355,6 +376,10 @@ func (k control) Resources(context.Context) ([]string, error) {
 		for _, a := range s.Addresses {
 			out = append(out, "port of "+s.ID+" "+a)
 		}
+	}
+	// Ports made for static addresses, whatever holds them.
+	for _, p := range k.c.fake.Ports() {
+		out = append(out, fmt.Sprintf("port %s %s %v", p.ID, p.Name, p.IPs))
 	}
 	// A Proxy's server group is its own; the managed security group is
 	// shared by every server of an Owner, made once, and left out.

@@ -93,19 +93,29 @@ func clientNetworkProblem(cidr string) string {
 	return ""
 }
 
-// extras are what the region's options add to a server create.
+// extras are what the region's options and a static address add to a
+// server create.
 type extras struct {
 	securityGroup string // the managed group's ID
 	serverGroup   string // the Proxy's server group's ID
 	configDrive   bool
+	port, address string // the static address's port (ports.go) and its IP
 }
 
-// prepareExtras makes (or finds) what the options need before the server
-// is created.
+// prepareExtras makes (or finds) what the options and a static address
+// need before the server is created. The port comes before the server
+// group: its subnet check refuses a network Neutron cannot give before
+// anything of the Proxy's own is made (the managed group is shared).
 func (p *Provider) prepareExtras(ctx context.Context, pl plan, req contract.CreateRequest) (e extras, err error) {
 	e.configDrive = pl.region.ConfigDrive
 	if e.securityGroup, err = p.ensureSecurityGroup(ctx, pl, req); err != nil {
 		return e, err
+	}
+	if e.port, err = p.ensurePort(ctx, pl, req, e.securityGroup); err != nil {
+		return e, err
+	}
+	if req.Network != nil {
+		e.address = req.Network.IP()
 	}
 	e.serverGroup, err = p.ensureServerGroup(ctx, pl, req)
 	return e, err
@@ -116,6 +126,11 @@ func (p *Provider) prepareExtras(ctx context.Context, pl plan, req contract.Crea
 // Nova refuses a name two groups share (NoUniqueMatch, 409). config_drive
 // is sent only when set, so a cloud whose policy forbids it sees the
 // request it saw before.
+//
+// With a static address the server boots on its port alone, and its
+// groups are the port's: Nova applies a create's security groups only to
+// ports it makes (ports.go). The port's ID and address go in the
+// metadata beside the marks, for Delete and Get.
 func (e extras) apply(opts *servers.CreateOpts) servers.SchedulerHintOptsBuilder {
 	if e.securityGroup != "" {
 		opts.SecurityGroups = append(slices.Clone(opts.SecurityGroups), e.securityGroup)
@@ -123,30 +138,43 @@ func (e extras) apply(opts *servers.CreateOpts) servers.SchedulerHintOptsBuilder
 	if e.configDrive {
 		opts.ConfigDrive = &e.configDrive
 	}
+	opts.Metadata = maps.Clone(opts.Metadata)
+	if e.port != "" {
+		opts.Networks = []servers.Network{{Port: e.port}}
+		opts.SecurityGroups = nil
+		opts.Metadata[metaPort], opts.Metadata[metaAddress] = e.port, e.address
+	}
 	if e.serverGroup == "" {
 		return nil
 	}
-	opts.Metadata = maps.Clone(opts.Metadata)
 	opts.Metadata[metaServerGroup] = e.serverGroup
 	return servers.SchedulerHintOpts{Group: e.serverGroup}
 }
 
-// undoExtras deletes the server group a refused create made (contract
-// §4.10): Nova refused it (4xx) or the API was unavailable (503), so no
-// server was made and none will use it. A 500, a gateway's 502 or 504, or
-// no answer at all may hide a server that was made; the group then stays
-// for the retry, which finds both. The security group is shared and
-// stays.
+// undoExtras deletes the server group and the port a refused create
+// made (contract §4.10): Nova refused it (4xx) or the API was unavailable
+// (503), so no server was made and none will use them; the port holds the
+// Proxy's address. A 500, a gateway's 502 or 504, or no answer at all may
+// hide a server that was made; they then stay for the retry, which finds
+// them all. The security group is shared and stays.
 func (p *Provider) undoExtras(ctx context.Context, pl plan, e extras, createErr error) {
 	var code gophercloud.ErrUnexpectedResponseCode
-	if e.serverGroup == "" || !errors.As(createErr, &code) {
+	if !errors.As(createErr, &code) {
 		return
 	}
 	if refused := code.Actual >= 400 && code.Actual <= 499 || code.Actual == 503; !refused {
 		return
 	}
-	if err := p.deleteServerGroup(ctx, pl.regionKey, e.serverGroup); err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "could not delete the server group of a refused create; the next Create uses it", "serverGroup", e.serverGroup)
+	log := logr.FromContextOrDiscard(ctx)
+	if e.serverGroup != "" {
+		if err := p.deleteServerGroup(ctx, pl.regionKey, e.serverGroup); err != nil {
+			log.Error(err, "could not delete the server group of a refused create; the next Create uses it", "serverGroup", e.serverGroup)
+		}
+	}
+	if e.port != "" {
+		if err := p.deletePort(ctx, pl.regionKey, e.port); err != nil {
+			log.Error(err, "could not delete the port of a refused create; the next Create uses it", "port", e.port)
+		}
 	}
 }
 

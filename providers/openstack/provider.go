@@ -259,6 +259,9 @@ func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s serv
 	} else {
 		log.V(contract.LogOutcome).Info("deleted a server whose build failed", "server", s.ID, "fault", s.Fault.Message)
 		p.deleteServerGroupAfterFault(ctx, regionKey, s)
+		if err := p.deletePortOf(ctx, regionKey, s.Metadata); err != nil {
+			log.Error(err, "could not delete the port of a failed server; the next Create uses it", "port", s.Metadata[metaPort])
+		}
 	}
 	return contract.Instance{}, classify(fault)
 }
@@ -322,11 +325,12 @@ func (p *Provider) getServer(ctx context.Context, regionKey, id string) (servers
 	return *s, nil
 }
 
-// Delete deletes the server; Nova deletes the port it made for it
-// (delete-return: returns-early; Get reports Terminated while task_state
-// is deleting). A server already gone or being deleted is success. A
-// server Nova is still scheduling is deleted once it is placed
-// (scheduling.go).
+// Delete deletes the server's group and the port of its static address
+// (ports.go), then the server; Nova deletes the port it made for a
+// server without one (delete-return: returns-early; Get reports
+// Terminated while task_state is deleting). A server already gone or
+// being deleted is success. A server Nova is still scheduling is deleted
+// once it is placed (scheduling.go).
 func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	regionKey, id, err := ids.Parse(providerID)
 	if err != nil {
@@ -344,6 +348,11 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	}
 	if err == nil {
 		err = p.deleteServerGroupOf(ctx, regionKey, s)
+	}
+	if err == nil {
+		// Nova would leave the port (ports.go); deleting it first keeps
+		// Delete resumable from the providerID.
+		err = p.deletePortOf(ctx, regionKey, s.Metadata)
 	}
 	if err == nil {
 		err = p.deleteServer(ctx, regionKey, id)

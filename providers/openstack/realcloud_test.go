@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +21,9 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/projects"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/roles"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
@@ -98,9 +101,13 @@ func newAdmin(t *testing.T, vars map[string]string) *admin {
 }
 
 // tenant is a project of the test's own, made by the admin for one test
-// and removed after it: a member-only user, a private flavor, the lane's
-// network shared to it. Its own project keeps the harness's inventory,
-// quotas and disabled user away from everyone else on the shared cloud.
+// and removed after it: a member-only user, a private flavor, a network
+// of its own. Its own project keeps the harness's inventory, quotas and
+// disabled user away from everyone else on the shared cloud. The network
+// is the project's (not the lane's, shared to it) because Neutron lets
+// only a network's owner choose a port's fixed IP
+// (neutron/conf/policies/port.py, create_port:fixed_ips:ip_address), which
+// a static address needs.
 type tenant struct {
 	admin                         *admin
 	name, projectID, userID       string
@@ -109,7 +116,22 @@ type tenant struct {
 	flavorID, flavorName, network string
 	cfg                           Config
 	dir                           string
+	// static is a static network of the tenant's subnet, for the
+	// harness's StaticAddressDelivered.
+	static *contract.StaticNetwork
 }
+
+// The tenant's subnet: no DHCP (the guest would read its address from
+// network_data.json; the lane runs no DHCP agent anyway), a gateway and a
+// resolver, so the provider's check of both meets real values.
+const (
+	tenantCIDR    = "192.168.78.0/24"
+	tenantGateway = "192.168.78.1"
+	tenantDNS     = "192.168.78.53"
+	// tenantStatic is the harness's static address (and the next one):
+	// far above the addresses Neutron hands out from the pool's start.
+	tenantStatic = "192.168.78.200/24"
+)
 
 func randomName(prefix string) string {
 	b := make([]byte, 4)
@@ -122,7 +144,7 @@ func randomName(prefix string) string {
 func newTenant(t *testing.T, vars map[string]string, a *admin) *tenant {
 	t.Helper()
 	ctx := context.Background()
-	tn := &tenant{admin: a, name: randomName("osreal"), password: randomName("osreal-secret"), dir: t.TempDir(), network: vars["NETWORK"]}
+	tn := &tenant{admin: a, name: randomName("osreal"), password: randomName("osreal-secret"), dir: t.TempDir()}
 	t.Cleanup(func() { tn.remove(t) })
 
 	p, err := projects.Create(ctx, a.identity, projects.CreateOpts{Name: tn.name, DomainID: "default", Description: "egress-proxies osreal test project"}).Extract()
@@ -158,18 +180,24 @@ func newTenant(t *testing.T, vars map[string]string, a *admin) *tenant {
 	tn.flavorID = newUUID()
 	tn.makeFlavor(t)
 
-	net, err := networks.Get(ctx, a.network, tn.network).Extract()
+	// The project's own network, made by the admin as the lane makes
+	// its own (hack/openstack/bootstrap.py): a tenant network of the
+	// lane's type, bound by the same agent.
+	net, err := networks.Create(ctx, a.network, networks.CreateOpts{Name: tn.name, ProjectID: p.ID}).Extract()
 	if err != nil {
-		t.Fatalf("network %s: %v", tn.network, err)
+		t.Fatalf("network of %s: %v", tn.name, err)
 	}
-	if !net.Shared {
-		rbac, err := rbacpolicies.Create(ctx, a.network, rbacpolicies.CreateOpts{
-			Action: rbacpolicies.ActionAccessShared, ObjectType: "network", ObjectID: tn.network, TargetTenant: p.ID,
-		}).Extract()
-		if err != nil {
-			t.Fatalf("share network %s with %s: %v", tn.network, tn.name, err)
-		}
-		t.Cleanup(func() { _ = rbacpolicies.Delete(context.Background(), a.network, rbac.ID).ExtractErr() })
+	tn.network = net.ID
+	dhcp, gw := false, tenantGateway
+	if _, err := subnets.Create(ctx, a.network, subnets.CreateOpts{
+		NetworkID: net.ID, Name: tn.name + "-v4", ProjectID: p.ID, IPVersion: gophercloud.IPv4, CIDR: tenantCIDR,
+		GatewayIP: &gw, EnableDHCP: &dhcp, DNSNameservers: []string{tenantDNS},
+	}).Extract(); err != nil {
+		t.Fatalf("subnet of %s: %v", tn.name, err)
+	}
+	tn.static = &contract.StaticNetwork{
+		Address: netip.MustParsePrefix(tenantStatic), Gateway: netip.MustParseAddr(tenantGateway),
+		DNS: []netip.Addr{netip.MustParseAddr(tenantDNS)},
 	}
 
 	clouds := fmt.Sprintf("clouds:\n  openstack:\n    auth:\n      auth_url: %s\n      username: %s\n      password: %s\n      project_name: %s\n      user_domain_name: Default\n      project_domain_name: Default\n",
@@ -225,7 +253,8 @@ func (tn *tenant) makeFlavor(t *testing.T) {
 }
 
 // remove deletes what the tenant still holds: its servers (a failed rule
-// may leave some), flavor, user and project.
+// may leave some), the ports left on its network, the network, flavor,
+// user and project.
 func (tn *tenant) remove(t *testing.T) {
 	ctx := context.Background()
 	a := tn.admin
@@ -237,6 +266,20 @@ func (tn *tenant) remove(t *testing.T) {
 				_ = servers.ForceDelete(ctx, a.compute, s.ID).ExtractErr()
 			}
 			waitNoServers(ctx, a, tn.projectID)
+		}
+	}
+	if tn.network != "" {
+		if pages, err := ports.List(a.network, ports.ListOpts{NetworkID: tn.network}).AllPages(ctx); err == nil {
+			left, _ := ports.ExtractPorts(pages)
+			for _, p := range left {
+				if !strings.HasPrefix(p.DeviceOwner, "network:") {
+					t.Logf("removing port %s %s %v left in %s", p.ID, p.Name, p.FixedIPs, tn.name)
+				}
+				_ = ports.Delete(ctx, a.network, p.ID).ExtractErr()
+			}
+		}
+		if err := networks.Delete(ctx, a.network, tn.network).ExtractErr(); err != nil {
+			t.Logf("delete network of %s: %v", tn.name, err)
 		}
 	}
 	if tn.flavorID != "" {
@@ -318,9 +361,12 @@ func TestContractRealCloud(t *testing.T) {
 		// Neutron gives the address when the port is made
 		// (ip-source: assigned-at-create); no guest reports one.
 		IPAssignedAtCreate: true,
-		CallBudget:         rc.tenant.cfg.CallTimeout.Duration,
-		WaitTimeout:        2 * time.Minute,
-		NamePrefix:         "osreal",
+		// An address of the tenant's own subnet (the member may choose a
+		// fixed IP only on its project's network).
+		StaticNetwork: rc.tenant.static,
+		CallBudget:    rc.tenant.cfg.CallTimeout.Duration,
+		WaitTimeout:   2 * time.Minute,
+		NamePrefix:    "osreal",
 	})
 }
 

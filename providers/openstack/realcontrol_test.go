@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest"
@@ -60,7 +62,54 @@ var (
 	_ contracttest.CallCutter         = (*realControl)(nil)
 	_ contracttest.Resetter           = (*realControl)(nil)
 	_ contracttest.Inventory          = (*realControl)(nil)
+	_ contracttest.NetworkReader      = (*realControl)(nil)
 )
+
+// DeliveredNetwork reads, as the admin, what Nova builds the guest's
+// network_data.json from (nova/virt/netutils.py get_network_metadata,
+// from the port's fixed IP and its subnet): the server's port's address
+// with its subnet's prefix length, the subnet's gateway and resolvers.
+// The lane runs no metadata service for the guest to read it from. The
+// guest reads it once it boots, so the control waits for the build to
+// end: Nova's compute binds the port after the scheduler placed the
+// server (the first run read the port unbound right after the create).
+func (k *realControl) DeliveredNetwork(ctx context.Context, providerID string) (contract.StaticNetwork, error) {
+	id, err := serverID(providerID)
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	if err := k.waitServer(ctx, id, func(s *servers.Server) bool { return s.Status == "ACTIVE" }); err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	a := k.rc.admin
+	pages, err := ports.List(a.network, ports.ListOpts{DeviceID: id}).AllPages(ctx)
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	ps, err := ports.ExtractPorts(pages)
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	if len(ps) != 1 || len(ps[0].FixedIPs) == 0 {
+		return contract.StaticNetwork{}, fmt.Errorf("control: server %s has ports %+v, want one with a fixed IP", id, ps)
+	}
+	fixed := ps[0].FixedIPs[0]
+	sub, err := subnets.Get(ctx, a.network, fixed.SubnetID).Extract()
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	cidr, err := netip.ParsePrefix(sub.CIDR)
+	if err != nil {
+		return contract.StaticNetwork{}, err
+	}
+	var out contract.StaticNetwork
+	out.Address = netip.PrefixFrom(netip.MustParseAddr(fixed.IPAddress), cidr.Bits())
+	out.Gateway, _ = netip.ParseAddr(sub.GatewayIP)
+	for _, d := range sub.DNSNameservers {
+		out.DNS = append(out.DNS, netip.MustParseAddr(d))
+	}
+	return out, nil
+}
 
 // member is a compute client of the tenant's user, outside the wire: a
 // person using the cloud beside the operator.

@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -24,6 +25,14 @@ func stateOf(s servers.Server) (state contract.State, ip, message string) {
 	case "BUILD":
 		return contract.StateProvisioning, "", taskDetail(s)
 	case "ACTIVE":
+		if want := s.Metadata[metaAddress]; want != "" {
+			// A static address (ports.go): Running with exactly it,
+			// never with another address the server has.
+			if have := serverAddresses(s); !slices.Contains(have, want) {
+				return contract.StateProvisioning, "", fmt.Sprintf("ACTIVE; waiting for its static address %s, Nova reports %v", want, have)
+			}
+			return contract.StateRunning, want, ""
+		}
 		if ip := serverIPv4(s); ip != "" {
 			return contract.StateRunning, ip, ""
 		}
@@ -56,6 +65,12 @@ func taskDetail(s servers.Server) string {
 // addresses before floating ones, networks in name order (the API returns
 // them as a JSON object, so its order is lost).
 func serverIPv4(s servers.Server) string {
+	return contract.FirstRoutableIPv4(serverAddresses(s))
+}
+
+// serverAddresses are the server's addresses: fixed ones before floating
+// ones, networks in name order.
+func serverAddresses(s servers.Server) []string {
 	var fixed, floating []string
 	for _, net := range slices.Sorted(maps.Keys(s.Addresses)) {
 		list, _ := s.Addresses[net].([]any)
@@ -69,5 +84,5 @@ func serverIPv4(s servers.Server) string {
 			}
 		}
 	}
-	return contract.FirstRoutableIPv4(append(fixed, floating...))
+	return append(fixed, floating...)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,8 +70,12 @@ type Image struct {
 // Network is the network servers get their address on.
 type Network struct {
 	ID, Name string
-	// Prefix is the first three octets of the addresses handed out.
+	// Prefix is the first three octets of the addresses handed out to
+	// servers Nova makes the port of.
 	Prefix string
+	// Subnets are the network's IPv4 subnets (ports.go). Default one,
+	// <Prefix>.0/24 with gateway <Prefix>.1, no resolvers, DHCP on.
+	Subnets []Subnet
 }
 
 // Quota is a project's compute and security group quota.
@@ -109,6 +114,9 @@ type Cloud struct {
 	// server groups (neutron.go, servergroups.go), shared by the regions.
 	secGroups    map[string]*secGroup
 	serverGroups map[string]*serverGroup
+	// ports are Neutron's ports the caller made (ports.go); a server
+	// Nova makes the port of keeps its address in server.addresses.
+	ports map[string]*port
 }
 
 // New starts a fake cloud; it is closed when the test ends (Close).
@@ -126,7 +134,22 @@ func New(opts Options) *Cloud {
 		opts.Images = []Image{{ID: newUUID(), Name: "debian-12", Status: "active"}}
 	}
 	if opts.Network.ID == "" {
-		opts.Network = Network{ID: newUUID(), Name: "private", Prefix: "10.0.0"}
+		opts.Network.ID = newUUID()
+	}
+	if opts.Network.Name == "" {
+		opts.Network.Name = "private"
+	}
+	if opts.Network.Prefix == "" {
+		opts.Network.Prefix = "10.0.0"
+	}
+	if opts.Network.Subnets == nil {
+		opts.Network.Subnets = []Subnet{{CIDR: opts.Network.Prefix + ".0/24", GatewayIP: opts.Network.Prefix + ".1", EnableDHCP: true}}
+	}
+	opts.Network.Subnets = slices.Clone(opts.Network.Subnets)
+	for i := range opts.Network.Subnets {
+		if opts.Network.Subnets[i].ID == "" {
+			opts.Network.Subnets[i].ID = newUUID()
+		}
 	}
 	if opts.TokenTTL == 0 {
 		opts.TokenTTL = time.Hour
@@ -138,12 +161,13 @@ func New(opts Options) *Cloud {
 		opts.MaxLimit = 1000
 	}
 	c := &Cloud{opts: opts, servers: map[string]*server{}, unplaced: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID(),
-		secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}}
+		secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}, ports: map[string]*port{}}
 	mux := http.NewServeMux()
 	c.routeKeystone(mux)
 	c.routeNova(mux)
 	c.routeGlance(mux)
 	c.routeNeutron(mux)
+	c.routePorts(mux)
 	c.routeServerGroups(mux)
 	c.Server = httptest.NewTLSServer(c.front(mux))
 	return c

@@ -97,9 +97,11 @@ func (c *Cloud) Reset() {
 func (c *Cloud) RemoveServer(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.servers[id]; !ok {
+	s, ok := c.servers[id]
+	if !ok {
 		return fmt.Errorf("osfake: no server %s", id)
 	}
+	c.unbindPorts(s)
 	delete(c.servers, id)
 	return nil
 }
@@ -318,6 +320,8 @@ type ServerInfo struct {
 	ConfigDrive    bool
 	Group          string
 	SecurityGroups []string
+	// Ports are the ports the create passed in (ports.go).
+	Ports []string
 }
 
 // Servers lists every server, deleting ones included, sorted by ID.
@@ -330,7 +334,7 @@ func (c *Cloud) Servers() []ServerInfo {
 		ud, _ := s.userDataBytes()
 		out = append(out, ServerInfo{ID: s.id, Name: s.name, Region: s.region, Status: s.status, TaskState: s.taskState, ImageID: s.imageID,
 			Tags: slices.Clone(s.tags), Metadata: s.metadata, Addresses: slices.Clone(s.addresses), UserData: ud,
-			ConfigDrive: s.configDrive, Group: s.group, SecurityGroups: slices.Clone(s.securityGroups)})
+			ConfigDrive: s.configDrive, Group: s.group, SecurityGroups: slices.Clone(s.securityGroups), Ports: slices.Clone(s.ports)})
 	}
 	slices.SortFunc(out, func(a, b ServerInfo) int {
 		if a.ID < b.ID {

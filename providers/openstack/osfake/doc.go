@@ -2,7 +2,8 @@
 // provider makes: Keystone v3 tokens and the service catalogue, Nova
 // servers (with tags, metadata, microversions, quotas, flavors, limits and
 // availability zones, server groups) and the Glance v2 image list, and
-// Neutron's security groups and rules (neutron.go). It runs as an
+// Neutron's security groups and rules (neutron.go), subnets and the ports
+// a caller makes with a fixed IP (ports.go). It runs as an
 // httptest TLS server and answers with the status codes, headers and
 // bodies of the real services, so the provider is tested through the real
 // gophercloud client. No maintained OpenStack simulator exists
@@ -112,10 +113,11 @@
 // only an operator or a failing host causes (those run in the real-cloud
 // harness).
 //
-// What it leaves out: the rest of Neutron (a server's address comes from
-// the fake's own pool on its one network; no ports, so a security group is
-// "in use" while a server created with it exists), Cinder, Placement and
-// the scheduler (a
+// What it leaves out: the rest of Neutron (one network; a server Nova
+// makes the port of gets its address from the fake's own pool on it, and
+// only the ports a caller makes for fixed IPs (ports.go) are Neutron
+// ports; a security group is "in use" while a server created with it, or
+// a port, exists; no port quota), Cinder, Placement and the scheduler (a
 // capacity failure is injected with FailNextBuild), admin-only filters,
 // and the policy engine (a policy denial is injected with FailNext).
 //
@@ -135,5 +137,6 @@
 // methods (HoldBuilds, FinishBuild, PlaceServer, BeginDelete, SetAddresses, SetStatus,
 // FailNext, DropNextResponse, CutCall, FailNextBuild, RejectCredentials,
 // RevokeTokens, LockServer, ReplaceImage, SetGate, RemoveServer, Reset)
-// put it in the states a test needs.
+// put it in the states a test needs; Ports and NetworkData (the
+// network_data.json a guest reads) read what it holds.
 package osfake

@@ -217,6 +217,12 @@ func (c *Cloud) deleteSecGroup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	for _, p := range c.ports {
+		if slices.Contains(p.securityGroups, g.id) {
+			neutronError(w, http.StatusConflict, "SecurityGroupInUse", fmt.Sprintf("Security Group %s in use.", g.id))
+			return
+		}
+	}
 	delete(c.secGroups, g.id)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -37,7 +37,8 @@ type server struct {
 	deleteDone             time.Time // when a delete ends; zero while held
 	deleting               bool
 	configDrive            bool
-	group                  string // the server group it was created in
+	group                  string   // the server group it was created in
+	ports                  []string // the ports the create passed in (ports.go)
 }
 
 // microversion is a compute API version, major.minor.
@@ -160,16 +161,19 @@ func (c *Cloud) advance(now time.Time) {
 	for id, s := range c.servers {
 		if !s.destroyAt.IsZero() {
 			if !now.Before(s.destroyAt) {
+				c.unbindPorts(s)
 				delete(c.servers, id)
 			}
 			continue
 		}
 		if s.deleting && !s.deleteDone.IsZero() && !now.Before(s.deleteDone) {
+			c.unbindPorts(s)
 			delete(c.servers, id)
 			continue
 		}
 		if s.status == statusBuild && s.taskState == "scheduling" && !s.schedulingHeld {
 			s.taskState = "spawning"
+			c.bindPorts(s)
 		}
 		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.held && !s.schedulingHeld {
 			c.finishBuild(s, now)
@@ -180,15 +184,28 @@ func (c *Cloud) advance(now time.Time) {
 // finishBuild ends a build: ACTIVE with an address, or ERROR with the
 // fault the build was set to fail with.
 func (c *Cloud) finishBuild(s *server, now time.Time) {
+	c.bindPorts(s)
 	s.updated, s.taskState = now, ""
 	if s.fail != "" {
 		s.status, s.vmState, s.faultAt = statusError, "error", now
 		return
 	}
 	s.status, s.vmState, s.powerState = statusActive, "active", 1
-	if len(s.addresses) == 0 {
-		c.ipSeq++
-		s.addresses = []string{fmt.Sprintf("%s.%d", c.opts.Network.Prefix, 10+c.ipSeq%240)}
+	switch {
+	case len(s.addresses) > 0:
+	case len(s.ports) > 0:
+		// A port passed in: its fixed IPs are the server's addresses.
+		s.addresses = c.portAddresses(s)
+	default:
+		// The port Nova makes gets an address no port holds.
+		for tries := 0; tries < 240; tries++ {
+			c.ipSeq++
+			a := fmt.Sprintf("%s.%d", c.opts.Network.Prefix, 10+c.ipSeq%240)
+			if !c.addressTaken(a) {
+				s.addresses = []string{a}
+				break
+			}
+		}
 	}
 }
 
@@ -250,6 +267,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	}
 	var nets []struct {
 		UUID string `json:"uuid"`
+		Port string `json:"port"`
 	}
 	if len(body.Networks) > 0 && string(body.Networks) != `"auto"` && string(body.Networks) != `"none"` {
 		if err := json.Unmarshal(body.Networks, &nets); err != nil {
@@ -257,6 +275,9 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 			return
 		}
 		for _, n := range nets {
+			if n.Port != "" && n.UUID == "" {
+				continue
+			}
 			if n.UUID != c.opts.Network.ID {
 				novaError(w, http.StatusBadRequest, fmt.Sprintf("Network %s could not be found.", n.UUID))
 				return
@@ -296,8 +317,23 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	if group != nil {
 		s.group = *group
 	}
-	for _, sg := range body.SecurityGroups {
-		s.securityGroups = append(s.securityGroups, sg.Name)
+	var portIDs []string
+	for _, n := range nets {
+		if n.Port != "" {
+			portIDs = append(portIDs, n.Port)
+		}
+	}
+	if len(portIDs) > 0 {
+		// A port passed in keeps its own groups; those of the create
+		// apply to ports Nova makes (nova/network/neutron.py
+		// _create_ports_for_instance).
+		if !c.takePorts(w, s, portIDs) {
+			return
+		}
+	} else {
+		for _, sg := range body.SecurityGroups {
+			s.securityGroups = append(s.securityGroups, sg.Name)
+		}
 	}
 	if len(s.securityGroups) == 0 {
 		s.securityGroups = []string{"default"}
