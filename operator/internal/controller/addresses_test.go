@@ -73,10 +73,7 @@ func allocated(t *testing.T, p *v1alpha1.Proxy) string {
 
 // addressCondition returns the Proxy's AddressesAllocated condition.
 func addressCondition(p *v1alpha1.Proxy) metav1.Condition {
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAddressesAllocated); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
+	return proxyCondition(p, v1alpha1.ConditionAddressesAllocated)
 }
 
 func TestAddressIsInStatusBeforeTheVMAndDelivered(t *testing.T) {

@@ -141,11 +141,9 @@ func replicaAddresses(p *v1alpha1.Proxy) map[int32]string {
 	return out
 }
 
+// degradedCondition returns the Proxy's Degraded condition.
 func degradedCondition(p *v1alpha1.Proxy) metav1.Condition {
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionDegraded); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
+	return proxyCondition(p, v1alpha1.ConditionDegraded)
 }
 
 func TestReplicasSpreadEachOnItsOwnAddress(t *testing.T) {

@@ -477,12 +477,18 @@ func waitReady(t *testing.T, p *v1alpha1.Proxy) *v1alpha1.Proxy {
 	return got
 }
 
-// readyCondition returns the Proxy's Ready condition.
-func readyCondition(p *v1alpha1.Proxy) metav1.Condition {
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+// proxyCondition returns the Proxy's condition of the type, or the zero
+// condition when it has none.
+func proxyCondition(p *v1alpha1.Proxy, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(p.Status.Conditions, typ); c != nil {
 		return *c
 	}
 	return metav1.Condition{}
+}
+
+// readyCondition returns the Proxy's Ready condition.
+func readyCondition(p *v1alpha1.Proxy) metav1.Condition {
+	return proxyCondition(p, v1alpha1.ConditionReady)
 }
 
 // instancesOf lists the test provider's live instances carrying the
