@@ -34,13 +34,17 @@ runcmd:
   - - bash
     - -c
     - |
-      # tinyproxy may take more than a moment to listen on a loaded
-      # machine under TCG (a fixed 2 s wait once read "proxy=[]").
-      for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/3128) 2>/dev/null && break; sleep 1; done
-      exec 3<>/dev/tcp/127.0.0.1/3128
-      printf 'HEAD / HTTP/1.0\r\n\r\n' >&3
-      read -r status <&3
-      echo "EGRESS-SMOKE proxy=[${status%$'\r'}] agent=$(systemctl is-active qemu-guest-agent)" > /dev/ttyS0
+      # tinyproxy may take more than a moment to answer on a loaded
+      # machine under TCG: a fixed 2 s wait once read "proxy=[]", and so,
+      # once, did a connection that was accepted and closed without an
+      # answer. So the whole exchange is retried until it has one.
+      status=""
+      for _ in $(seq 60); do
+        status=$( (exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'HEAD / HTTP/1.0\r\n\r\n' >&3 && timeout 5 head -n 1 <&3) 2>/dev/null | tr -d '\r')
+        [ -n "$status" ] && break
+        sleep 1
+      done
+      echo "EGRESS-SMOKE proxy=[$status] agent=$(systemctl is-active qemu-guest-agent)" > /dev/ttyS0
 YAML
 (cd "$root/images" && go run ./internal/cmd/seed -user-data "$work/user-data" -hostname smoke -o "$work/seed.iso")
 qemu-img create -q -f qcow2 -F qcow2 -b "$image" "$work/disk.qcow2"
