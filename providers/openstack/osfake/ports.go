@@ -293,12 +293,21 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"port": c.portView(p)})
 }
 
-func (c *Cloud) showPort(w http.ResponseWriter, r *http.Request) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// portOr404 returns the port the path names, or answers Neutron's 404
+// and returns nil. The caller holds c.mu.
+func (c *Cloud) portOr404(w http.ResponseWriter, r *http.Request) *port {
 	p := c.ports[r.PathValue("id")]
 	if p == nil {
 		neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", r.PathValue("id")))
+	}
+	return p
+}
+
+func (c *Cloud) showPort(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.portOr404(w, r)
+	if p == nil {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"port": c.portView(p)})
@@ -309,9 +318,8 @@ func (c *Cloud) showPort(w http.ResponseWriter, r *http.Request) {
 func (c *Cloud) deletePort(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.ports[r.PathValue("id")]
+	p := c.portOr404(w, r)
 	if p == nil {
-		neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", r.PathValue("id")))
 		return
 	}
 	for _, s := range c.servers {
