@@ -239,17 +239,7 @@ func TestAddressIsReleasedOnlyAfterTheVMIsGone(t *testing.T) {
 	ip := allocated(t, p)
 	bootGuestAt(t, p, current, ip)
 	waitReady(t, p)
-	gate := make(chan struct{})
-	deleteGate.Store(&gate)
-	opened := false
-	open := func() {
-		if !opened {
-			opened = true
-			deleteGate.Store(nil)
-			close(gate)
-		}
-	}
-	defer open()
+	open := holdDeletes(t)
 	if err := k8s.Delete(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -448,17 +438,7 @@ func TestPoolChangeReleasesTheOldAddressAfterTheOldVM(t *testing.T) {
 	p := newProxy(t, "addr-move", withPool("move-a"))
 	bootGuestAt(t, p, current, allocated(t, p))
 	first := waitReady(t, p).Status.Instance.ProviderID
-	gate := make(chan struct{})
-	deleteGate.Store(&gate)
-	opened := false
-	open := func() {
-		if !opened {
-			opened = true
-			deleteGate.Store(nil)
-			close(gate)
-		}
-	}
-	defer open()
+	open := holdDeletes(t)
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.AddressPool = "move-b" })
 	eventually(t, "the new pool's address is in the status", func() bool {
 		a := get(t, p).Status.Addresses

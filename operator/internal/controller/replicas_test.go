@@ -399,18 +399,7 @@ func TestScaleDownReleasesAddressesAfterTheVMs(t *testing.T) {
 	playGuests(t, p)
 	before := readyN(t, p, 3)
 	keep := replicaOf(&before.Status, 0)
-	gate := make(chan struct{})
-	gatedDeletes.Store(0)
-	deleteGate.Store(&gate)
-	opened := false
-	open := func() {
-		if !opened {
-			opened = true
-			deleteGate.Store(nil)
-			close(gate)
-		}
-	}
-	defer open()
+	open := holdDeletes(t)
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
 	eventually(t, "both removed replicas' VMs are being deleted, and the status says so", func() bool {
 		s := get(t, p).Status

@@ -477,6 +477,25 @@ func waitReady(t *testing.T, p *v1alpha1.Proxy) *v1alpha1.Proxy {
 	return got
 }
 
+// holdDeletes holds every provider Delete until the returned func is
+// called (again at the test's end, if it was not; a second call does
+// nothing), and counts the held ones from zero in gatedDeletes.
+func holdDeletes(t *testing.T) (open func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	gatedDeletes.Store(0)
+	deleteGate.Store(&gate)
+	var once sync.Once
+	open = func() {
+		once.Do(func() {
+			deleteGate.Store(nil)
+			close(gate)
+		})
+	}
+	t.Cleanup(open)
+	return open
+}
+
 // proxyCondition returns the Proxy's condition of the type, or the zero
 // condition when it has none.
 func proxyCondition(p *v1alpha1.Proxy, typ string) metav1.Condition {
