@@ -248,6 +248,12 @@ func (s *Server) Reset() {
 // Calls counts the API calls served.
 func (s *Server) Calls() int { return int(s.calls.Load()) }
 
+// CallsBesidesTaskPolls counts the API calls served other than task
+// status and log reads. A task ends in the background, so whether the
+// client's first poll sees it stopped depends on scheduling: counts that
+// tests compare exactly leave the polls out.
+func (s *Server) CallsBesidesTaskPolls() int { return int(s.calls.Load() - s.taskPolls.Load()) }
+
 // RejectToken makes the fake refuse the API token (401) or accept it again.
 func (s *Server) RejectToken(reject bool) {
 	s.mu.Lock()

@@ -75,7 +75,10 @@ type Server struct {
 
 	opts  Options
 	calls atomic.Int64
-	gate  contracttest.Gate
+	// taskPolls counts the task status and log reads among calls: how
+	// many a client makes depends on when the task's goroutine ends.
+	taskPolls atomic.Int64
+	gate      contracttest.Gate
 
 	mu       sync.Mutex
 	rejected bool
@@ -436,6 +439,9 @@ func (s *Server) route(req *request) (any, func(), *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	op := s.opOf(req)
+	if op == OpTask {
+		s.taskPolls.Add(1)
+	}
 	if err := s.takeFault(op); err != nil {
 		return nil, nil, err
 	}
