@@ -73,6 +73,9 @@ func (o Options) validate() error {
 	if o.Bounds.Workers < 0 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles %d: must be positive (0 takes the default, %d)", o.Bounds.Workers, controller.DefaultWorkers))
 	}
+	if o.Timing.Drain < 0 {
+		errs = append(errs, fmt.Errorf("--drain-period %s: must be positive (0 takes the default, %s)", o.Timing.Drain, controller.DefaultDrain))
+	}
 	if o.Bounds.Deadline < 0 {
 		errs = append(errs, fmt.Errorf("--reconcile-timeout %s: must be positive (0 takes the default, %s)", o.Bounds.Deadline, controller.DefaultDeadline))
 	}

@@ -19,11 +19,12 @@ func TestNegativeBoundsFailStart(t *testing.T) {
 		ConfigPath: "/nonexistent/providers.yaml",
 		RestConfig: func() (*rest.Config, error) { reached = true; return nil, nil },
 		Bounds:     controller.Bounds{Workers: -1, Deadline: -time.Second},
+		Timing:     controller.Timing{Drain: -time.Second},
 	})
 	if err == nil || reached {
 		t.Fatalf("Run with negative bounds: %v (cluster reached: %v)", err, reached)
 	}
-	for _, want := range []string{"--max-concurrent-reconciles -1: must be positive", "--reconcile-timeout -1s: must be positive"} {
+	for _, want := range []string{"--max-concurrent-reconciles -1: must be positive", "--reconcile-timeout -1s: must be positive", "--drain-period -1s: must be positive"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -41,17 +41,27 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 		msg := fmt.Sprintf("replacing instance %s with %s on address %s: the old VM is deleted first, and the proxy is down until the new one answers",
 			old.Name, next.Name, ipOf(next.Address))
 		r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, msg)
+		id, uid := old.ProviderID, string(proxy.UID)
+		drain := time.Duration(0)
 		if multi(proxy) {
 			// The others serve on: the Service stops sending clients to
-			// this replica before its VM goes.
+			// this replica, and the clients it has get the drain, before
+			// its VM goes.
 			if err := r.ensureService(ctx, proxy); err != nil {
 				return r.serviceError(ctx, proxy, ro, err)
+			}
+			if drain = r.drains.remaining(id, r.Timing.Drain); drain > 0 {
+				r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
+					"replacing instance %s with %s on address %s: out of the Service, draining for %s before the old VM is deleted",
+					old.Name, next.Name, ipOf(next.Address), drain.Round(time.Second)))
 			}
 		}
 		if err := r.writeStatus(ctx, proxy); err != nil {
 			return ctrl.Result{}, err
 		}
-		id, uid := old.ProviderID, string(proxy.UID)
+		if drain > 0 {
+			return ctrl.Result{RequeueAfter: drain}, nil
+		}
 		gone, done, err := awaitIn(ctx, r.ops, proxy, lane(proxy, k), entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
 			return deleteAndConfirm(ctx, entry.Provider, id, uid)
 		})
@@ -64,6 +74,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 		if !gone {
 			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 		}
+		r.drains.done(id)
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Replace", fmt.Sprintf("deleted instance %s (%s) to make %s on its address%s", old.Name, id, next.Name, ofReplica(proxy, k)))
 	}
 	// The write above replaced the status: look the refs up again.

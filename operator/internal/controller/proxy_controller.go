@@ -67,7 +67,15 @@ type ProxyReconciler struct {
 	Requeue <-chan event.GenericEvent
 	// ops runs the provider calls beside the workers.
 	ops *Operations
+	// drains times the VMs leaving the Service (drain.go).
+	drains drains
 }
+
+// DefaultDrain is Timing.Drain's default: kube-proxy's iptables and
+// nftables modes resync at most once a second (--iptables-min-sync-period,
+// 1 s), so new connections have left a VM well within it; requests in
+// flight through it have the rest.
+const DefaultDrain = 10 * time.Second
 
 // Timing holds the reconciler's waits; zero values take the defaults.
 type Timing struct {
@@ -86,6 +94,11 @@ type Timing struct {
 	// PermanentRetry is the wait after a permanent error: long, since only
 	// a person's change can fix it, and a spec change reconciles at once.
 	PermanentRetry time.Duration
+	// Drain is how long a VM that served through the Service keeps running
+	// after it left the Service's endpoints, before it is deleted: a
+	// replaced VM of a replica, a replica scaled away, the old VM of a
+	// make-before-break replacement (drain.go).
+	Drain time.Duration
 }
 
 func (t Timing) withDefaults() Timing {
@@ -99,6 +112,7 @@ func (t Timing) withDefaults() Timing {
 	def(&t.Resync, time.Minute)
 	def(&t.QuotaBackoff, 5*time.Minute)
 	def(&t.PermanentRetry, 30*time.Minute)
+	def(&t.Drain, DefaultDrain)
 	return t
 }
 
@@ -313,7 +327,7 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 		return ri
 	case s.Instance.SpecHash == hash:
 		if s.Replacement != nil {
-			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed back")
+			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed back", 0)
 			s.Replacement = nil
 		}
 		return ri
@@ -325,7 +339,7 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 		return ri
 	default:
 		if s.Replacement != nil {
-			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed again")
+			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed again", 0)
 		}
 		s.Replacement = fresh()
 		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReplacing, "Replace",
@@ -483,7 +497,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			return ctrl.Result{}, err
 		}
 		r.event(proxy, corev1.EventTypeNormal, "Replaced", "Replace", fmt.Sprintf("instance %s (%s) now serves; deleting %s", target.Name, target.IP, old.Name))
-		r.retire(ctx, proxy, entry, old, "replaced")
+		r.retire(ctx, proxy, entry, old, "replaced", r.Timing.Drain)
 		return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 	}
 	if err := r.ensureService(ctx, proxy); err != nil {
@@ -522,12 +536,16 @@ func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Prox
 // back as the Proxy's (mayRetire), beside the Proxy's own operations:
 // nothing waits for it. A failure is only an event: the instance is
 // neither current nor pending, so the garbage collector deletes it later.
-func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string) {
+// An instance that served through the Service drains first (drain.go).
+func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string, drain time.Duration) {
 	if ref.ProviderID == "" {
 		return
 	}
 	proxy, ref, name, providerID := proxy.DeepCopy(), ref.DeepCopy(), ref.Name, ref.ProviderID
 	r.ops.retire(ctx, entry.Name, providerID, func(ctx context.Context) {
+		if !sleep(ctx, drain) {
+			return
+		}
 		if !r.mayRetire(ctx, proxy, entry, ref, why) {
 			return
 		}

@@ -57,14 +57,15 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 		merge(res)
 	}
 	// The Service first: it stops sending clients to the replicas being
-	// removed before their VMs go.
+	// removed before their VMs go, and none goes while it may still.
 	if err := r.ensureService(ctx, proxy); err != nil {
 		if conflict := asConflict(err); conflict != nil {
 			return r.reportConflict(ctx, proxy, conflict)
 		}
 		errs = append(errs, err)
+	} else {
+		merge(r.removeReplicas(ctx, proxy, entry))
 	}
-	merge(r.removeReplicas(ctx, proxy, entry))
 	if err := r.writeStatus(ctx, proxy); err != nil {
 		errs = append(errs, err)
 	}
@@ -120,7 +121,7 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 	case old != nil:
 		r.event(proxy, corev1.EventTypeNormal, "Replaced", "Replace",
 			fmt.Sprintf("instance %s (%s) now serves replica %d; deleting %s", inst.Name, inst.IP, ro.index, old.Name))
-		r.retire(ctx, proxy, entry, old, "replaced")
+		r.retire(ctx, proxy, entry, old, "replaced", r.Timing.Drain)
 	case !wasReady:
 		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReady, "Serve",
 			fmt.Sprintf("replica %d answers at %s:%d", ro.index, inst.IP, portOf(proxy, inst)))
@@ -145,7 +146,7 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 		k := extra[i]
 		l := lane(proxy, k)
 		if r.ops.running(l) {
-			result = ctrl.Result{RequeueAfter: r.Timing.Poll}
+			result = soonest(result, r.Timing.Poll)
 			continue
 		}
 		sl := slot(proxy, k)
@@ -171,6 +172,13 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 				continue
 			}
 			id, uid := ref.ProviderID, string(proxy.UID)
+			if wait := r.drains.remaining(id, r.Timing.Drain); wait > 0 {
+				sl.Message = fmt.Sprintf("replica %d is beyond spec.replicas: out of the Service, draining for %s before its VMs are deleted; its address is released once they are gone",
+					k, wait.Round(time.Second))
+				result = soonest(result, wait)
+				gone = false
+				break
+			}
 			deleted, done, err := awaitIn(ctx, r.ops, proxy, l, entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
 				return deleteAndConfirm(ctx, entry.Provider, id, uid)
 			})
@@ -184,11 +192,12 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 				gone = false
 				break
 			}
+			r.drains.done(id)
 			ref.ProviderID = ""
 			ref.Name = ""
 		}
 		if !gone {
-			result = ctrl.Result{RequeueAfter: r.Timing.Poll}
+			result = soonest(result, r.Timing.Poll)
 			continue
 		}
 		dropSlot(proxy, k)
@@ -197,6 +206,14 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 		result = ctrl.Result{RequeueAfter: time.Millisecond}
 	}
 	return result
+}
+
+// soonest is res, or a requeue after d if that comes sooner.
+func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
+	if res.RequeueAfter == 0 || d < res.RequeueAfter {
+		res.RequeueAfter = d
+	}
+	return res
 }
 
 // dropSlot removes replica k's entry.

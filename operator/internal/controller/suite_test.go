@@ -87,6 +87,9 @@ var (
 	deleteGate atomic.Pointer[chan struct{}]
 	// gatedDeletes counts the Deletes that met a deleteGate.
 	gatedDeletes atomic.Int32
+	// deletedAt holds when each providerID's first Delete reached the
+	// provider (a time.Time).
+	deletedAt sync.Map
 )
 
 // testZonePrefix starts the zones the test provider accepts (and drops).
@@ -204,7 +207,8 @@ func run(m *testing.M, cfg *rest.Config) int {
 		Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, listener.Addr().String())
 		}, Timeout: time.Second},
-		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second},
+		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second,
+			Drain: testDrain},
 		Bounds: Bounds{Deadline: testDeadline},
 	}).SetupWithManager(context.Background(), mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -260,6 +264,7 @@ func (p *seamProvider) Get(ctx context.Context, providerID string) (contract.Ins
 }
 
 func (p *seamProvider) Delete(ctx context.Context, providerID string) error {
+	deletedAt.LoadOrStore(providerID, time.Now())
 	if gate := deleteGate.Load(); gate != nil {
 		gatedDeletes.Add(1)
 		select {

@@ -38,7 +38,9 @@ const proxyPort = 3128
 // Pod, through the Proxy's Service name, to the origin on the bridge,
 // which sees that address; refuses a client outside its allowed
 // networks; replaces the VM for a port change, break-before-make, on the
-// same address, measuring the outage; survives the leader's crash in the
+// same address, measuring the outage; runs two replicas, each on its own
+// address, rolls them and scales back to one with no request through the
+// Service failing (rollReplicas); survives the leader's crash in the
 // middle of a second Proxy's (DHCP) provisioning with one VM for it; and
 // leaves no domain or volume behind when the Proxies are deleted, the
 // address released only after its VM is gone.
@@ -208,6 +210,11 @@ func TestProxyBecomesAVM(t *testing.T) {
 	}
 	t.Logf("after the replacement a client Pod through %s reached the origin from %v", serviceURL, org.sources(afterPath))
 
+	// Two replicas, each on its own address, rolled one at a time and
+	// scaled back to one while a client of the Service sends requests.
+	rr := rollReplicas(ctx, t, k8s, cs, l, org, rep.proxy, addr)
+	newInstance = rr.instance
+
 	// The health checker reaches the same daemon and finds it usable.
 	checkProviderHealth(ctx, t, k8s, time.Minute)
 	// The metrics endpoint answers its scrapers, and only them.
@@ -265,12 +272,16 @@ func TestProxyBecomesAVM(t *testing.T) {
 
 	timings := fmt.Sprintf("install_to_rolled_out=%s\ncreated_to_address_known=%s\naddress_known_to_ready=%s\n"+
 		"created_to_ready=%s (create_returned=%s address=%s)\nready_to_pod_answer=%s (pod ran %s)\n"+
-		"replace_to_ready=%s\nreplace_outage=%s\nrelease_after_vm_gone=%s\n"+
+		"replace_to_ready=%s\nreplace_outage=%s\n"+
+		"replicas_scale_up=%s\nreplicas_roll=%s\nreplicas_scale_down=%s\nservice_requests=%d service_failed=%d\n"+
+		"release_after_vm_gone=%s\n"+
 		"leader_takeover=%s\nsecond_created_to_ready=%s\ndelete=%s\ndriver_total=%s\n",
 		installed.Round(time.Millisecond), allocatedAt.Sub(created).Round(time.Millisecond), readyAt.Sub(allocatedAt).Round(time.Millisecond),
 		readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second),
 		addressed.Sub(created).Round(time.Second), firstAt.Sub(readyAt).Round(time.Millisecond), podTook.Round(time.Millisecond),
-		replacedAt.Sub(replacing).Round(time.Millisecond), sw.outage().Round(time.Millisecond), released.Sub(vmGone).Round(time.Millisecond),
+		replacedAt.Sub(replacing).Round(time.Millisecond), sw.outage().Round(time.Millisecond),
+		rr.scaleUp.Round(time.Millisecond), rr.roll.Round(time.Millisecond), rr.scaleDown.Round(time.Millisecond), rr.sent, rr.failed,
+		released.Sub(vmGone).Round(time.Millisecond),
 		takeover.Round(time.Millisecond), secondReadyAt.Sub(secondCreated).Round(time.Millisecond),
 		deleted.Sub(deleting).Round(time.Millisecond), since(begin))
 	if err := os.WriteFile(filepath.Join(l.State, "timings"), []byte(timings), 0o644); err != nil {

@@ -11,6 +11,8 @@
 //	    to have seen the Pod's own address: nothing is masqueraded.
 //	probe through PROXY URL   GETs URL through the forward proxy PROXY
 //	                          (the end-to-end test's client Pod; through.go).
+//	probe loop PROXY URL EVERY  GETs URL through PROXY every EVERY until
+//	                          stopped, a line per request (loop.go).
 //
 // Only the standard library, so it builds anywhere and its image is one
 // static binary.
@@ -37,7 +39,7 @@ const (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: probe serve ADDR | probe check URL... | probe through PROXY URL")
+		fmt.Fprintln(os.Stderr, "usage: probe serve ADDR | probe check URL... | probe through PROXY URL | probe loop PROXY URL EVERY")
 		os.Exit(2)
 	}
 	var err error
@@ -52,8 +54,14 @@ func main() {
 			break
 		}
 		err = through(os.Args[2], os.Args[3], 2*time.Minute)
+	case "loop":
+		if len(os.Args) != 5 {
+			err = fmt.Errorf("loop: want PROXY URL EVERY, got %q", os.Args[2:])
+			break
+		}
+		err = loop(os.Args[2], os.Args[3], os.Args[4])
 	default:
-		err = fmt.Errorf("unknown mode %q: want serve, check or through", os.Args[1])
+		err = fmt.Errorf("unknown mode %q: want serve, check, through or loop", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)

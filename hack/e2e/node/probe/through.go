@@ -27,7 +27,7 @@ func through(proxy, target string, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		code, err := getThrough(ctx, c, target)
+		code, err := getThrough(ctx, c, target, true)
 		if err == nil {
 			if code != http.StatusOK {
 				return fmt.Errorf("GET %s through %s: status %d", target, proxy, code)
@@ -43,7 +43,9 @@ func through(proxy, target string, limit time.Duration) error {
 	}
 }
 
-func getThrough(ctx context.Context, c *http.Client, target string) (int, error) {
+// getThrough GETs target with c and, when show is set, prints the status,
+// the Via header and the body.
+func getThrough(ctx context.Context, c *http.Client, target string, show bool) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return 0, err
@@ -57,6 +59,8 @@ func getThrough(ctx context.Context, c *http.Client, target string) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	fmt.Printf("status: %s\nvia: %s\n%s\n", resp.Status, resp.Header.Get("Via"), body)
+	if show {
+		fmt.Printf("status: %s\nvia: %s\n%s\n", resp.Status, resp.Header.Get("Via"), body)
+	}
 	return resp.StatusCode, nil
 }

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// testDrain is the suite's Timing.Drain: long enough that a Delete sent
+// without waiting for it cannot look drained, short enough for the tests.
+const testDrain = time.Second
+
+// endpointLog records, every few milliseconds, which addresses the
+// Proxy's EndpointSlices list.
+type endpointLog struct {
+	mu    sync.Mutex
+	times []time.Time
+	sets  [][]string
+}
+
+func watchEndpoints(t *testing.T, p *v1alpha1.Proxy) *endpointLog {
+	t.Helper()
+	l := &endpointLog{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			got := allEndpoints(t, p)
+			l.mu.Lock()
+			l.times, l.sets = append(l.times, time.Now()), append(l.sets, got)
+			l.mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return l
+}
+
+// unlistedBefore returns how long before at the address was last seen
+// leaving the endpoints: from the first observation without it, after the
+// last one with it, to at. It is at most the real time out of the
+// Service. ok is false when the last observation before at still listed
+// it, or none did.
+func (l *endpointLog) unlistedBefore(addr string, at time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var left time.Time
+	listed := false
+	for i, seen := range l.times {
+		if seen.After(at) {
+			break
+		}
+		switch has := slices.Contains(l.sets[i], addr); {
+		case has:
+			listed, left = true, time.Time{}
+		case listed && left.IsZero():
+			left = seen
+		}
+	}
+	if left.IsZero() {
+		return 0, false
+	}
+	return at.Sub(left), true
+}
+
+// checkDrained checks that the VM id, which served at addr, was deleted
+// and only testDrain after it left the Proxy's endpoints (with half of it
+// allowed for the log's polling).
+func checkDrained(t *testing.T, l *endpointLog, what, id, addr string) {
+	t.Helper()
+	var at time.Time
+	eventually(t, what+": the old VM "+id+" is deleted", func() bool {
+		v, ok := deletedAt.Load(id)
+		if ok {
+			at = v.(time.Time)
+		}
+		return ok
+	})
+	gap, ok := l.unlistedBefore(addr, at)
+	switch {
+	case !ok:
+		t.Errorf("%s: VM %s was deleted while the Service still listed %s", what, id, addr)
+	case gap < testDrain/2:
+		t.Errorf("%s: VM %s was deleted %s after %s left the Service; want a drain of %s", what, id, gap.Round(time.Millisecond), addr, testDrain)
+	default:
+		t.Logf("%s: VM %s deleted %s after %s left the Service", what, id, gap.Round(time.Millisecond), addr)
+	}
+}
+
+// A VM that served through the Service is deleted only a drain after it
+// left the Service's endpoints, so its clients are not sent to a VM that
+// is gone: the replicas replaced one by one on their addresses, the
+// replica a scale-down removes, and the old VM of a one-replica Proxy
+// replaced make-before-break.
+func TestServingVMsDrainBeforeTheyAreDeleted(t *testing.T) {
+	t.Run("rolling and scale-down", func(t *testing.T) {
+		newPool(t, "rep-drain", "198.51.100.160-198.51.100.161")
+		p := newProxy(t, "rep-drain", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "rep-drain" })
+		playGuests(t, p)
+		before := readyN(t, p, 2)
+		log := watchEndpoints(t, p)
+		updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
+		for _, r := range before.Status.Replicas {
+			checkDrained(t, log, fmt.Sprintf("replica %d replaced", r.Index), r.Instance.ProviderID, r.Address)
+		}
+		rolled := readyN(t, p, 2)
+		updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
+		gone := replicaOf(&rolled.Status, 1)
+		checkDrained(t, log, "replica 1 scaled away", gone.Instance.ProviderID, gone.Address)
+	})
+	t.Run("make-before-break", func(t *testing.T) {
+		p := newProxy(t, "drain-mbb", nil)
+		bootGuest(t, p, current)
+		old := waitReady(t, p).Status.Instance
+		log := watchEndpoints(t, p)
+		updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
+		bootGuest(t, p, replacement)
+		checkDrained(t, log, "one replica replaced", old.ProviderID, old.IP)
+	})
+}
