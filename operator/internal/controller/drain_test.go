@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -26,18 +25,22 @@ type endpointLog struct {
 func watchEndpoints(t *testing.T, p *v1alpha1.Proxy) *endpointLog {
 	t.Helper()
 	l := &endpointLog{}
-	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for ctx.Err() == nil {
+		for {
 			got := allEndpoints(t, p)
 			l.mu.Lock()
 			l.times, l.sets = append(l.times, time.Now()), append(l.sets, got)
 			l.mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() { close(stop); wg.Wait() })
 	return l
 }
 

@@ -212,7 +212,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 
 	// Two replicas, each on its own address, rolled one at a time and
 	// scaled back to one while a client of the Service sends requests.
-	rr := rollReplicas(ctx, t, k8s, cs, l, org, rep.proxy, addr)
+	rr := rollReplicas(t, k8s, cs, l, org, rep.proxy, addr)
 	newInstance = rr.instance
 
 	// The health checker reaches the same daemon and finds it usable.

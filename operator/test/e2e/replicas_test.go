@@ -38,8 +38,9 @@ type rolled struct {
 // scaled away. Each replica keeps its address; the origin sees only
 // them; no request fails: a replica leaves the Service and drains before
 // its VM is deleted (docs/addresses.md).
-func rollReplicas(ctx context.Context, t *testing.T, k8s client.Client, cs kubernetes.Interface, l lane, org *origin, p *v1alpha1.Proxy, addr string) rolled {
+func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l lane, org *origin, p *v1alpha1.Proxy, addr string) rolled {
 	t.Helper()
+	ctx := t.Context()
 	var out rolled
 	key := client.ObjectKeyFromObject(p)
 	scaling := time.Now()
