@@ -69,6 +69,8 @@ type ProxyReconciler struct {
 	ops *Operations
 	// drains times the VMs leaving the Service (drain.go).
 	drains drains
+	// probeFailures counts serving instances' failed probes (readiness.go).
+	probeFailures probeFailures
 }
 
 // DefaultDrain is Timing.Drain's default: kube-proxy's iptables and
@@ -479,9 +481,17 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 	s := &proxy.Status
 	target := ro.ref(proxy)
 	if err := probed; err != nil {
+		if serving(proxy, ro) {
+			if n := r.probeFailures.failed(target.ProviderID); n < failureThreshold {
+				logf.FromContext(ctx).Info("probe failed; the proxy keeps serving until more fail in a row",
+					"failures", n, "threshold", failureThreshold, "error", err.Error())
+				return ctrl.Result{RequeueAfter: r.Timing.Probe}, nil
+			}
+		}
 		r.setProgress(proxy, ro, v1alpha1.ReasonProxyUnreachable, err.Error())
 		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
+	r.probeFailures.answered(target.ProviderID)
 	if multi(proxy) {
 		return r.serveReplica(ctx, proxy, entry, ro)
 	}
@@ -679,7 +689,10 @@ func (r *ProxyReconciler) event(proxy *v1alpha1.Proxy, eventType, reason, action
 func observe(ref *v1alpha1.InstanceRef, inst contract.Instance) {
 	ref.ProviderID, ref.State, ref.IP = inst.ProviderID, string(inst.State), inst.IP
 	if !inst.CreatedAt.IsZero() {
-		t := metav1.NewTime(inst.CreatedAt)
+		// In whole seconds, as the API server keeps it: a backend's
+		// sub-second digits (vSphere's) would make every resync's status
+		// differ from the cached one and send a write.
+		t := metav1.NewTime(inst.CreatedAt).Rfc3339Copy()
 		ref.CreatedAt = &t
 	}
 }

@@ -87,10 +87,18 @@ var (
 	deleteGate atomic.Pointer[chan struct{}]
 	// gatedDeletes counts the Deletes that met a deleteGate.
 	gatedDeletes atomic.Int32
+	// failingProbes is how many of the next probes the stand-in proxy
+	// leaves unanswered, whatever proxyUp says.
+	failingProbes atomic.Int32
+	// probesAnswered counts the probes the stand-in proxy answered.
+	probesAnswered atomic.Int64
 	// deletedAt holds when each providerID's first Delete reached the
 	// provider (a time.Time).
 	deletedAt sync.Map
 )
+
+// suiteResync is the suite's Timing.Resync: a Ready Proxy's check period.
+const suiteResync = 300 * time.Millisecond
 
 // testZonePrefix starts the zones the test provider accepts (and drops).
 const testZonePrefix = "test-zone-"
@@ -171,7 +179,16 @@ func run(m *testing.M, cfg *rest.Config) int {
 		CheckInterval: time.Hour,
 	}, slow)
 
-	listener, err := probetest.StandIn(proxyUp.Load)
+	listener, err := probetest.StandIn(func() bool {
+		if failingProbes.Load() > 0 && failingProbes.Add(-1) >= 0 {
+			return false
+		}
+		up := proxyUp.Load()
+		if up {
+			probesAnswered.Add(1)
+		}
+		return up
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -207,7 +224,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, listener.Addr().String())
 		}, Timeout: time.Second},
-		Timing: Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second,
+		Timing: Timing{Poll: 100 * time.Millisecond, Resync: suiteResync, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second,
 			Drain: testDrain},
 		Bounds: Bounds{Deadline: testDeadline},
 	}).SetupWithManager(context.Background(), mgr); err != nil {
@@ -249,11 +266,24 @@ func (p *seamProvider) Create(ctx context.Context, req contract.CreateRequest) (
 	if err != nil {
 		return inst, err
 	}
+	inst.CreatedAt = subSecond(inst.CreatedAt)
 	return inst, p.holder.wait(ctx, req.Name, inst)
+}
+
+// subSecond gives a creation time the fraction of a second a real
+// backend's carries (vSphere's config.createDate is an xsd:dateTime with
+// sub-second digits; the memory cloud keeps whole seconds), the same on
+// every read. The API server stores status times in whole seconds.
+func subSecond(t time.Time) time.Time {
+	if t.IsZero() || t.Nanosecond() != 0 {
+		return t
+	}
+	return t.Add(123456789 * time.Nanosecond)
 }
 
 func (p *seamProvider) Get(ctx context.Context, providerID string) (contract.Instance, error) {
 	inst, err := p.Provider.Get(ctx, providerID)
+	inst.CreatedAt = subSecond(inst.CreatedAt)
 	if _, ok := stopped.Load(providerID); ok && err == nil && inst.State == contract.StateRunning {
 		inst.State = contract.StateStopped
 	}

@@ -168,7 +168,11 @@ func waitReplicas(ctx context.Context, t *testing.T, k8s client.Client, key clie
 			if r.Instance != nil {
 				name = r.Instance.Name
 			}
-			states = append(states, fmt.Sprintf("%d %s %s %s", r.Index, name, r.Reason, r.Address))
+			state := fmt.Sprintf("%d %s %s %s", r.Index, name, r.Reason, r.Address)
+			if !r.Ready {
+				state += " (" + r.Message + ")"
+			}
+			states = append(states, state)
 			if r.Instance == nil || r.Replacement != nil || !r.Ready || (before != nil && before[r.Index] == name) {
 				done = false
 			}

@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// A serving proxy that misses a probe or two keeps serving: on a busy
+// host a probe times out while the proxy is fine (make e2e saw a replica
+// leave the Service for one probe while its neighbour booted). It is not
+// Ready only after failureThreshold probes in a row fail, and is again at
+// the next answer.
+func TestServingProxyLeavesOnlyAfterProbesInARowFail(t *testing.T) {
+	p := newProxy(t, "flaky-probe", nil)
+	ip := bootGuest(t, p, current)
+	waitReady(t, p)
+
+	// Watch the Ready condition and the endpoints until told to stop.
+	var mu sync.Mutex
+	var lost []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			got := get(t, p)
+			c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+			eps := allEndpoints(t, p)
+			if c == nil || c.Status != "True" || !slices.Contains(eps, ip) {
+				why := "no Ready condition"
+				if c != nil {
+					why = c.Reason + ": " + c.Message
+				}
+				mu.Lock()
+				lost = append(lost, why)
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	failingProbes.Store(failureThreshold - 1)
+	eventually(t, "the failing probes are spent", func() bool { return failingProbes.Load() <= 0 })
+	// A probe that answers follows: the count starts again.
+	waitProbed(t)
+	failingProbes.Store(failureThreshold - 1)
+	eventually(t, "the failing probes are spent again", func() bool { return failingProbes.Load() <= 0 })
+	waitProbed(t)
+	close(stop)
+	wg.Wait()
+	if len(lost) > 0 {
+		t.Errorf("%d failed probes in a row (twice) took the proxy out of service: %v", failureThreshold-1, slices.Compact(lost))
+	}
+
+	// A proxy that stops answering is not Ready once the threshold is met.
+	failingProbes.Store(1 << 30)
+	defer failingProbes.Store(0)
+	eventually(t, "ProxyUnreachable after the threshold", func() bool {
+		return readyCondition(get(t, p)).Reason == v1alpha1.ReasonProxyUnreachable
+	})
+	failingProbes.Store(0)
+	waitReady(t, p)
+}
+
+// waitProbed waits until the stand-in proxy answered a probe: the next
+// one after failingProbes ran out, at most a resync later.
+func waitProbed(t *testing.T) {
+	t.Helper()
+	before := probesAnswered.Load()
+	deadline := time.Now().Add(20 * time.Second)
+	for probesAnswered.Load() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
