@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"text/template"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -118,9 +119,14 @@ func Render(p Proxy) ([]byte, error) {
 }
 
 // Both templates write the configuration before the service starts (write
-// files run early in boot), so the proxy comes up configured; the restart
-// only matters when the image already ran the service.
-var tinyproxyTmpl = template.Must(template.New("tinyproxy").Parse(`#cloud-config
+// files run in cloud-init's init stage, which the image's services follow),
+// so the proxy comes up configured; runcmd (the final stage, later) then
+// starts the service, and restarts it only if it started before its
+// configuration was written (an image that runs it earlier). Restarting
+// one that runs the configuration cuts clients off: the operator serves a
+// VM as soon as its proxy answers, before cloud-init has finished, and
+// make e2e saw that restart refuse requests through the Service.
+var tinyproxyTmpl = template.Must(template.New("tinyproxy").Funcs(funcs).Parse(`#cloud-config
 hostname: {{ .Hostname }}
 write_files:
   - path: /etc/tinyproxy/tinyproxy.conf
@@ -144,13 +150,12 @@ write_files:
 {{- end }}
 {{- end }}
 runcmd:
-  - [systemctl, enable, tinyproxy]
-  - [systemctl, restart, tinyproxy]
+  - [sh, -c, {{ startScript }}, start-proxy, tinyproxy, /etc/tinyproxy/tinyproxy.conf]
 `))
 
 // The squid configuration replaces Debian's whole squid.conf, whose default
 // rules allow every private network.
-var squidTmpl = template.Must(template.New("squid").Parse(`#cloud-config
+var squidTmpl = template.Must(template.New("squid").Funcs(funcs).Parse(`#cloud-config
 hostname: {{ .Hostname }}
 write_files:
   - path: /etc/squid/squid.conf
@@ -179,6 +184,23 @@ write_files:
       never_direct allow all
 {{- end }}
 runcmd:
-  - [systemctl, enable, squid]
-  - [systemctl, restart, squid]
+  - [sh, -c, {{ startScript }}, start-proxy, squid, /etc/squid/squid.conf]
 `))
+
+// startScript enables the service $1 and restarts it unless it runs
+// already and started after its configuration $2 was last written, in a
+// later second (whole seconds: a start in the same second may have read
+// the file before the write). Anything it cannot tell — a service never
+// started, a systemctl or date that does not answer — restarts it.
+var startScript = strings.Join([]string{
+	`systemctl enable "$1"`,
+	`started=$(systemctl show -p ExecMainStartTimestamp --value "$1") || started=`,
+	`if systemctl -q is-active "$1" && [ -n "$started" ] && [ "$(date -d "$started" +%s)" -gt "$(stat -c %Y "$2")" ]; then exit 0; fi`,
+	`exec systemctl restart "$1"`,
+}, "; ")
+
+// funcs gives the templates startScript as a YAML single-quoted scalar, on
+// one line (YAML folds a line break in it into a space).
+var funcs = template.FuncMap{"startScript": func() string {
+	return "'" + strings.ReplaceAll(startScript, "'", "''") + "'"
+}}
