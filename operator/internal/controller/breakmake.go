@@ -38,8 +38,12 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 	instance, replacement := refs(proxy, k)
 	old, next := *instance, *replacement
 	if old.ProviderID != "" {
-		msg := fmt.Sprintf("replacing instance %s with %s on address %s: the old VM is deleted first, and the proxy is down until the new one answers",
-			old.Name, next.Name, ipOf(next.Address))
+		down := "the proxy is down until the new one answers"
+		if multi(proxy) {
+			down = "this replica is out of the Service until the new one answers; the others serve"
+		}
+		msg := fmt.Sprintf("replacing instance %s with %s on address %s: the old VM is deleted first, and %s",
+			old.Name, next.Name, ipOf(next.Address), down)
 		r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, msg)
 		id, uid := old.ProviderID, string(proxy.UID)
 		drain := time.Duration(0)
