@@ -52,6 +52,6 @@ func (p *Provider) markDeleting(ctx context.Context, vm vmRead) error {
 		if err != nil {
 			return err
 		}
-		return task.Wait(ctx)
+		return waitShortTask(ctx, c, task)
 	})
 }

@@ -633,7 +633,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 			if err != nil {
 				return err
 			}
-			if err := task.Wait(ctx); err != nil && !isAlreadyOff(err) {
+			if err := waitShortTask(ctx, c, task); err != nil && !isAlreadyOff(err) {
 				return err
 			}
 		}
@@ -641,7 +641,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		if err != nil {
 			return err
 		}
-		return task.Wait(ctx)
+		return waitShortTask(ctx, c, task)
 	})
 	if err != nil && !errors.Is(err, contract.ErrNotFound) {
 		return err
