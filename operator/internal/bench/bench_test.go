@@ -3,18 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/session"
-	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 )
 
 // BenchmarkReady measures Proxy created → Ready through the operator, and
@@ -50,6 +40,7 @@ func BenchmarkReady(b *testing.B) {
 	}
 	// Warm both paths once, untimed: the SOAP sessions, the provider's
 	// inventory cache and the API server's first writes are one-off costs.
+	defer startInProcess(b)()
 	throughSDK(b, 1)
 	throughOperator(b, 1)
 	for _, c := range cases {
@@ -115,24 +106,11 @@ func throughOperator(b *testing.B, n int) (time.Duration, float64, float64) {
 	before := calls.Load()
 	start := time.Now()
 	for i := range n {
-		p := &v1alpha1.Proxy{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns},
-			Spec: v1alpha1.ProxySpec{Provider: "bench", Port: 3128,
-				Placement: v1alpha1.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"}},
-		}
-		if err := k8s.Create(ctx, p); err != nil {
+		if err := k8s.Create(ctx, benchProxy(ns, i)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool {
-		ready := 0
-		for _, p := range ps {
-			if p.Status.Phase == v1alpha1.PhaseReady {
-				ready++
-			}
-		}
-		return ready == n
-	})
+	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return countReady(ps) == n })
 	elapsed := time.Since(start)
 	created := calls.Load() - before
 
@@ -149,6 +127,15 @@ func throughOperator(b *testing.B, n int) (time.Duration, float64, float64) {
 	deleteServices(b, ns)
 	b.StartTimer()
 	return elapsed, float64(created) / float64(n), float64(resync) / float64(3*n)
+}
+
+// benchProxy is the i-th Proxy of a benchmark in ns.
+func benchProxy(ns string, i int) *v1alpha1.Proxy {
+	return &v1alpha1.Proxy{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns},
+		Spec: v1alpha1.ProxySpec{Provider: "bench", Port: 3128,
+			Placement: v1alpha1.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"}},
+	}
 }
 
 // deleteServices deletes the namespace's Services, which Kubernetes'
@@ -224,100 +211,12 @@ func waitProxies(b *testing.B, ns string, done func([]v1alpha1.Proxy) bool) {
 }
 
 func throughSDK(b *testing.B, n int) (time.Duration, float64) {
-	ctx := context.Background()
-	u, _ := url.Parse(front.URL + "/sdk")
-	c, err := vim25.NewClient(ctx, soap.NewClient(u, true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := session.NewManager(c).Login(ctx, url.UserPassword(user, password)); err != nil {
-		b.Fatal(err)
-	}
-	f := find.NewFinder(c, true)
-	dc, err := f.Datacenter(ctx, "DC0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	f.SetDatacenter(dc)
-	tmpl, err := f.VirtualMachine(ctx, "/DC0/vm/"+devsim.Template)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir, err := f.Folder(ctx, devsim.Folder)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pool, err := f.ResourcePool(ctx, devsim.ResourcePool)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ds, err := f.Datastore(ctx, devsim.Datastore)
-	if err != nil {
-		b.Fatal(err)
-	}
-	poolRef, dsRef := pool.Reference(), ds.Reference()
-	prefix := fmt.Sprintf("sdk-%d", time.Now().UnixNano()%1e9)
-
+	sdk := loginSDK(b)
 	before := calls.Load()
-	start := time.Now()
-	names := make(chan string, n)
-	for i := range n {
-		names <- fmt.Sprintf("%s-%d", prefix, i)
-	}
-	close(names)
-	var wg sync.WaitGroup
-	var vms sync.Map
-	for range workers {
-		wg.Go(func() {
-			for name := range names {
-				task, err := tmpl.Clone(ctx, dir, name, types.VirtualMachineCloneSpec{
-					Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
-					Config:   &types.VirtualMachineConfigSpec{NumCPUs: 1, MemoryMB: 1024},
-				})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				info, err := task.WaitForResult(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				vm := object.NewVirtualMachine(c, info.Result.(types.ManagedObjectReference))
-				vms.Store(name, vm)
-				if task, err = vm.PowerOn(ctx); err != nil || task.Wait(ctx) != nil {
-					b.Errorf("power on %s: %v", name, err)
-					return
-				}
-				for {
-					var props mo.VirtualMachine
-					if err := vm.Properties(ctx, vm.Reference(), []string{"guest.ipAddress"}, &props); err != nil {
-						b.Error(err)
-						return
-					}
-					if props.Guest != nil && props.Guest.IpAddress != "" {
-						break
-					}
-					time.Sleep(poll)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, vms := sdk.create(b, n, workers)
 	created := calls.Load() - before
-
 	b.StopTimer()
-	vms.Range(func(_, v any) bool {
-		vm := v.(*object.VirtualMachine)
-		if task, err := vm.PowerOff(ctx); err == nil {
-			_ = task.Wait(ctx)
-		}
-		if task, err := vm.Destroy(ctx); err == nil {
-			_ = task.Wait(ctx)
-		}
-		return true
-	})
+	sdk.destroy(b, vms, workers)
 	b.StartTimer()
 	return elapsed, float64(created) / float64(n)
 }

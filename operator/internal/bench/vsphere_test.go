@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -40,15 +39,26 @@ var (
 	k8s   client.WithWatch
 	front *httptest.Server
 	calls atomic.Int64 // SOAP requests through the front: the paths' own
+	// received counts the bytes of the SOAP answers through the front.
+	received atomic.Int64
+	// restConfig reaches the API server; providersConfig is the
+	// operator's config for the front.
+	restConfig      *rest.Config
+	providersConfig string
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(operatorProcess())
+	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run hack/bench-vsphere.sh")
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run hack/bench-vsphere.sh or hack/bench-fleet.sh")
 		os.Exit(1)
 	}
 	logf.SetLogger(logr.Discard())
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	// A fleet's Services need more ClusterIPs than envtest's /24 holds.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -74,48 +84,64 @@ func run(m *testing.M, cfg *rest.Config) int {
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(backend) }}
 	front = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
-		proxy.ServeHTTP(w, r)
+		proxy.ServeHTTP(countingWriter{w}, r)
 	}))
 	defer front.Close()
 	go sim.PlayGuests(ctx, poll/2, nil)
 
+	restConfig = cfg
 	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	configPath, standIn, err := operatorConfig(ctx)
+	dir, err := os.MkdirTemp("", "bench-vsphere")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = os.RemoveAll(filepath.Dir(configPath)) }()
+	defer func() { _ = os.RemoveAll(dir) }()
+	if providersConfig, err = writeProvidersConfig(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// countingWriter adds the bytes of each SOAP answer to received.
+type countingWriter struct{ http.ResponseWriter }
+
+func (w countingWriter) Write(b []byte) (int, error) {
+	received.Add(int64(len(b)))
+	return w.ResponseWriter.Write(b)
+}
+
+// startInProcess runs the operator in this process, with the probe
+// pointed at a stand-in proxy, until the returned stop is called.
+func startInProcess(b *testing.B) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	standIn, err := devsim.StandInProxy(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
 	go func() {
-		err := app.Run(ctx, app.Options{ConfigPath: configPath, Registry: devsim.Registry(), MetricsAddr: "0", ProbeAddr: "0",
-			RestConfig: func() (*rest.Config, error) { return cfg, nil },
+		defer close(done)
+		err := app.Run(ctx, app.Options{ConfigPath: providersConfig, Registry: devsim.Registry(), MetricsAddr: "0", ProbeAddr: "0",
+			RestConfig: func() (*rest.Config, error) { return restConfig, nil },
 			Prober:     probe.HTTPProxy{Dial: devsim.Dialer(standIn)},
 			Timing:     controller.Timing{Poll: poll, Resync: time.Second},
 		})
 		if err != nil && ctx.Err() == nil {
-			fmt.Fprintln(os.Stderr, "operator:", err)
+			b.Error("operator:", err)
 		}
 	}()
-	return m.Run()
+	return func() { cancel(); <-done }
 }
 
-// operatorConfig writes the providers config for the front and starts the
-// stand-in proxy the probe reaches.
-func operatorConfig(ctx context.Context) (string, net.Listener, error) {
-	dir, err := os.MkdirTemp("", "bench-vsphere")
-	if err != nil {
-		return "", nil, err
-	}
-	cfg, err := devsim.WriteProvidersConfig(dir, devsim.Provider{
+// writeProvidersConfig writes the providers config for the front into dir.
+func writeProvidersConfig(dir string) (string, error) {
+	return devsim.WriteProvidersConfig(dir, devsim.Provider{
 		Name: "bench", Server: front.URL + "/sdk", Cert: front.Certificate(), User: user, Password: password,
 		Extra: "    checkInterval: 1h\n    limits: {qps: 1000, burst: 1000, concurrency: 16}\n",
 	})
-	if err != nil {
-		return "", nil, err
-	}
-	l, err := devsim.StandInProxy(ctx)
-	return cfg, l, err
 }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Benchmark: a fleet of Proxies made and deleted at once through the
+# operator (a process of its own) against the bare govmomi sequence at the
+# same concurrency, on the same vcsim, in the same run (issue 19;
+# docs/performance.md). Prints the benchmark's lines, then per size and
+# clone latency the operator/bare ratios and the operator's costs.
+#   hack/bench-fleet.sh [sizes] [clone latencies]   # default: 100,300,1000  0s,1s
+#   BENCH_RESYNC=10s sets the operator's Ready resync period.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(hack/control-plane.sh)}
+export BENCH_FLEET=${1:-100,300,1000} BENCH_CLONE=${2:-0s,1s}
+out=$(cd operator && go test -run '^$' -bench '^BenchmarkFleet$' -benchtime 1x -timeout 3h ./internal/bench/ 2>&1) || { echo "$out" >&2; exit 1; }
+grep '^BenchmarkFleet' <<<"$out"
+awk '
+  /^BenchmarkFleet\// {
+    split($1, name, "/"); c = name[3]; sub(/-[0-9]+$/, "", c)
+    for (i = 3; i < NF; i += 2) v[name[2] "|" c "|" $(i+1)] = $i
+    if (!(c in seen)) { seen[c] = 1; order[++n] = c }
+  }
+  END {
+    for (k = 1; k <= n; k++) {
+      c = order[k]; o = "operator|" c "|"; s = "sdk|" c "|"
+      printf "%s: create %.1f s / bare %.1f s (%.2fx); delete %.1f s / bare %.1f s (%.2fx, target <= 1.3)\n", c,
+        v[o "create-ms"] / 1000, v[s "create-ms"] / 1000, v[o "create-ms"] / v[s "create-ms"],
+        v[o "delete-ms"] / 1000, v[s "delete-ms"] / 1000, v[o "delete-ms"] / v[s "delete-ms"]
+      printf "  SOAP per create %.1f (bare %.1f), per delete %.1f (bare %.1f; target <= 6), per Proxy per resync %.2f (target <= 1)\n",
+        v[o "calls/create"], v[s "calls/create"], v[o "calls/delete"], v[s "calls/delete"], v[o "calls/resync"]
+      printf "  API writes per Proxy per resync %.3f (target 0); API requests per Proxy %.1f; peak RSS %.0f MiB (target <= 150 at 1000)\n",
+        v[o "writes/resync"], v[o "api/proxy"], v[o "peak-MiB"]
+      printf "  GC sweep of the fleet: %.0f ms, %d SOAP calls, %.0f KiB\n", v[o "sweep-ms"], v[o "sweep-calls"], v[o "sweep-KiB"]
+    }
+  }' <<<"$out"
