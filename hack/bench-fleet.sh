@@ -29,5 +29,7 @@ awk '
       printf "  API writes per Proxy per resync %.3f (target 0); API requests per Proxy %.1f; peak RSS %.0f MiB (target <= 150 at 1000)\n",
         v[o "writes/resync"], v[o "api/proxy"], v[o "peak-MiB"]
       printf "  GC sweep of the fleet: %.0f ms, %d SOAP calls, %.0f KiB\n", v[o "sweep-ms"], v[o "sweep-calls"], v[o "sweep-KiB"]
+      printf "  workqueue, mean per item: creating %.0f ms queued, %.1f ms reconciling; deleting %.0f ms queued, %.1f ms reconciling\n",
+        v[o "create-queued-ms"], v[o "create-reconcile-ms"], v[o "delete-queued-ms"], v[o "delete-reconcile-ms"]
     }
   }' <<<"$out"

@@ -45,7 +45,9 @@ const resyncPeriods = 2
 // resync period), writes/resync (API writes per Proxy per period),
 // api/proxy (API requests per Proxy from create to gone, steady state
 // excluded), peak-MiB, and sweep-ms, sweep-calls, sweep-KiB: one GC
-// listing of the whole fleet through the same provider code.
+// listing of the whole fleet through the same provider code; and from the
+// workqueue's metrics, the mean time a Proxy waited in the queue and a
+// reconcile took, while creating and while deleting.
 func BenchmarkFleet(b *testing.B) {
 	sizes := envList(b, "BENCH_FLEET", "100", func(s string) (int, error) { return strconv.Atoi(s) })
 	clones := envList(b, "BENCH_CLONE", "0s", time.ParseDuration)
@@ -93,13 +95,15 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	}
 	defer deleteServices(b, ns)
 
-	apiBefore, before, start := op.apiRequests(b), calls.Load(), time.Now()
+	apiBefore, before, start, queued := op.apiRequests(b), calls.Load(), time.Now(), op.queue(b)
 	createProxies(b, ns, n)
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return countReady(ps) == n })
 	created, createCalls := time.Since(start), calls.Load()-before
 	apiCreate := op.apiRequests(b) - apiBefore
+	createWait, createWork := op.queue(b).since(queued)
 
 	sweepMs, sweepCalls, sweepBytes := fleetSweep(b, n)
+	op.heapProfile(b)
 
 	// Steady state: one period to let the last writes settle, then count.
 	time.Sleep(resync)
@@ -108,13 +112,14 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	perResync := float64(calls.Load()-before) / float64(resyncPeriods*n)
 	writes := (op.apiRequests(b, "POST", "PUT", "PATCH", "DELETE") - writesBefore) / float64(resyncPeriods*n)
 
-	apiBefore, before, start = op.apiRequests(b), calls.Load(), time.Now()
+	apiBefore, before, start, queued = op.apiRequests(b), calls.Load(), time.Now(), op.queue(b)
 	if err := k8s.DeleteAllOf(ctx, &v1alpha1.Proxy{}, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return len(ps) == 0 })
 	deleted, deleteCalls := time.Since(start), calls.Load()-before
 	apiDelete := op.apiRequests(b) - apiBefore
+	deleteWait, deleteWork := op.queue(b).since(queued)
 
 	b.ReportMetric(float64(created.Milliseconds()), "create-ms")
 	b.ReportMetric(float64(deleted.Milliseconds()), "delete-ms")
@@ -127,6 +132,10 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	b.ReportMetric(sweepMs, "sweep-ms")
 	b.ReportMetric(sweepCalls, "sweep-calls")
 	b.ReportMetric(sweepBytes/1024, "sweep-KiB")
+	b.ReportMetric(createWait, "create-queued-ms")
+	b.ReportMetric(createWork, "create-reconcile-ms")
+	b.ReportMetric(deleteWait, "delete-queued-ms")
+	b.ReportMetric(deleteWork, "delete-reconcile-ms")
 }
 
 // createProxies creates n Proxies in ns, fleetWorkers at a time, as a

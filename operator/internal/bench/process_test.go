@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/tools/clientcmd"
@@ -38,12 +42,26 @@ const (
 	childMetrics   = "BENCH_METRICS_ADDR"     // plain-HTTP metrics endpoint
 	childHealth    = "BENCH_HEALTH_ADDR"      // /readyz
 	childResync    = "BENCH_RESYNC"           // the Ready resync period
+	// childHeapProfile, when set, is where the operator process writes
+	// its heap profile on SIGUSR1 (go tool pprof reads it): the fleet
+	// benchmark asks for it once the fleet is Ready.
+	childHeapProfile = "BENCH_HEAP_PROFILE"
 )
 
 // operatorProcess is the operator mode: it runs until SIGTERM.
 func operatorProcess() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	ctrl.SetLogger(logr.Discard())
+	if path := os.Getenv(childHeapProfile); path != "" {
+		asked := make(chan os.Signal, 1)
+		signal.Notify(asked, syscall.SIGUSR1)
+		go func() {
+			for range asked {
+				writeHeapProfile(path)
+			}
+		}()
+	}
 	resync, err := time.ParseDuration(os.Getenv(childResync))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, childResync, err)
@@ -66,6 +84,43 @@ func operatorProcess() int {
 		return 1
 	}
 	return 0
+}
+
+// writeHeapProfile collects garbage and writes the heap profile to path.
+func writeHeapProfile(path string) {
+	runtime.GC()
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	_ = os.Rename(path+".tmp", path)
+}
+
+// heapProfile asks the process for its heap profile, if the run wants
+// one (BENCH_HEAP_PROFILE), and waits for it.
+func (c *child) heapProfile(b *testing.B) {
+	b.Helper()
+	path := os.Getenv(childHeapProfile)
+	if path == "" {
+		return
+	}
+	_ = os.Remove(path)
+	if err := c.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		b.Fatal(err)
+	}
+	for range 100 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.Fatalf("no heap profile at %s", path)
 }
 
 // child is an operator process started by startChild.
@@ -138,6 +193,54 @@ func (c *child) peakRSS(b *testing.B) float64 {
 // is in methods (all, if none), from client-go's rest_client_requests_total.
 func (c *child) apiRequests(b *testing.B, methods ...string) float64 {
 	b.Helper()
+	total := 0.0
+	for _, m := range c.scrape(b)["rest_client_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "method" && (len(methods) == 0 || slices.Contains(methods, l.GetValue())) {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// queue is the Proxy controller's workqueue so far: how long items waited
+// in it and how long their reconciles took (controller-runtime's
+// workqueue_queue_duration_seconds and workqueue_work_duration_seconds).
+type queue struct{ waited, worked, items float64 }
+
+func (c *child) queue(b *testing.B) queue {
+	b.Helper()
+	families := c.scrape(b)
+	var q queue
+	sum := func(name string) (float64, float64) {
+		for _, m := range families[name].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == "proxy" {
+					return m.GetHistogram().GetSampleSum(), float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+		return 0, 0
+	}
+	q.waited, q.items = sum("workqueue_queue_duration_seconds")
+	q.worked, _ = sum("workqueue_work_duration_seconds")
+	return q
+}
+
+// since reports the mean wait and reconcile, in ms, of the items since
+// before.
+func (q queue) since(before queue) (waitMs, workMs float64) {
+	n := q.items - before.items
+	if n == 0 {
+		return 0, 0
+	}
+	return 1000 * (q.waited - before.waited) / n, 1000 * (q.worked - before.worked) / n
+}
+
+// scrape reads the operator's metrics.
+func (c *child) scrape(b *testing.B) map[string]*dto.MetricFamily {
+	b.Helper()
 	resp, err := http.Get("http://" + c.metrics + "/metrics")
 	if err != nil {
 		b.Fatal(err)
@@ -148,15 +251,7 @@ func (c *child) apiRequests(b *testing.B, methods ...string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	total := 0.0
-	for _, m := range families["rest_client_requests_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "method" && (len(methods) == 0 || slices.Contains(methods, l.GetValue())) {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
+	return families
 }
 
 // writeKubeconfig writes a kubeconfig for the envtest API server.
