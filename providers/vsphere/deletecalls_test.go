@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"regexp"
 	"strings"
@@ -34,11 +35,15 @@ func (l *methodLog) watch(v *vcsim) (stop func()) {
 	return func() { v.tap.Store(nil) }
 }
 
-// TestDeleteCalls reports the SOAP methods one Delete of a running VM
-// makes, and the ListByTag by UID the operator's sweep makes before and
-// after it (issue 19: ~21 calls a Proxy's delete). It fails only if a
-// step made none.
-func TestDeleteCalls(t *testing.T) {
+// TestCallsPerStep pins the SOAP calls of the steps a Proxy's life makes
+// once the session and the folder are known (issue 19: a Delete was 20
+// calls and each of the two listings of the operator's sweep 3, a Get 2).
+// A listing reads each region's folder view in one call (the first makes
+// them); a Get and a
+// Delete read the VM by the reference the provider remembers; a Delete
+// is then its three short tasks (the deleting mark, the power-off, the
+// destroy), each a call and a read of its outcome. The methods are logged.
+func TestCallsPerStep(t *testing.T) {
 	v := startVcsim(t)
 	p := v.provider(t)
 	ctx := context.Background()
@@ -49,7 +54,7 @@ func TestDeleteCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(what string, fn func() error) {
+	step := func(what string, most int, fn func() error) {
 		t.Helper()
 		var l methodLog
 		stop := l.watch(v)
@@ -59,11 +64,25 @@ func TestDeleteCalls(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		t.Logf("%s: %d SOAP calls: %s", what, len(l.methods), strings.Join(l.methods, " "))
-		if len(l.methods) == 0 {
-			t.Errorf("%s made no call", what)
+		if len(l.methods) == 0 || (most > 0 && len(l.methods) > most) {
+			t.Errorf("%s made %d SOAP calls (%s), want 1 to %d", what, len(l.methods), strings.Join(l.methods, " "), most)
 		}
 	}
-	step("ListByTag(uid)", func() error { _, err := p.ListByTag(ctx, contract.LabelUID, "uid-counted"); return err })
-	step("Delete", func() error { return p.Delete(ctx, inst.ProviderID) })
-	step("ListByTag(uid) after", func() error { _, err := p.ListByTag(ctx, contract.LabelUID, "uid-counted"); return err })
+	list := func() error { _, err := p.ListByTag(ctx, contract.LabelUID, "uid-counted"); return err }
+	// The first listing of each folder makes its view, and finds the
+	// folders of the regions no Create has used yet.
+	regions := len(p.cfg.Regions)
+	step("ListByTag(uid), the session's first", 0, list)
+	step("ListByTag(uid)", regions, list)
+	step("Get", 1, func() error { _, err := p.Get(ctx, inst.ProviderID); return err })
+	step("Delete", 7, func() error { return p.Delete(ctx, inst.ProviderID) })
+	step("ListByTag(uid) after", regions, list)
+	var gone methodLog
+	stop := gone.watch(v)
+	_, err = p.Get(ctx, inst.ProviderID)
+	stop()
+	if !errors.Is(err, contract.ErrNotFound) {
+		t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
+	}
+	t.Logf("Get after Delete: %s", strings.Join(gone.methods, " "))
 }

@@ -81,6 +81,10 @@ type Provider struct {
 	// ManagedObjectNotFound names is dropped (forgetMissing), so one
 	// deleted and made again is looked up afresh.
 	refs map[string]object.Reference
+	// lists shares each region's folder listings (sharedlist.go).
+	lists map[string]*freshCall[[]vmRead]
+	// vms remembers the instances' references (vmrefs.go).
+	vms vmRefs
 }
 
 var (
@@ -93,7 +97,8 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("vsphere provider config: %w", err)
 	}
-	return &Provider{cfg: cfg.withDefaults(), user: contract.SecretFile{Path: cfg.UsernameFile}, pass: contract.SecretFile{Path: cfg.PasswordFile}}, nil
+	return &Provider{cfg: cfg.withDefaults(), user: contract.SecretFile{Path: cfg.UsernameFile}, pass: contract.SecretFile{Path: cfg.PasswordFile},
+		lists: map[string]*freshCall[[]vmRead]{}}, nil
 }
 
 // session returns the logged-in client, logging in when there is none or
@@ -317,6 +322,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		switch {
 		case err == nil:
 			log.V(contract.LogOutcome).Info("cloned instance", "template", plan.template)
+			p.vms.put(plan.regionName, req.Name, cloned)
 			var more []string
 			if req.Network != nil {
 				// The clone's MAC, for its network, in the same read.
@@ -646,6 +652,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	if err != nil && !errors.Is(err, contract.ErrNotFound) {
 		return err
 	}
+	p.vms.forget(regionName, name)
 	log.V(contract.LogOutcome).Info("destroyed instance")
 	return nil
 }
@@ -686,6 +693,17 @@ func (p *Provider) lookup(ctx context.Context, regionName, name string) (vmRead,
 		if err != nil {
 			return err
 		}
+		if ref, ok := p.vms.get(regionName, name); ok {
+			vms, err := readVMs(ctx, c, ref, "parent")
+			if err != nil && !isNotFound(err) {
+				return err
+			}
+			if err == nil && len(vms) == 1 && vms[0].Name == name && vms[0].Parent != nil && *vms[0].Parent == folder.Reference() {
+				vm = vms[0]
+				return nil
+			}
+			p.vms.forget(regionName, name)
+		}
 		ref, err := object.NewSearchIndex(c).FindChild(ctx, folder, name)
 		if err != nil {
 			return err
@@ -699,6 +717,7 @@ func (p *Provider) lookup(ctx context.Context, regionName, name string) (vmRead,
 		}
 		if err == nil {
 			vm = vms[0]
+			p.vms.put(regionName, name, vm.Reference())
 		}
 		return err
 	})

@@ -94,27 +94,42 @@ func readVMs(ctx context.Context, c *vim25.Client, ref types.ManagedObjectRefere
 // reference, RetrieveResult.token). The next sweep starts over.
 var errSessionChanged = errors.New("the session changed during the list; its remaining pages are lost")
 
-// listFolder reads every VM of the region's folder, through a container
-// view: a page of listPage objects a call, each call in its own budget.
-// Only the folder's own VMs, not its subfolders': an instance's key is its
+// listFolder reads every VM of the region's folder: a listing begun after
+// the call, shared with the calls that arrived during the one before it
+// (sharedlist.go).
+func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead, error) {
+	p.mu.Lock()
+	lists, ok := p.lists[regionName]
+	if !ok {
+		lists = &freshCall[[]vmRead]{}
+		p.lists[regionName] = lists
+	}
+	p.mu.Unlock()
+	return lists.do(ctx, func(ctx context.Context) ([]vmRead, error) {
+		vms, err := p.readFolder(ctx, regionName)
+		if err == nil {
+			p.vms.replace(regionName, vms)
+		}
+		return vms, err
+	})
+}
+
+// readFolder reads every VM of the region's folder, through the folder's
+// container view: a page of listPage objects a call, each call in its own
+// budget. Only the folder's own VMs, not its subfolders': an instance's key is its
 // name in the folder, and Get and Delete find it with
 // SearchIndex.FindChild, which searches only the immediate children (API
 // reference, vim.SearchIndex.findChild). A VM listed from a subfolder
 // would read as gone under its providerID, and its Delete would return
-// nil and leave it. The view lives until the last page is read; a list cut off
-// between pages cancels the rest of its retrieval.
-func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead, error) {
+// nil and leave it. A list cut off between pages cancels the rest of its
+// retrieval.
+func (p *Provider) readFolder(ctx context.Context, regionName string) ([]vmRead, error) {
 	var (
 		client *vim25.Client
-		cv     *view.ContainerView
 		page   *types.RetrieveResult
 	)
 	err := p.do(ctx, "ListVMs", p.cfg.CallTimeout.Duration, func(ctx context.Context, c *vim25.Client) error {
-		folder, err := p.folder(ctx, c, regionName)
-		if err != nil {
-			return err
-		}
-		v, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, false)
+		v, err := p.folderView(ctx, c, regionName)
 		if err != nil {
 			return err
 		}
@@ -124,10 +139,9 @@ func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead,
 			Options: types.RetrieveOptions{MaxObjects: listPage},
 		})
 		if err != nil {
-			p.cleanUp(ctx, c, v, "")
 			return err
 		}
-		client, cv, page = c, v, res.Returnval
+		client, page = c, res.Returnval
 		return nil
 	})
 	if err != nil {
@@ -151,29 +165,56 @@ func (p *Provider) listFolder(ctx context.Context, regionName string) ([]vmRead,
 			return nil
 		})
 		if err != nil {
-			p.cleanUp(ctx, client, cv, token)
+			p.cancelRetrieval(ctx, client, token)
 			return nil, err
 		}
 	}
-	p.cleanUp(ctx, client, cv, "")
 	return decodeVMs(contents)
 }
 
-// cleanUp cancels a retrieval left with token (API reference,
-// PropertyCollector.CancelRetrievePropertiesEx: it discards the remaining
-// results) and destroys the list's view, even when ctx is done, each in
-// a call budget of its own. Both are best effort: what vCenter keeps, it
-// drops with the session.
-func (p *Provider) cleanUp(ctx context.Context, c *vim25.Client, v *view.ContainerView, token string) {
-	ctx = context.WithoutCancel(ctx)
-	if token != "" {
-		cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout.Duration)
-		_, _ = methods.CancelRetrievePropertiesEx(cctx, c, &types.CancelRetrievePropertiesEx{This: c.ServiceContent.PropertyCollector, Token: token})
-		cancel()
+// folderView returns the container view of the region's folder's VMs,
+// made once a session: a view "always represents the current
+// configuration of the virtual environment and reflects any subsequent
+// changes that occur" (API reference, vim.view.ContainerView), and
+// "exists until you terminate it by calling the DestroyView method, or
+// until the end of the session" (vim.view.View), so one per folder serves
+// every listing. Making and destroying one per listing was two of a
+// listing's three calls (issue 19). vcsim keeps its views current the
+// same way (simulator/view_manager.go, ContainerView.PutObject and
+// RemoveObject). A view vCenter no longer knows is dropped by
+// forgetMissing and made again.
+func (p *Provider) folderView(ctx context.Context, c *vim25.Client, regionName string) (*view.ContainerView, error) {
+	key := "view " + regionName
+	p.mu.Lock()
+	cached, ok := p.refs[key].(*view.ContainerView)
+	p.mu.Unlock()
+	if ok {
+		return cached, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout.Duration)
-	_ = v.Destroy(cctx)
-	cancel()
+	folder, err := p.folder(ctx, c, regionName)
+	if err != nil {
+		return nil, err
+	}
+	v, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, false)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.client == c {
+		p.refs[key] = v
+	}
+	p.mu.Unlock()
+	return v, nil
+}
+
+// cancelRetrieval cancels a retrieval left with token (API reference,
+// PropertyCollector.CancelRetrievePropertiesEx: it discards the remaining
+// results), even when ctx is done, in a call budget of its own. Best
+// effort: what vCenter keeps, it drops with the session.
+func (p *Provider) cancelRetrieval(ctx context.Context, c *vim25.Client, token string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout.Duration)
+	defer cancel()
+	_, _ = methods.CancelRetrievePropertiesEx(cctx, c, &types.CancelRetrievePropertiesEx{This: c.ServiceContent.PropertyCollector, Token: token})
 }
 
 // decodeVMs turns a retrieval's answer into the VMs it found, each with

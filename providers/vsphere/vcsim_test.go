@@ -628,12 +628,16 @@ func (c control) DeleteUnmarked(ctx context.Context, providerID string) error {
 // Stall holds every call at the front.
 func (c control) Stall() func() { return c.v.hold(c.v.gate.Stall()) }
 
-// opMethods says which SOAP method serves each provider operation.
-var opMethods = map[contracttest.Op]string{
-	contracttest.OpCreate: "CloneVM_Task",
-	contracttest.OpGet:    "FindChild",
-	contracttest.OpList:   "CreateContainerView",
-	contracttest.OpDelete: "Destroy_Task",
+// opMethods says which SOAP methods serve each provider operation: a Get
+// reads the VM by the reference the provider remembers, and a list reads
+// the folder's view (both RetrievePropertiesEx); a Get whose read finds
+// the reference gone looks the VM up by name (FindChild), so vCenter's
+// "not found" for a Get is both answers.
+var opMethods = map[contracttest.Op][]string{
+	contracttest.OpCreate: {"CloneVM_Task"},
+	contracttest.OpGet:    {"RetrievePropertiesEx"},
+	contracttest.OpList:   {"RetrievePropertiesEx"},
+	contracttest.OpDelete: {"Destroy_Task"},
 }
 
 // faultFor is vSphere's own fault for each class.
@@ -652,10 +656,16 @@ func faultFor(class error) types.BaseMethodFault {
 
 // FailNext injects vSphere's fault of the class into the method serving op.
 func (c control) FailNext(op contracttest.Op, class error) error {
-	c.v.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
-		MethodName: opMethods[op], ObjectType: "*", ObjectName: "*", FaultType: simulator.FaultTypeCustom,
-		Fault: faultFor(class), MaxCount: 1, Enabled: true, Probability: 1,
-	})
+	methods := opMethods[op]
+	if op == contracttest.OpGet && errors.Is(class, contract.ErrNotFound) {
+		methods = append(methods, "FindChild")
+	}
+	for _, m := range methods {
+		c.v.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
+			MethodName: m, ObjectType: "*", ObjectName: "*", FaultType: simulator.FaultTypeCustom,
+			Fault: faultFor(class), MaxCount: 1, Enabled: true, Probability: 1,
+		})
+	}
 	return nil
 }
 
