@@ -86,3 +86,40 @@ func TestCallsPerStep(t *testing.T) {
 	}
 	t.Logf("Get after Delete: %s", strings.Join(gone.methods, " "))
 }
+
+// TestConnectionsAreKept: calls at once reuse their connections to vCenter
+// once made. With net/http's two idle connections a host, every answer
+// beyond the second closed its connection and the next call made a new one,
+// a TLS handshake each (issue 19: the fleet benchmark's operator).
+func TestConnectionsAreKept(t *testing.T) {
+	v := startVcsim(t)
+	p := v.provider(t)
+	ctx := context.Background()
+	inst, err := p.Create(ctx, contract.CreateRequest{
+		Name: "kept", UID: "uid-kept", Owner: testOwner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
+		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const atOnce = 16
+	round := func() {
+		var wg sync.WaitGroup
+		for range atOnce {
+			wg.Go(func() {
+				if _, err := p.Get(ctx, inst.ProviderID); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	round() // makes up to atOnce connections
+	before := v.conns.Load()
+	for range 5 {
+		round()
+	}
+	if made := v.conns.Load() - before; made > 0 {
+		t.Errorf("five more rounds of %d Gets at once made %d connections to vCenter, want none: those of the first round stay open", atOnce, made)
+	}
+}

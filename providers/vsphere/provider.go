@@ -165,6 +165,7 @@ func (p *Provider) logIn(ctx context.Context) (*vim25.Client, error) {
 		return nil, contract.Permanentf("server: %w", err)
 	}
 	sc := soap.NewClient(u, p.cfg.InsecureSkipTLSVerify)
+	sc.DefaultTransport().MaxIdleConnsPerHost = idleConnections
 	if p.cfg.CAFile != "" {
 		if err := sc.SetRootCAs(p.cfg.CAFile); err != nil {
 			return nil, contract.Permanentf("caFile %s: %w", p.cfg.CAFile, err)
@@ -182,6 +183,14 @@ func (p *Provider) logIn(ctx context.Context) (*vim25.Client, error) {
 	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("logged in", "server", u.Host)
 	return c, nil
 }
+
+// idleConnections is how many connections to vCenter stay open between
+// calls. govmomi's transport keeps net/http's default of two, so with more
+// calls at once than that (the operator's limits.concurrency) every answer
+// beyond the second closed its connection and the next call opened a new
+// one, a TLS handshake each (issue 19, hack/bench-fleet.sh). Idle ones
+// still close after the transport's IdleConnTimeout (90 s).
+const idleConnections = 32
 
 // do runs one step against vSphere: with the session, bounded by the call
 // (or task) timeout, under a child span, logged at the call tier, its

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -76,6 +77,7 @@ type vcsim struct {
 	front    *httptest.Server
 	calls    atomic.Int64
 	answered atomic.Int64            // bytes of vcsim's answers through the front
+	conns    atomic.Int64            // connections made to the front
 	tap      atomic.Pointer[tapFunc] // when set, sees each call and its answer
 	gate     contracttest.Gate
 	rejected atomic.Bool
@@ -133,7 +135,7 @@ func startVcsim(t testing.TB) *vcsim {
 		// Calls the test cancels on purpose are not news.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	v.front = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v.front = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := v.calls.Add(1)
 		if v.gate.Pass(r.Context()) != nil {
 			return
@@ -174,6 +176,12 @@ func startVcsim(t testing.TB) *vcsim {
 		w.WriteHeader(rec.Code)
 		_, _ = w.Write(rec.Body.Bytes())
 	}))
+	v.front.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			v.conns.Add(1)
+		}
+	}
+	v.front.StartTLS()
 	t.Cleanup(v.front.Close)
 
 	ctx := context.Background()
