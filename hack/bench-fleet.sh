@@ -31,5 +31,7 @@ awk '
       printf "  GC sweep of the fleet: %.0f ms, %d SOAP calls, %.0f KiB\n", v[o "sweep-ms"], v[o "sweep-calls"], v[o "sweep-KiB"]
       printf "  workqueue, mean per item: creating %.0f ms queued, %.1f ms reconciling; deleting %.0f ms queued, %.1f ms reconciling\n",
         v[o "create-queued-ms"], v[o "create-reconcile-ms"], v[o "delete-queued-ms"], v[o "delete-reconcile-ms"]
+      printf "  connections to vCenter (TLS handshakes): creating %d (bare %d), deleting %d (bare %d)\n",
+        v[o "create-conns"], v[s "create-conns"], v[o "delete-conns"], v[s "delete-conns"]
     }
   }' <<<"$out"

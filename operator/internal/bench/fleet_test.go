@@ -47,9 +47,11 @@ const resyncPeriods = 2
 // excluded), peak-MiB, and sweep-ms, sweep-calls, sweep-KiB: one GC
 // listing of the whole fleet through the same provider code; and from the
 // workqueue's metrics, the mean time a Proxy waited in the queue and a
-// reconcile took, while creating and while deleting.
+// reconcile took, while creating and while deleting. Both paths report
+// the connections made to vCenter while creating and deleting, each a TLS
+// handshake.
 func BenchmarkFleet(b *testing.B) {
-	sizes := envList(b, "BENCH_FLEET", "100", func(s string) (int, error) { return strconv.Atoi(s) })
+	sizes := envList(b, "BENCH_FLEET", "100", strconv.Atoi)
 	clones := envList(b, "BENCH_CLONE", "0s", time.ParseDuration)
 	resync := envList(b, "BENCH_RESYNC", "10s", time.ParseDuration)[0]
 	for _, n := range sizes {
@@ -73,16 +75,18 @@ func BenchmarkFleet(b *testing.B) {
 
 func fleetSDK(b *testing.B, n int) {
 	sdk := loginSDK(b)
-	before := calls.Load()
+	before, dialled := calls.Load(), conns.Load()
 	created, vms := sdk.create(b, n, fleetWorkers)
-	createCalls := calls.Load() - before
-	before = calls.Load()
+	createCalls, createConns := calls.Load()-before, conns.Load()-dialled
+	before, dialled = calls.Load(), conns.Load()
 	deleted := sdk.destroy(b, vms, fleetWorkers)
-	deleteCalls := calls.Load() - before
+	deleteCalls, deleteConns := calls.Load()-before, conns.Load()-dialled
 	b.ReportMetric(float64(created.Milliseconds()), "create-ms")
 	b.ReportMetric(float64(deleted.Milliseconds()), "delete-ms")
 	b.ReportMetric(float64(createCalls)/float64(n), "calls/create")
 	b.ReportMetric(float64(deleteCalls)/float64(n), "calls/delete")
+	b.ReportMetric(float64(createConns), "create-conns")
+	b.ReportMetric(float64(deleteConns), "delete-conns")
 }
 
 func fleetOperator(b *testing.B, n int, resync time.Duration) {
@@ -95,12 +99,13 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	}
 	defer deleteServices(b, ns)
 
-	apiBefore, before, start, queued := op.apiRequests(b), calls.Load(), time.Now(), op.queue(b)
+	apiBefore, before, start, queued, dialled := op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
 	createProxies(b, ns, n)
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return countReady(ps) == n })
 	created, createCalls := time.Since(start), calls.Load()-before
 	apiCreate := op.apiRequests(b) - apiBefore
 	createWait, createWork := op.queue(b).since(queued)
+	createConns := conns.Load() - dialled
 
 	sweepMs, sweepCalls, sweepBytes := fleetSweep(b, n)
 	op.heapProfile(b)
@@ -112,7 +117,7 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	perResync := float64(calls.Load()-before) / float64(resyncPeriods*n)
 	writes := (op.apiRequests(b, "POST", "PUT", "PATCH", "DELETE") - writesBefore) / float64(resyncPeriods*n)
 
-	apiBefore, before, start, queued = op.apiRequests(b), calls.Load(), time.Now(), op.queue(b)
+	apiBefore, before, start, queued, dialled = op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
 	if err := k8s.DeleteAllOf(ctx, &v1alpha1.Proxy{}, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
@@ -120,6 +125,7 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	deleted, deleteCalls := time.Since(start), calls.Load()-before
 	apiDelete := op.apiRequests(b) - apiBefore
 	deleteWait, deleteWork := op.queue(b).since(queued)
+	deleteConns := conns.Load() - dialled
 
 	b.ReportMetric(float64(created.Milliseconds()), "create-ms")
 	b.ReportMetric(float64(deleted.Milliseconds()), "delete-ms")
@@ -136,6 +142,8 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	b.ReportMetric(createWork, "create-reconcile-ms")
 	b.ReportMetric(deleteWait, "delete-queued-ms")
 	b.ReportMetric(deleteWork, "delete-reconcile-ms")
+	b.ReportMetric(float64(createConns), "create-conns")
+	b.ReportMetric(float64(deleteConns), "delete-conns")
 }
 
 // createProxies creates n Proxies in ns, fleetWorkers at a time, as a

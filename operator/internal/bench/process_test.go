@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -139,7 +140,7 @@ func startChild(b *testing.B, resync time.Duration) *child {
 	}
 	c := &child{metrics: freeAddr(b)}
 	health := freeAddr(b)
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providersConfig,
 		childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String())
 	c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
@@ -148,7 +149,7 @@ func startChild(b *testing.B, resync time.Duration) *child {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, err := http.Get("http://" + health + "/readyz")
+		resp, err := get("http://" + health + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -241,7 +242,7 @@ func (q queue) since(before queue) (waitMs, workMs float64) {
 // scrape reads the operator's metrics.
 func (c *child) scrape(b *testing.B) map[string]*dto.MetricFamily {
 	b.Helper()
-	resp, err := http.Get("http://" + c.metrics + "/metrics")
+	resp, err := get("http://" + c.metrics + "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -265,10 +266,39 @@ func writeKubeconfig(path string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
+// get GETs url on loopback, within ten seconds.
+func get(url string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The body is read after get returns: the deadline goes with it.
+	resp.Body = closeCancel{resp.Body, cancel}
+	return resp, nil
+}
+
+// closeCancel cancels a request's context when its body is closed.
+type closeCancel struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c closeCancel) Close() error {
+	defer c.cancel()
+	return c.ReadCloser.Close()
+}
+
 // freeAddr is a loopback address with a port free a moment ago.
 func freeAddr(b *testing.B) string {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}

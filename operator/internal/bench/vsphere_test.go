@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -39,8 +40,9 @@ var (
 	k8s   client.WithWatch
 	front *httptest.Server
 	calls atomic.Int64 // SOAP requests through the front: the paths' own
-	// received counts the bytes of the SOAP answers through the front.
-	received atomic.Int64
+	// received counts the bytes of the SOAP answers through the front,
+	// conns the connections made to it (each a TLS handshake).
+	received, conns atomic.Int64
 	// restConfig reaches the API server; providersConfig is the
 	// operator's config for the front.
 	restConfig      *rest.Config
@@ -82,10 +84,16 @@ func run(m *testing.M, cfg *rest.Config) int {
 	server := sim.Server
 	backend := &url.URL{Scheme: server.URL.Scheme, Host: server.URL.Host}
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(backend) }}
-	front = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		proxy.ServeHTTP(countingWriter{w}, r)
 	}))
+	front.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	front.StartTLS()
 	defer front.Close()
 	go sim.PlayGuests(ctx, poll/2, nil)
 

@@ -70,7 +70,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 			return deleteAndConfirm(ctx, entry.Provider, id, uid)
 		})
 		if !done {
-			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+			return r.awaitingOperation(), nil
 		}
 		if err != nil {
 			return r.providerErrorFor(ctx, proxy, ro, "Delete", err)

@@ -232,8 +232,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
 	if !multi(&proxy) && r.ops.running(proxy.UID) {
-		// Its end reconciles the Proxy; the poll is a safety net.
-		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+		return r.awaitingOperation(), nil
 	}
 	// The addresses come first: they are in the status before any VM
 	// exists, and no VM is made without its own.
@@ -396,7 +395,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			return r.look(ctx, prov, inst, uid, req.Port), nil
 		})
 		if !done {
-			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+			return r.awaitingOperation(), nil
 		}
 		if err != nil {
 			return r.providerErrorFor(ctx, proxy, ro, "Create", err)
@@ -428,7 +427,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			return r.look(ctx, prov, inst, uid, port), nil
 		})
 		if !done {
-			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+			return r.awaitingOperation(), nil
 		}
 		if errors.Is(err, contract.ErrNotFound) {
 			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
@@ -568,6 +567,15 @@ func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, ent
 	})
 }
 
+// awaitingOperation is the result of a reconcile that waits for the
+// Proxy's operation: its end reconciles the Proxy at once (Operations'
+// wake), so polling meanwhile only spends the workers' time (a thousand
+// Proxies queued for a provider were reconciled 25,000 times a second at
+// a 20 ms poll; issue 19). The resync period is a backstop.
+func (r *ProxyReconciler) awaitingOperation() ctrl.Result {
+	return ctrl.Result{RequeueAfter: r.Timing.Resync}
+}
+
 // finalize deletes every instance carrying the Proxy's UID — found by
 // ListByTag, so one whose Create returned just before a crash is not
 // missed — and removes the finalizer once none is left. Without its
@@ -594,7 +602,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 		return sweep(ctx, entry.Provider, own)
 	})
 	if !done {
-		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
+		return r.awaitingOperation(), nil
 	}
 	for _, inst := range found.deleted {
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleting instance %s (%s)", inst.Name, inst.ProviderID))

@@ -95,6 +95,9 @@ var (
 	// deletedAt holds when each providerID's first Delete reached the
 	// provider (a time.Time).
 	deletedAt sync.Map
+	// reconciles counts the reconciles of each Proxy by name (an
+	// *atomic.Int64): each begins by reading its Proxy.
+	reconciles sync.Map
 )
 
 // suiteResync is the suite's Timing.Resync: a Ready Proxy's check period.
@@ -217,7 +220,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	if err := (&ProxyReconciler{
-		Client: mgr.GetClient(), APIReader: hangingSecrets{apiReader}, Scheme: scheme, Recorder: eventRecorder,
+		Client: countingReads{mgr.GetClient()}, APIReader: hangingSecrets{apiReader}, Scheme: scheme, Recorder: eventRecorder,
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		// Every VM's address leads to the local stand-in: the probe runs
 		// for real, over loopback only.
@@ -315,6 +318,18 @@ func stopVM(t *testing.T, providerID string) {
 	t.Helper()
 	stopped.Store(providerID, true)
 	t.Cleanup(func() { stopped.Delete(providerID) })
+}
+
+// countingReads is the reconciler's client, counting its reads of each
+// Proxy: the reconciles (reconciles).
+type countingReads struct{ client.Client }
+
+func (c countingReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.Proxy); ok {
+		n, _ := reconciles.LoadOrStore(key.Name, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }
 
 // createHolder holds the Creates of instances whose names start with a
