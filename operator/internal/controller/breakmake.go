@@ -78,7 +78,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 		if !gone {
 			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 		}
-		r.drains.done(id)
+		r.forget(id)
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Replace", fmt.Sprintf("deleted instance %s (%s) to make %s on its address%s", old.Name, id, next.Name, ofReplica(proxy, k)))
 	}
 	// The write above replaced the status: look the refs up again.

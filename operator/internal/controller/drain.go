@@ -44,6 +44,13 @@ func (d *drains) remaining(providerID string, period time.Duration) time.Duratio
 	return max(period-now.Sub(at), 0)
 }
 
+// forget drops what the reconciler keeps in memory of a VM once it is
+// deleted: its drain and its failed probes in a row (readiness.go).
+func (r *ProxyReconciler) forget(providerID string) {
+	r.drains.done(providerID)
+	r.probeFailures.answered(providerID)
+}
+
 // done forgets the VM's drain once it is deleted.
 func (d *drains) done(providerID string) {
 	d.mu.Lock()

@@ -563,6 +563,7 @@ func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, ent
 				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, err))
 			return
 		}
+		r.forget(providerID)
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted instance %s (%s)", name, why))
 	})
 }
@@ -605,6 +606,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 		return r.awaitingOperation(), nil
 	}
 	for _, inst := range found.deleted {
+		r.forget(inst.ProviderID)
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleting instance %s (%s)", inst.Name, inst.ProviderID))
 	}
 	if err != nil {

@@ -83,3 +83,22 @@ func waitProbed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestForgetDropsADeletedVM: a VM deleted in the middle of a streak of
+// failed probes, or of its drain, leaves nothing behind in memory.
+func TestForgetDropsADeletedVM(t *testing.T) {
+	var r ProxyReconciler
+	r.probeFailures.failed("dc0/gone")
+	r.drains.remaining("dc0/gone", time.Minute)
+	r.probeFailures.failed("dc0/kept")
+	r.forget("dc0/gone")
+	if _, ok := r.probeFailures.n["dc0/gone"]; ok {
+		t.Error("the deleted VM's failed probes are still counted")
+	}
+	if _, ok := r.drains.since["dc0/gone"]; ok {
+		t.Error("the deleted VM's drain is still kept")
+	}
+	if r.probeFailures.n["dc0/kept"] != 1 {
+		t.Error("another VM's failed probes were forgotten")
+	}
+}

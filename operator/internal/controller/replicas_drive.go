@@ -192,7 +192,7 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 				gone = false
 				break
 			}
-			r.drains.done(id)
+			r.forget(id)
 			ref.ProviderID = ""
 			ref.Name = ""
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -131,21 +132,17 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 // operator's writes.
 func update(ctx context.Context, t *testing.T, k8s client.Client, key client.ObjectKey, mutate func(*v1alpha1.Proxy)) {
 	t.Helper()
-	for range 10 {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var p v1alpha1.Proxy
 		if err := k8s.Get(ctx, key, &p); err != nil {
-			t.Fatalf("get the Proxy: %v", err)
+			return err
 		}
 		mutate(&p)
-		err := k8s.Update(ctx, &p)
-		if err == nil {
-			return
-		}
-		if !strings.Contains(err.Error(), "the object has been modified") {
-			t.Fatalf("update the Proxy: %v", err)
-		}
+		return k8s.Update(ctx, &p)
+	})
+	if err != nil {
+		t.Fatalf("update the Proxy: %v", err)
 	}
-	t.Fatal("update the Proxy: conflicts every time")
 }
 
 // waitReplicas polls the Proxy every second until all its replicas answer,
