@@ -47,13 +47,7 @@ func TestCallsPerStep(t *testing.T) {
 	v := startVcsim(t)
 	p := v.provider(t)
 	ctx := context.Background()
-	inst, err := p.Create(ctx, contract.CreateRequest{
-		Name: "counted", UID: "uid-counted", Owner: testOwner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
-		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inst := createVM(t, p, "counted", "uid-counted", testOwner)
 	step := func(what string, most int, fn func() error) {
 		t.Helper()
 		var l methodLog
@@ -79,7 +73,7 @@ func TestCallsPerStep(t *testing.T) {
 	step("ListByTag(uid) after", regions, list)
 	var gone methodLog
 	stop := gone.watch(v)
-	_, err = p.Get(ctx, inst.ProviderID)
+	_, err := p.Get(ctx, inst.ProviderID)
 	stop()
 	if !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
@@ -95,13 +89,7 @@ func TestConnectionsAreKept(t *testing.T) {
 	v := startVcsim(t)
 	p := v.provider(t)
 	ctx := context.Background()
-	inst, err := p.Create(ctx, contract.CreateRequest{
-		Name: "kept", UID: "uid-kept", Owner: testOwner, CloudInit: []byte("#cloud-config\n"), Port: 3128,
-		Placement: contract.Placement{Region: "dc0", Zone: "c0", MachineType: "small", Image: "debian-12"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inst := createVM(t, p, "kept", "uid-kept", testOwner)
 	const atOnce = 16
 	round := func() {
 		var wg sync.WaitGroup

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,6 +28,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metricstest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 )
 
@@ -138,8 +137,8 @@ func startChild(b *testing.B, resync time.Duration) *child {
 	if err := writeKubeconfig(kubeconfig); err != nil {
 		b.Fatal(err)
 	}
-	c := &child{metrics: freeAddr(b)}
-	health := freeAddr(b)
+	c := &child{metrics: metricstest.FreeAddr(b)}
+	health := metricstest.FreeAddr(b)
 	c.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providersConfig,
 		childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String())
@@ -149,16 +148,13 @@ func startChild(b *testing.B, resync time.Duration) *child {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, err := get("http://" + health + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return c
-			}
+		ready := metricstest.Scrape(b, "http://"+health+"/readyz", "")
+		if ready.Code == http.StatusOK {
+			return c
 		}
 		if time.Now().After(deadline) {
 			c.stop()
-			b.Fatalf("the operator process was not ready within a minute: %v", err)
+			b.Fatalf("the operator process was not ready within a minute: %s", ready)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -242,13 +238,12 @@ func (q queue) since(before queue) (waitMs, workMs float64) {
 // scrape reads the operator's metrics.
 func (c *child) scrape(b *testing.B) map[string]*dto.MetricFamily {
 	b.Helper()
-	resp, err := get("http://" + c.metrics + "/metrics")
-	if err != nil {
-		b.Fatal(err)
+	answer := metricstest.Scrape(b, "http://"+c.metrics+"/metrics", "")
+	if answer.Code != http.StatusOK {
+		b.Fatalf("metrics: %s", answer)
 	}
-	defer func() { _ = resp.Body.Close() }()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(answer.Body))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -264,44 +259,4 @@ func writeKubeconfig(path string) error {
 	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
 	cfg.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*cfg, path)
-}
-
-// get GETs url on loopback, within ten seconds.
-func get(url string) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	// The body is read after get returns: the deadline goes with it.
-	resp.Body = closeCancel{resp.Body, cancel}
-	return resp, nil
-}
-
-// closeCancel cancels a request's context when its body is closed.
-type closeCancel struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c closeCancel) Close() error {
-	defer c.cancel()
-	return c.ReadCloser.Close()
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(b *testing.B) string {
-	b.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
