@@ -654,9 +654,10 @@ func TestReplacementAtTheSameAddressDeletesTheOldOne(t *testing.T) {
 		left := instancesOf(t, p)
 		return len(left) == 1 && left[0].ProviderID == next
 	})
-	if !slices.Contains(eventsFor(t, p), "Deleted: deleted instance "+old.Name+" (replaced)") {
-		t.Errorf("events %v: want the old instance's deletion", eventsFor(t, p))
-	}
+	// The event follows the deletion: the recorder posts it on its own.
+	eventually(t, "the old instance's deletion is told", func() bool {
+		return slices.Contains(eventsFor(t, p), "Deleted: deleted instance "+old.Name+" (replaced)")
+	})
 }
 
 // A provider error whose status write fails still fails the reconcile, so
