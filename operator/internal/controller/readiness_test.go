@@ -84,9 +84,11 @@ func waitProbed(t *testing.T) {
 	}
 }
 
-// TestForgetDropsADeletedVM: a VM deleted in the middle of a streak of
-// failed probes, or of its drain, leaves nothing behind in memory.
-func TestForgetDropsADeletedVM(t *testing.T) {
+// TestForgetDropsOneVMsState: forget, which every place that deletes a VM
+// calls (a replacement's old VM, a scaled-away replica, a retired VM, a
+// Proxy's sweep), drops that VM's failed probes in a row and its drain,
+// and only that VM's. The call sites themselves are not driven here.
+func TestForgetDropsOneVMsState(t *testing.T) {
 	var r ProxyReconciler
 	r.probeFailures.failed("dc0/gone")
 	r.drains.remaining("dc0/gone", time.Minute)

@@ -31,9 +31,9 @@ func TestWaitingOnAnOperationDoesNotSpin(t *testing.T) {
 	n := count() - before
 	release(nil)
 	bootGuest(t, p, current)
-	// The poll would reconcile it window/Poll times (30); the backstop
+	// The poll would reconcile it window/suitePoll times (30); the backstop
 	// window/suiteResync (10). Half-way between fails the poll.
-	if most := int64(window/suiteResync) + int64(window/(100*time.Millisecond)-window/suiteResync)/2; n > most {
+	if most := int64(window/suiteResync) + int64(window/suitePoll-window/suiteResync)/2; n > most {
 		t.Errorf("%d reconciles in %s while the Create ran, want at most %d: the operation's end wakes the Proxy", n, window, most)
 	}
 	t.Logf("%d reconciles in %s while the Create ran", n, window)

@@ -100,6 +100,10 @@ var (
 	reconciles sync.Map
 )
 
+// suitePoll is the suite's Timing.Poll: a VM not ready yet is read again
+// after it.
+const suitePoll = 100 * time.Millisecond
+
 // suiteResync is the suite's Timing.Resync: a Ready Proxy's check period.
 const suiteResync = 300 * time.Millisecond
 
@@ -227,7 +231,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, listener.Addr().String())
 		}, Timeout: time.Second},
-		Timing: Timing{Poll: 100 * time.Millisecond, Resync: suiteResync, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second,
+		Timing: Timing{Poll: suitePoll, Resync: suiteResync, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second,
 			Drain: testDrain},
 		Bounds: Bounds{Deadline: testDeadline},
 	}).SetupWithManager(context.Background(), mgr); err != nil {
