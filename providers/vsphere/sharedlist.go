@@ -3,6 +3,8 @@ package vsphere
 import (
 	"context"
 	"sync"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // A folder's listings are shared (issue 19): a ListByTag that arrives
@@ -71,3 +73,10 @@ func (f *freshCall[T]) start() {
 		}
 	}()
 }
+
+// SharesLists says ListByTag shares its listings as above
+// (contract.SharedLister): the operator lets calls wait on them without
+// holding a call slot.
+func (p *Provider) SharesLists() bool { return true }
+
+var _ contract.SharedLister = (*Provider)(nil)

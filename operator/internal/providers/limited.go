@@ -29,13 +29,21 @@ type limited struct {
 	// stays for the short calls — the resyncs and deletions of the entry's
 	// other Proxies. With Concurrency 1 there is nothing to keep.
 	creates chan struct{}
+	// sharedLists is set for a contract.SharedLister: its ListByTag calls
+	// wait on listings it bounds itself, so they take no token or slot.
+	sharedLists bool
 }
 
 // Limit decorates p with l. The result implements contract.Checker exactly
-// when p does; checks go through the same limits.
+// when p does; checks go through the same limits. A contract.SharedLister's
+// ListByTag goes through neither limit: the provider runs one listing per
+// location at a time whoever waits, and waiting on it is no backend call.
 func Limit(p contract.Provider, l Limits) contract.Provider {
 	lp := &limited{inner: p, bucket: rate.NewLimiter(rate.Limit(l.QPS), l.Burst),
 		inFlight: make(chan struct{}, l.Concurrency), creates: make(chan struct{}, max(1, l.Concurrency-1))}
+	if s, ok := p.(contract.SharedLister); ok {
+		lp.sharedLists = s.SharesLists()
+	}
 	if c, ok := p.(contract.Checker); ok {
 		return &limitedChecker{limited: lp, checker: c}
 	}
@@ -103,6 +111,9 @@ func (l *limited) Delete(ctx context.Context, providerID string) error {
 }
 
 func (l *limited) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
+	if l.sharedLists {
+		return l.inner.ListByTag(ctx, key, value)
+	}
 	release, err := l.acquire(ctx)
 	if err != nil {
 		return nil, err

@@ -168,3 +168,64 @@ func TestLongCreatesLeaveASlotForOtherCalls(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// heldLists is a provider whose ListByTag calls wait until released, as a
+// finalizer waits on a listing of a large folder; shared says whether it
+// declares its listings shared (contract.SharedLister).
+type heldLists struct {
+	shared  bool
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *heldLists) SharesLists() bool { return h.shared }
+func (h *heldLists) Create(context.Context, contract.CreateRequest) (contract.Instance, error) {
+	return contract.Instance{}, nil
+}
+func (h *heldLists) Get(_ context.Context, id string) (contract.Instance, error) {
+	return contract.Instance{ProviderID: id, State: contract.StateRunning}, nil
+}
+func (h *heldLists) Delete(context.Context, string) error { return nil }
+func (h *heldLists) ListByTag(ctx context.Context, _, _ string) ([]contract.Instance, error) {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ListByTag calls waiting on a shared listing hold no call slot and spend
+// no token (issue 19: a fleet's finalizers held every slot of the entry
+// waiting on one listing, and no Delete ran meanwhile); a provider that
+// does not share its listings keeps both limits on them.
+func TestSharedListsTakeNoSlot(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		h := &heldLists{shared: shared, started: make(chan struct{}, 4), release: make(chan struct{})}
+		// Two tokens, two slots: the two listings would spend both.
+		p := Limit(h, Limits{QPS: 0.001, Burst: 2, Concurrency: 2})
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { _, _ = p.ListByTag(ctx, contract.LabelUID, "u") })
+		}
+		for range 2 {
+			<-h.started
+		}
+		// Both tokens and slots are taken unless the lists are shared. The wait can
+		// only hide a failure (the Delete answering late), never make one.
+		delCtx, delCancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := p.Delete(delCtx, "x")
+		delCancel()
+		switch {
+		case shared && err != nil:
+			t.Errorf("two shared listings waiting: Delete = %v; want it answered, the listings holding no token or slot", err)
+		case !shared && err == nil:
+			t.Errorf("two unshared listings running with concurrency 2: Delete answered; want it to wait for a token or slot")
+		}
+		close(h.release)
+		cancel()
+		wg.Wait()
+	}
+}
