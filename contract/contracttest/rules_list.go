@@ -1,6 +1,10 @@
 package contracttest
 
 import (
+	"context"
+	"slices"
+	"sync"
+
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
@@ -90,6 +94,38 @@ func listByTagCoversEveryLocation(e *env) {
 			if err != nil || len(byUID) != 1 || byUID[0].ProviderID != id {
 				e.t.Errorf("ListByTag(%s, %s) = %+v, %v; want exactly %s in %+v", contract.LabelUID, req.UID, byUID, err, id, req.Placement)
 			}
+		}
+	}
+}
+
+// sharedListsAreFresh: a provider that shares its listings
+// (contract.SharedLister) answers every ListByTag with a listing begun
+// after the call (§1.3). With listings of the scope always in flight, an
+// instance made just before a call is in the call's answer: a call that
+// joined the listing under way would miss it.
+func sharedListsAreFresh(e *env) {
+	if s, ok := e.p.(contract.SharedLister); !ok || !s.SharesLists() {
+		e.t.Skip("skipped: the provider does not share its listings (contract.SharedLister)")
+	}
+	ctx, stop := context.WithCancel(e.ctx())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	for range callers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _ = e.p.ListByTag(ctx, contract.LabelManaged, e.owner)
+			}
+		})
+	}
+	for range 3 {
+		made := e.mustCreate(e.request())
+		found, err := e.list(e.ctx(), e.p, contract.LabelManaged, e.owner)
+		if err != nil {
+			e.t.Fatalf("ListByTag(%s, %s) while others list: %v", contract.LabelManaged, e.owner, err)
+		}
+		if !slices.ContainsFunc(found, func(inst contract.Instance) bool { return inst.ProviderID == made.ProviderID }) {
+			e.t.Errorf("ListByTag(%s, %s), called after Create returned %s, misses it: the call was answered by a listing begun before it",
+				contract.LabelManaged, e.owner, made.ProviderID)
 		}
 	}
 }

@@ -44,6 +44,7 @@ var rules = []rule{
 	{"LogLinesNameTheInstance", logLinesNameTheInstance},
 	{"ConcurrentCallsAreSafe", concurrentCallsAreSafe},
 	{"ListByTagCoversEveryLocation", listByTagCoversEveryLocation},
+	{"SharedListsAreFresh", sharedListsAreFresh},
 	{"DeleteResumesAfterFailure", deleteResumesAfterFailure},
 	{"RejectedCredentialIsNotGone", rejectedCredentialIsNotGone},
 }

@@ -27,7 +27,11 @@ type brokenProvider struct {
 	delete func(context.Context, string) error
 	list   func(context.Context, string, string) ([]contract.Instance, error)
 	check  func(context.Context) []contract.CheckResult
+	// shares is what SharesLists answers (contract.SharedLister).
+	shares bool
 }
+
+func (b *brokenProvider) SharesLists() bool { return b.shares }
 
 func (b *brokenProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	if b.create != nil {

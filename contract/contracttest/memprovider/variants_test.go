@@ -359,6 +359,42 @@ var variants = []variant{
 			return slices.DeleteFunc(all, func(i contract.Instance) bool { return !strings.HasPrefix(i.ProviderID, last+"/") }), err
 		}
 	}, nil},
+	{"shared-lists-stale", "SharedListsAreFresh", func(b *brokenProvider) {
+		// Shares its listings, but a call joins the listing under way,
+		// begun before it, rather than the next one.
+		b.shares = true
+		var mu sync.Mutex
+		type run struct {
+			done  chan struct{}
+			found []contract.Instance
+			err   error
+		}
+		under := map[[2]string]*run{}
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			k := [2]string{key, value}
+			mu.Lock()
+			r, ok := under[k]
+			if !ok {
+				r = &run{done: make(chan struct{})}
+				under[k] = r
+				go func() {
+					r.found, r.err = b.Provider.ListByTag(context.WithoutCancel(ctx), key, value)
+					time.Sleep(50 * time.Millisecond) // a large folder takes a while to read
+					mu.Lock()
+					delete(under, k)
+					mu.Unlock()
+					close(r.done)
+				}()
+			}
+			mu.Unlock()
+			select {
+			case <-r.done:
+				return r.found, r.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}, nil},
 	{"delete-stops-at-missing-vm", "DeleteResumesAfterFailure", func(b *brokenProvider) {
 		// Takes a missing VM for a finished delete and never reaches the
 		// seed volume a cut-off Delete left.
