@@ -5,7 +5,8 @@
 # docs/performance.md). Prints the benchmark's lines, then per size and
 # clone latency the operator/bare ratios and the operator's costs.
 #   hack/bench-fleet.sh [sizes] [clone latencies]   # default: 100,300,1000  0s,1s
-#   BENCH_RESYNC=10s sets the operator's Ready resync period.
+#   BENCH_RESYNC=10s sets the operator's Ready resync period;
+#   BENCH_WORKERS its --max-concurrent-reconciles (default: the operator's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(hack/control-plane.sh)}
@@ -29,9 +30,11 @@ awk '
       printf "  API writes per Proxy per resync %.3f (target 0); API requests per Proxy %.1f; peak RSS %.0f MiB (target <= 150 at 1000)\n",
         v[o "writes/resync"], v[o "api/proxy"], v[o "peak-MiB"]
       printf "  GC sweep of the fleet: %.0f ms, %d SOAP calls, %.0f KiB\n", v[o "sweep-ms"], v[o "sweep-calls"], v[o "sweep-KiB"]
-      printf "  workqueue, mean per item: creating %.0f ms queued, %.1f ms reconciling; deleting %.0f ms queued, %.1f ms reconciling\n",
-        v[o "create-queued-ms"], v[o "create-reconcile-ms"], v[o "delete-queued-ms"], v[o "delete-reconcile-ms"]
+      printf "  workqueue: creating %.1f reconciles per Proxy, each %.0f ms queued and %.1f ms reconciling; deleting %.1f, %.0f ms, %.1f ms\n",
+        v[o "create-reconciles"], v[o "create-queued-ms"], v[o "create-reconcile-ms"], v[o "delete-reconciles"], v[o "delete-queued-ms"], v[o "delete-reconcile-ms"]
       printf "  connections to vCenter (TLS handshakes): creating %d (bare %d), deleting %d (bare %d)\n",
         v[o "create-conns"], v[s "create-conns"], v[o "delete-conns"], v[s "delete-conns"]
+      printf "  CPU: the operator process used %.1f s creating, %.1f s deleting; the machine was %.0f%% / %.0f%% busy (bare %.0f%% / %.0f%%)\n",
+        v[o "create-cpu-s"], v[o "delete-cpu-s"], 100 * v[o "create-busy"], 100 * v[o "delete-busy"], 100 * v[s "create-busy"], 100 * v[s "delete-busy"]
     }
   }' <<<"$out"

@@ -76,11 +76,18 @@ func BenchmarkFleet(b *testing.B) {
 func fleetSDK(b *testing.B, n int) {
 	sdk := loginSDK(b)
 	before, dialled := calls.Load(), conns.Load()
+	busy0, total0 := machineCPU(b)
 	created, vms := sdk.create(b, n, fleetWorkers)
 	createCalls, createConns := calls.Load()-before, conns.Load()-dialled
+	busy1, total1 := machineCPU(b)
+	createBusy := busyShare(busy0, total0, busy1, total1)
 	before, dialled = calls.Load(), conns.Load()
 	deleted := sdk.destroy(b, vms, fleetWorkers)
 	deleteCalls, deleteConns := calls.Load()-before, conns.Load()-dialled
+	busy2, total2 := machineCPU(b)
+	deleteBusy := busyShare(busy1, total1, busy2, total2)
+	b.ReportMetric(createBusy, "create-busy")
+	b.ReportMetric(deleteBusy, "delete-busy")
 	b.ReportMetric(float64(created.Milliseconds()), "create-ms")
 	b.ReportMetric(float64(deleted.Milliseconds()), "delete-ms")
 	b.ReportMetric(float64(createCalls)/float64(n), "calls/create")
@@ -91,7 +98,7 @@ func fleetSDK(b *testing.B, n int) {
 
 func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	ctx := context.Background()
-	op := startChild(b, resync)
+	op := startChild(b, resync, providersConfig)
 	defer op.stop()
 	ns := fmt.Sprintf("fleet-%d", time.Now().UnixNano())
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -100,11 +107,16 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	defer deleteServices(b, ns)
 
 	apiBefore, before, start, queued, dialled := op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
+	cpu0 := cpuSeconds(b, op.cmd.Process.Pid)
+	busy0, total0 := machineCPU(b)
 	createProxies(b, ns, n)
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return countReady(ps) == n })
 	created, createCalls := time.Since(start), calls.Load()-before
+	createCPU := cpuSeconds(b, op.cmd.Process.Pid) - cpu0
+	busy1, total1 := machineCPU(b)
+	createBusy := busyShare(busy0, total0, busy1, total1)
 	apiCreate := op.apiRequests(b) - apiBefore
-	createWait, createWork := op.queue(b).since(queued)
+	createItems, createWait, createWork := op.queue(b).since(queued)
 	createConns := conns.Load() - dialled
 
 	sweepMs, sweepCalls, sweepBytes := fleetSweep(b, n)
@@ -118,13 +130,18 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	writes := (op.apiRequests(b, "POST", "PUT", "PATCH", "DELETE") - writesBefore) / float64(resyncPeriods*n)
 
 	apiBefore, before, start, queued, dialled = op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
+	cpu0 = cpuSeconds(b, op.cmd.Process.Pid)
+	busy0, total0 = machineCPU(b)
 	if err := k8s.DeleteAllOf(ctx, &v1alpha1.Proxy{}, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return len(ps) == 0 })
 	deleted, deleteCalls := time.Since(start), calls.Load()-before
+	deleteCPU := cpuSeconds(b, op.cmd.Process.Pid) - cpu0
+	busy1, total1 = machineCPU(b)
+	deleteBusy := busyShare(busy0, total0, busy1, total1)
 	apiDelete := op.apiRequests(b) - apiBefore
-	deleteWait, deleteWork := op.queue(b).since(queued)
+	deleteItems, deleteWait, deleteWork := op.queue(b).since(queued)
 	deleteConns := conns.Load() - dialled
 
 	b.ReportMetric(float64(created.Milliseconds()), "create-ms")
@@ -138,12 +155,18 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	b.ReportMetric(sweepMs, "sweep-ms")
 	b.ReportMetric(sweepCalls, "sweep-calls")
 	b.ReportMetric(sweepBytes/1024, "sweep-KiB")
+	b.ReportMetric(createItems/float64(n), "create-reconciles")
+	b.ReportMetric(deleteItems/float64(n), "delete-reconciles")
 	b.ReportMetric(createWait, "create-queued-ms")
 	b.ReportMetric(createWork, "create-reconcile-ms")
 	b.ReportMetric(deleteWait, "delete-queued-ms")
 	b.ReportMetric(deleteWork, "delete-reconcile-ms")
 	b.ReportMetric(float64(createConns), "create-conns")
 	b.ReportMetric(float64(deleteConns), "delete-conns")
+	b.ReportMetric(createCPU, "create-cpu-s")
+	b.ReportMetric(deleteCPU, "delete-cpu-s")
+	b.ReportMetric(createBusy, "create-busy")
+	b.ReportMetric(deleteBusy, "delete-busy")
 }
 
 // createProxies creates n Proxies in ns, fleetWorkers at a time, as a

@@ -42,6 +42,11 @@ const (
 	childMetrics   = "BENCH_METRICS_ADDR"     // plain-HTTP metrics endpoint
 	childHealth    = "BENCH_HEALTH_ADDR"      // /readyz
 	childResync    = "BENCH_RESYNC"           // the Ready resync period
+	// childWorkers, when set, is its --max-concurrent-reconciles.
+	childWorkers = "BENCH_WORKERS"
+	// childQuotaBackoff, when set, is its wait after a quota error (the
+	// default, 5 min, would make a run with quota faults time the wait).
+	childQuotaBackoff = "BENCH_QUOTA_BACKOFF"
 	// childHeapProfile, when set, is where the operator process writes
 	// its heap profile on SIGUSR1 (go tool pprof reads it): the fleet
 	// benchmark asks for it once the fleet is Ready.
@@ -67,6 +72,20 @@ func operatorProcess() int {
 		fmt.Fprintln(os.Stderr, childResync, err)
 		return 1
 	}
+	var bounds controller.Bounds
+	if w := os.Getenv(childWorkers); w != "" {
+		if bounds.Workers, err = strconv.Atoi(w); err != nil {
+			fmt.Fprintln(os.Stderr, childWorkers, err)
+			return 1
+		}
+	}
+	timing := controller.Timing{Poll: poll, Resync: resync}
+	if q := os.Getenv(childQuotaBackoff); q != "" {
+		if timing.QuotaBackoff, err = time.ParseDuration(q); err != nil {
+			fmt.Fprintln(os.Stderr, childQuotaBackoff, err)
+			return 1
+		}
+	}
 	standIn, err := devsim.StandInProxy(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -77,7 +96,8 @@ func operatorProcess() int {
 		MetricsAddr: os.Getenv(childMetrics), ProbeAddr: os.Getenv(childHealth),
 		RestConfig: ctrl.GetConfig, // as cmd/main.go: KUBECONFIG, and its client-side rate limits
 		Prober:     probe.HTTPProxy{Dial: devsim.Dialer(standIn)},
-		Timing:     controller.Timing{Poll: poll, Resync: resync},
+		Timing:     timing,
+		Bounds:     bounds,
 	})
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "operator:", err)
@@ -129,8 +149,9 @@ type child struct {
 	metrics string
 }
 
-// startChild starts the operator process and waits until it is ready.
-func startChild(b *testing.B, resync time.Duration) *child {
+// startChild starts the operator process on the providers config and
+// waits until it is ready; env is added to its environment.
+func startChild(b *testing.B, resync time.Duration, providers string, env ...string) *child {
 	b.Helper()
 	dir := b.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -140,8 +161,9 @@ func startChild(b *testing.B, resync time.Duration) *child {
 	c := &child{metrics: metricstest.FreeAddr(b)}
 	health := metricstest.FreeAddr(b)
 	c.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providersConfig,
+	c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providers,
 		childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String())
+	c.cmd.Env = append(c.cmd.Env, env...)
 	c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
 	if err := c.cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -186,6 +208,32 @@ func (c *child) peakRSS(b *testing.B) float64 {
 	return 0
 }
 
+// goroutines is the process's goroutine count (the Go collector's
+// go_goroutines).
+func (c *child) goroutines(b *testing.B) float64 {
+	b.Helper()
+	for _, m := range c.scrape(b)["go_goroutines"].GetMetric() {
+		return m.GetGauge().GetValue()
+	}
+	b.Fatal("no go_goroutines in the operator's metrics")
+	return 0
+}
+
+// callErrors sums the operator's failed provider calls by error class
+// (egressproxies_provider_call_errors_total).
+func (c *child) callErrors(b *testing.B) map[string]float64 {
+	b.Helper()
+	out := map[string]float64{}
+	for _, m := range c.scrape(b)["egressproxies_provider_call_errors_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "class" {
+				out[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
 // apiRequests sums the operator's requests to the API server whose method
 // is in methods (all, if none), from client-go's rest_client_requests_total.
 func (c *child) apiRequests(b *testing.B, methods ...string) float64 {
@@ -225,14 +273,14 @@ func (c *child) queue(b *testing.B) queue {
 	return q
 }
 
-// since reports the mean wait and reconcile, in ms, of the items since
-// before.
-func (q queue) since(before queue) (waitMs, workMs float64) {
+// since reports the items (reconciles) since before, and their mean wait
+// and reconcile, in ms.
+func (q queue) since(before queue) (items, waitMs, workMs float64) {
 	n := q.items - before.items
 	if n == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return 1000 * (q.waited - before.waited) / n, 1000 * (q.worked - before.worked) / n
+	return n, 1000 * (q.waited - before.waited) / n, 1000 * (q.worked - before.worked) / n
 }
 
 // scrape reads the operator's metrics.

@@ -47,6 +47,9 @@ var (
 	// operator's config for the front.
 	restConfig      *rest.Config
 	providersConfig string
+	// faultsConfig is the same with a short call timeout, for the runs
+	// with faults.
+	faultsConfig string
 )
 
 func TestMain(m *testing.M) {
@@ -86,6 +89,9 @@ func run(m *testing.M, cfg *rest.Config) int {
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(backend) }}
 	front = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
+		if plan := injecting.Load(); plan != nil && plan.serve(w, r, proxy) {
+			return
+		}
 		proxy.ServeHTTP(countingWriter{w}, r)
 	}))
 	front.Config.ConnState = func(_ net.Conn, state http.ConnState) {
@@ -108,7 +114,16 @@ func run(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if providersConfig, err = writeProvidersConfig(dir); err != nil {
+	if providersConfig, err = writeProvidersConfig(dir, ""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	faultsDir := filepath.Join(dir, "faults")
+	if err := os.Mkdir(faultsDir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if faultsConfig, err = writeProvidersConfig(faultsDir, fmt.Sprintf("      callTimeout: %s\n", faultCallTimeout)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -146,10 +161,12 @@ func startInProcess(b *testing.B) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// writeProvidersConfig writes the providers config for the front into dir.
-func writeProvidersConfig(dir string) (string, error) {
+// writeProvidersConfig writes the providers config for the front into
+// dir, with vsphere added to its vsphere block.
+func writeProvidersConfig(dir, vsphere string) (string, error) {
 	return devsim.WriteProvidersConfig(dir, devsim.Provider{
 		Name: "bench", Server: front.URL + "/sdk", Cert: front.Certificate(), User: user, Password: password,
-		Extra: "    checkInterval: 1h\n    limits: {qps: 1000, burst: 1000, concurrency: 16}\n",
+		Extra:   "    checkInterval: 1h\n    limits: {qps: 1000, burst: 1000, concurrency: 16}\n",
+		VSphere: vsphere,
 	})
 }

@@ -26,6 +26,9 @@ type Provider struct {
 	// Extra is YAML added to the entry (checkInterval, limits, …), each
 	// line indented for it.
 	Extra string
+	// VSphere is YAML added to the entry's vsphere block (callTimeout, …),
+	// each line indented for it.
+	VSphere string
 }
 
 // WriteProvidersConfig writes the credentials, the server's certificate
@@ -52,7 +55,7 @@ providers:
       usernameFile: %s
       passwordFile: %s
       caFile: %s
-      regions:
+%s      regions:
         dc0:
           datacenter: %s
           folder: %s
@@ -61,7 +64,7 @@ providers:
       machineTypes: {small: {cpus: 1, memoryMiB: 1024}}
       images: {debian-12: %s}
 `, p.Name, p.Extra, p.Server, filepath.Join(dir, "vsphere-username"), filepath.Join(dir, "vsphere-password"),
-		filepath.Join(dir, "vsphere-ca.pem"), Datacenter, Folder, ResourcePool, Datastore, p.Network, Template), 0o600)
+		filepath.Join(dir, "vsphere-ca.pem"), p.VSphere, Datacenter, Folder, ResourcePool, Datastore, p.Network, Template), 0o600)
 }
 
 // Registry holds the vSphere constructor, as operator/cmd/providers_vsphere.go
