@@ -15,10 +15,13 @@ import (
 // destroy a powered-on VM); between the two the VM is off and no destroy
 // task is on it yet, and a read would take it for stopped. So Delete
 // first writes markDeleting, the time it began, and a powered-off VM whose
-// mark is younger than deleteWindow reads Terminated. The mark expires rather than
-// holding for good: a Delete cut off leaves a VM that reads by its power
-// state again once the window has passed, and the operator, which leaves
-// Terminated instances to finish on their own, deletes it again.
+// mark is younger than deleteWindow reads Terminated. A Delete cut off
+// leaves a VM that reads Terminated and that nothing on vCenter finishes:
+// the operator deletes its Terminated instances again (Delete is
+// idempotent), which finishes it. The mark also expires rather than
+// holding for good, so a VM whose Delete nobody repeats reads by its power
+// state again once the window has passed (the garbage collector leaves
+// Terminated instances alone).
 
 // deleteWindow bounds a Delete from its mark to its destroy task: the
 // power-off task and the destroy call.

@@ -102,10 +102,10 @@ func deleteAndConfirm(ctx context.Context, prov contract.Provider, id, uid strin
 	if !carriesUID(inst, uid) {
 		return false, fmt.Errorf("instance %s does not carry the Proxy's UID; it is left alone: %w", id, contract.ErrPermanent)
 	}
-	if inst.State != contract.StateTerminated {
-		if err := prov.Delete(ctx, id); err != nil {
-			return false, err
-		}
+	// Terminated too: a cut-off Delete leaves one nothing else finishes
+	// (look).
+	if err := prov.Delete(ctx, id); err != nil {
+		return false, err
 	}
 	if _, err = prov.Get(ctx, id); errors.Is(err, contract.ErrNotFound) {
 		return true, nil

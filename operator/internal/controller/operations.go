@@ -35,6 +35,11 @@ import (
 // calls again (Create is idempotent by contract, and the instance name is
 // in the status before the Create starts).
 //
+// A lane whose operations fail transiently backs off: the next operation
+// waits out an exponential delay before its call (backoff.go). The
+// controller's own rate limiter cannot: the reconcile that starts the
+// next operation succeeds, and its success resets the limiter's count.
+//
 // Instances being retired (a replaced VM, an abandoned replacement) are
 // deleted beside the lanes, since nothing waits for them.
 type Operations struct {
@@ -44,6 +49,10 @@ type Operations struct {
 	mu       sync.Mutex
 	lanes    map[types.UID]*operation
 	retiring map[string]bool // providerIDs
+	backoffs map[types.UID]laneBackoff
+	// backoffBase and backoffMax bound a lane's delay after transient
+	// failures.
+	backoffBase, backoffMax time.Duration
 
 	// base ends every operation when the manager stops; operations are not
 	// bounded otherwise: the provider bounds its own calls (contract §1.5).
@@ -79,10 +88,13 @@ func newOperations() *Operations {
 		// Sends happen off the workers; the buffer only spares them a wait
 		// for the controller's source to read.
 		wake:     make(chan event.GenericEvent, 256),
-		lanes:    map[types.UID]*operation{},
-		retiring: map[string]bool{},
-		base:     base,
-		stop:     stop,
+		lanes:       map[types.UID]*operation{},
+		retiring:    map[string]bool{},
+		backoffs:    map[types.UID]laneBackoff{},
+		backoffBase: defaultBackoffBase,
+		backoffMax:  defaultBackoffMax,
+		base:        base,
+		stop:        stop,
 	}
 }
 
@@ -162,8 +174,16 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane type
 			delete(o.lanes, uid)
 		}
 	}
+	// And the back-offs long past: failures that far apart are not in a
+	// row, and a deleted Proxy's would stay for good.
+	for uid, b := range o.backoffs {
+		if time.Since(b.until) > o.backoffMax+resultTTL {
+			delete(o.backoffs, uid)
+		}
+	}
 	op := &operation{call: c, rv: proxy.ResourceVersion}
 	o.lanes[lane] = op
+	wait := time.Until(o.backoffs[lane].until)
 	o.wg.Add(1)
 	o.mu.Unlock()
 
@@ -172,12 +192,23 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane type
 	go func() {
 		defer o.wg.Done()
 		defer cancel()
+		if wait > 0 {
+			// Backing off: the call waits, its lane held; a stop cuts
+			// the wait short and fn returns at once on the ended ctx.
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-octx.Done():
+			}
+			t.Stop()
+		}
 		inFlight := metrics.OperationsInFlight.WithLabelValues(provider, c.method)
 		inFlight.Inc()
 		v, err := fn(octx)
 		inFlight.Dec()
 		o.mu.Lock()
 		op.value, op.err, op.finished = v, err, time.Now()
+		o.backOff(lane, err)
 		o.mu.Unlock()
 		o.notify(key)
 	}()

@@ -24,8 +24,12 @@ type observed struct {
 
 // look ends an operation that found inst: a running instance is probed
 // (the probe reaches only the VM, within its own timeout), and a stopped
-// one deleted, to be created again. An instance that does not carry the
-// Proxy's UID is neither (the reconcile says so: notOwned).
+// or terminated one deleted, to be created again. Delete is idempotent
+// (contract §4.9): on an instance whose deletion is under way it returns
+// nil, and it finishes one a cut-off Delete left, which on vSphere reads
+// Terminated until a Delete completes it (its deleting mark, for up to
+// taskTimeout+callTimeout). An instance that does not carry the Proxy's
+// UID is neither probed nor deleted (the reconcile says so: notOwned).
 func (r *ProxyReconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32) observed {
 	seen := observed{inst: inst}
 	if !carriesUID(inst, uid) {
@@ -34,7 +38,7 @@ func (r *ProxyReconciler) look(ctx context.Context, prov contract.Provider, inst
 	switch inst.State {
 	case contract.StateRunning:
 		seen.probed = r.Prober.Probe(ctx, inst.IP, port)
-	case contract.StateStopped:
+	case contract.StateStopped, contract.StateTerminated:
 		seen.deleteErr = prov.Delete(ctx, inst.ProviderID)
 	}
 	return seen
@@ -50,8 +54,10 @@ type swept struct {
 	failed string
 }
 
-// sweep deletes every live instance of the Proxy (ownInstances: listed by
-// its UID, and carrying it) and lists again.
+// sweep deletes every instance of the Proxy (ownInstances: listed by its
+// UID, and carrying it) and lists again. A Terminated one is deleted too,
+// without an event: Delete returns nil for a deletion under way and
+// finishes one a cut-off Delete left (look).
 func sweep(ctx context.Context, prov contract.Provider, proxy *v1alpha1.Proxy) (swept, error) {
 	var out swept
 	uid := string(proxy.UID)
@@ -62,16 +68,15 @@ func sweep(ctx context.Context, prov contract.Provider, proxy *v1alpha1.Proxy) (
 	}
 	left = ownInstances(ctx, proxy, left)
 	for _, inst := range left {
-		if inst.State == contract.StateTerminated {
-			continue
-		}
 		if err := prov.Delete(ctx, inst.ProviderID); err != nil {
 			out.failed = "Delete"
 			return out, err
 		}
-		out.deleted = append(out.deleted, inst)
+		if inst.State != contract.StateTerminated {
+			out.deleted = append(out.deleted, inst)
+		}
 	}
-	if len(out.deleted) > 0 {
+	if len(left) > 0 {
 		// A provider whose Delete waits (delete-return: waits) is done
 		// already: look again now rather than one poll later.
 		if left, err = prov.ListByTag(ctx, contract.LabelUID, uid); err != nil {

@@ -139,6 +139,7 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.Timing = r.Timing.withDefaults()
 	r.Bounds = r.Bounds.withDefaults()
 	r.ops = newOperations()
+	r.ops.backoffMax = r.Timing.Resync
 	if err := mgr.Add(r.ops); err != nil {
 		return err
 	}
@@ -465,6 +466,11 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		}
 		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceStopped, msg)
 	case contract.StateTerminated:
+		// The operation deleted it too (look): a cut-off Delete leaves
+		// nothing on the backend to finish it.
+		if seen.deleteErr != nil {
+			return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
+		}
 		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, fmt.Sprintf("instance %s is being deleted; it will be created again", target.Name))
 	default:
 		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("instance %s is %s", target.Name, seen.inst.State))

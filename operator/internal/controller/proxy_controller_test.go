@@ -734,3 +734,42 @@ func TestDeleteDoesNotWaitForALingeringInstance(t *testing.T) {
 	finish()
 	deleteProxy(t, p)
 }
+
+// A Delete cut off after it began leaves an instance that reads
+// Terminated and that nothing on the backend finishes (vSphere's deleting
+// mark). The finalizer deletes it again rather than waiting for it to go
+// (issue 19: a fleet deleted under injected faults waited out the mark's
+// ten minutes).
+func TestCutOffDeleteIsFinishedByTheFinalizer(t *testing.T) {
+	p := newProxy(t, "cutoff-final", nil)
+	bootGuest(t, p, current)
+	id := waitReady(t, p).Status.Instance.ProviderID
+	cutOffDelete(t, id)
+	deleteProxy(t, p)
+	entry, _ := set.Get(testProvider)
+	if _, err := entry.Provider.Get(context.Background(), id); !errors.Is(err, contract.ErrNotFound) {
+		t.Errorf("Get(%s) after its Proxy is gone = %v, want ErrNotFound", id, err)
+	}
+}
+
+// A Proxy's own instance left Terminated by a cut-off Delete is deleted
+// and made again, not waited on until the backend drops it.
+func TestCutOffDeleteOfTheInstanceIsFinished(t *testing.T) {
+	p := newProxy(t, "cutoff-own", nil)
+	bootGuest(t, p, current)
+	id := waitReady(t, p).Status.Instance.ProviderID
+	cutOffDelete(t, id)
+	eventually(t, "the instance is created again", func() bool {
+		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceGone+":") })
+	})
+	bootGuest(t, p, func(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef {
+		if s.Instance != nil && s.Instance.State == string(contract.StateProvisioning) {
+			return s.Instance
+		}
+		return nil
+	})
+	waitReady(t, p)
+	if n := len(instancesOf(t, p)); n != 1 {
+		t.Errorf("%d instances after recreation, want 1", n)
+	}
+}

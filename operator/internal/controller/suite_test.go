@@ -62,6 +62,11 @@ var (
 	guestIPs atomic.Int32
 	holder   = &createHolder{}
 	stopped  sync.Map // providerIDs the test provider reports Stopped
+	// cutOff holds providerIDs whose Delete was cut off after it began:
+	// the test provider reports them Terminated until a Delete completes
+	// them, as vSphere does for a VM its Delete marked and powered off
+	// (providers/vsphere deleting.go: for up to taskTimeout+callTimeout).
+	cutOff sync.Map
 	// misreported maps providerIDs to the IP the test provider reports for
 	// them when Running: a provider breaking contract §2.2.
 	misreported sync.Map
@@ -291,6 +296,9 @@ func subSecond(t time.Time) time.Time {
 func (p *seamProvider) Get(ctx context.Context, providerID string) (contract.Instance, error) {
 	inst, err := p.Provider.Get(ctx, providerID)
 	inst.CreatedAt = subSecond(inst.CreatedAt)
+	if _, ok := cutOff.Load(providerID); ok && err == nil {
+		inst.State = contract.StateTerminated
+	}
 	if _, ok := stopped.Load(providerID); ok && err == nil && inst.State == contract.StateRunning {
 		inst.State = contract.StateStopped
 	}
@@ -313,8 +321,27 @@ func (p *seamProvider) Delete(ctx context.Context, providerID string) error {
 	err := p.Provider.Delete(ctx, providerID)
 	if err == nil {
 		stopped.Delete(providerID)
+		cutOff.Delete(providerID)
 	}
 	return err
+}
+
+func (p *seamProvider) ListByTag(ctx context.Context, key, value string) ([]contract.Instance, error) {
+	found, err := p.Provider.ListByTag(ctx, key, value)
+	for i := range found {
+		if _, ok := cutOff.Load(found[i].ProviderID); ok {
+			found[i].State = contract.StateTerminated
+		}
+	}
+	return found, err
+}
+
+// cutOffDelete has the test provider report the instance as a Delete cut
+// off after it began leaves it: Terminated until a Delete completes it.
+func cutOffDelete(t *testing.T, providerID string) {
+	t.Helper()
+	cutOff.Store(providerID, true)
+	t.Cleanup(func() { cutOff.Delete(providerID) })
 }
 
 // stopVM has the test provider report the VM Stopped until it is deleted.

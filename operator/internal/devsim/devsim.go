@@ -55,6 +55,7 @@ func StartVcsim(ctx context.Context, user, password string, withTLS bool) (*Vcsi
 	if err := model.Create(); err != nil {
 		return nil, err
 	}
+	lockSearchIndex(model)
 	if withTLS {
 		model.Service.TLS = new(tls.Config)
 	}
