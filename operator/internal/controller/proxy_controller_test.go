@@ -448,21 +448,8 @@ func TestStoppedInstanceIsCreatedAgain(t *testing.T) {
 	eventually(t, "the operator notices the instance stopped", func() bool {
 		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceStopped+": instance ") })
 	})
-	// The backend deletes it; the operator waits for it to go, then makes
-	// it again under the same name.
-	eventually(t, "the instance is created again", func() bool {
-		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceGone+":") })
-	})
-	bootGuest(t, p, func(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef {
-		if s.Instance != nil && s.Instance.State == string(contract.StateProvisioning) {
-			return s.Instance
-		}
-		return nil
-	})
-	waitReady(t, p)
-	if n := len(instancesOf(t, p)); n != 1 {
-		t.Errorf("%d instances after recreation, want 1", n)
-	}
+	// The operator deletes it and makes it again under the same name.
+	waitCreatedAgain(t, p)
 }
 
 // While a replacement fails, the old instance keeps serving: Ready stays
@@ -759,6 +746,13 @@ func TestCutOffDeleteOfTheInstanceIsFinished(t *testing.T) {
 	bootGuest(t, p, current)
 	id := waitReady(t, p).Status.Instance.ProviderID
 	cutOffDelete(t, id)
+	waitCreatedAgain(t, p)
+}
+
+// waitCreatedAgain waits for the Proxy's instance to be gone and made
+// again, boots the new one and checks it is the only one.
+func waitCreatedAgain(t *testing.T, p *v1alpha1.Proxy) {
+	t.Helper()
 	eventually(t, "the instance is created again", func() bool {
 		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceGone+":") })
 	})
