@@ -213,9 +213,14 @@ func TestSharedListsTakeNoSlot(t *testing.T) {
 		for range 2 {
 			<-h.started
 		}
-		// Both tokens and slots are taken unless the lists are shared. The wait can
-		// only hide a failure (the Delete answering late), never make one.
-		delCtx, delCancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		// Both tokens and slots are taken unless the lists are shared. A
+		// shared Delete gets 10 s (only a real wait fails it); an unshared
+		// one 300 ms, a wait that can only hide the failure, never make one.
+		wait := 300 * time.Millisecond
+		if shared {
+			wait = 10 * time.Second
+		}
+		delCtx, delCancel := context.WithTimeout(context.Background(), wait)
 		err := p.Delete(delCtx, "x")
 		delCancel()
 		switch {
