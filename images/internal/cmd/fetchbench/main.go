@@ -1,7 +1,8 @@
 // Command fetchbench measures images/fetch on loopback for
 // hack/bench-fetch.sh: "serve" streams a deterministic image of a given
 // size; "fetch" copies it with fetch.Fetcher into a directory and reports
-// the time taken and how far the process's peak RSS grew.
+// the time taken, how much of it the final commit (the fsync) took, and
+// how far the process's peak RSS grew.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +54,7 @@ func (r *imageReader) Read(p []byte) (int, error) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fetchbench serve -size N | fetch -url U -sha256 S -dir D")
+		fmt.Fprintln(os.Stderr, "usage: fetchbench serve -size N | fetch -url U -sha256 S -dir D [-cpuprofile F]")
 		os.Exit(2)
 	}
 	var err error
@@ -91,20 +93,36 @@ func serve(args []string) error {
 	return srv.Serve(l)
 }
 
-// fetchOnce prints "seconds=<s> rss_growth_kib=<k>".
+// fetchOnce prints "seconds=<s> commit_seconds=<c> rss_growth_kib=<k>"
+// (and the RSS before and at its peak).
 func fetchOnce(args []string) error {
 	fs := flag.NewFlagSet("fetch", flag.ExitOnError)
 	url := fs.String("url", "", "image URL")
 	sum := fs.String("sha256", "", "expected checksum")
 	dir := fs.String("dir", "", "destination directory")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the fetch to this file")
 	_ = fs.Parse(args)
 	before, err := statusKiB("VmRSS")
 	if err != nil {
 		return err
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	dest := &timedCommit{Destination: fetch.DirDestination{Dir: *dir}}
 	start := time.Now()
-	err = (&fetch.Fetcher{}).Ensure(context.Background(), fetch.DirDestination{Dir: *dir}, "image", fetch.Entry{URL: *url, SHA256: *sum, Format: "qcow2"})
+	err = (&fetch.Fetcher{}).Ensure(context.Background(), dest, "image", fetch.Entry{URL: *url, SHA256: *sum, Format: "qcow2"})
 	elapsed := time.Since(start)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}
@@ -112,8 +130,36 @@ func fetchOnce(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("seconds=%.3f rss_before_kib=%d rss_peak_kib=%d rss_growth_kib=%d\n", elapsed.Seconds(), before, peak, peak-before)
+	fmt.Printf("seconds=%.3f commit_seconds=%.3f rss_before_kib=%d rss_peak_kib=%d rss_growth_kib=%d\n",
+		elapsed.Seconds(), dest.commit.Seconds(), before, peak, peak-before)
 	return nil
+}
+
+// timedCommit times the Upload's Commit: DirDestination's fsync is disk
+// time that curl -o never spends, and the report tells it apart.
+type timedCommit struct {
+	fetch.Destination
+	commit time.Duration
+}
+
+func (d *timedCommit) Begin(ctx context.Context, key string, size int64) (fetch.Upload, error) {
+	up, err := d.Destination.Begin(ctx, key, size)
+	if err != nil {
+		return nil, err
+	}
+	return &timedUpload{Upload: up, d: d}, nil
+}
+
+type timedUpload struct {
+	fetch.Upload
+	d *timedCommit
+}
+
+func (u *timedUpload) Commit(ctx context.Context) error {
+	start := time.Now()
+	err := u.Upload.Commit(ctx)
+	u.d.commit += time.Since(start)
+	return err
 }
 
 // statusKiB reads one field of /proc/self/status.
