@@ -11,7 +11,10 @@
 # against curl -o: the "no checksum asked" target holds if this one does.
 # Each round times every contender once, the order rotating from round to
 # round so that none always runs first or last; medians are printed. A
-# sync between contenders keeps one's writeback out of the next one's time.
+# sync between contenders keeps one's writeback out of the next one's time,
+# and each starts once the machine has been idle for a second (waiting a
+# minute at most, then saying so): fetch uses both CPUs of a 2-CPU machine,
+# curl one, so another's work on the machine weighs on fetch most.
 #   hack/bench-fetch.sh [size-bytes] [rounds]    # default 2 GiB, 3 rounds
 set -euo pipefail
 size=${1:-$((2 << 30))}
@@ -30,6 +33,18 @@ server=$!
 for _ in $(seq 100); do [ -s "$work/serve.out" ] && break; sleep 0.2; done
 read -r url sum < "$work/serve.out"
 mkdir "$work/out"
+
+# idle waits until less than a tenth of a CPU was busy for one second.
+idle() {
+  local a b
+  for _ in $(seq 30); do
+    a=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat); sleep 1
+    b=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat)
+    [ $((b - a)) -lt 10 ] && return
+    sleep 1
+  done
+  echo "bench-fetch: the machine stayed busy; this run's times include other work" >&2
+}
 
 now() { date +%s.%N; }
 since() { printf '%.3f\n' "$(echo "$(now) - $1" | bc -l)"; }
@@ -61,6 +76,7 @@ contenders=(fetch tee curl)
 for round in $(seq 0 $((rounds - 1))); do
   for i in 0 1 2; do
     c=${contenders[$(( (round + i) % 3 ))]}
+    idle
     "run_$c"
     rm -f "$work/out/image"
     sync

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,7 +64,7 @@ func (d DirDestination) Begin(_ context.Context, key string, _ int64) (Upload, e
 	}
 	switch {
 	case err == nil:
-		return &fileUpload{f: f, partial: partial, final: p}, nil
+		return &fileUpload{f: f, partial: partial, final: p, flush: newFlusher(f, flushEvery)}, nil
 	case errors.Is(err, os.ErrExist):
 		return nil, ErrInProgress
 	default:
@@ -85,27 +86,49 @@ func (d DirDestination) staleAfter() time.Duration {
 	return d.StaleAfter
 }
 
-// writebackEvery is how much is written between two writeback starts.
-const writebackEvery = 32 << 20
+// The file is written in slices of at most writeSlice: a larger write
+// gets large page-cache folios, and on this project's VMs, whose memory
+// the host backs lazily, a 1 MiB write cost ten times as much kernel time
+// as four of 256 KiB (2 GiB: 3.1 s against 0.3 s); elsewhere it is still
+// few system calls.
+const writeSlice = 256 << 10
+
+// flushEvery is how much is written between two background flushes.
+const flushEvery = 128 << 20
 
 type fileUpload struct {
 	f              *os.File
 	partial, final string
-	written        int64
-	flushed        int64
+	flush          *flusher
 }
 
 func (u *fileUpload) Write(p []byte) (int, error) {
-	n, err := u.f.Write(p)
-	u.written += int64(n)
-	if u.written-u.flushed >= writebackEvery {
-		startWriteback(u.f, u.flushed, u.written-u.flushed)
-		u.flushed = u.written
+	return writeInSlices(u.f, p, u.flush.wrote)
+}
+
+// writeInSlices writes p to w in calls of at most writeSlice bytes,
+// telling wrote each call's count.
+func writeInSlices(w io.Writer, p []byte, wrote func(int)) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		n, err := w.Write(p[:min(len(p), writeSlice)])
+		written += n
+		wrote(n)
+		if err == nil && n < min(len(p), writeSlice) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
 	}
-	return n, err
+	return written, nil
 }
 
 func (u *fileUpload) Commit(context.Context) error {
+	if err := u.flush.wait(); err != nil {
+		return err
+	}
 	if err := u.f.Sync(); err != nil {
 		return err
 	}
@@ -133,6 +156,7 @@ func (u *fileUpload) stillMine(mine os.FileInfo) bool {
 }
 
 func (u *fileUpload) Abort(context.Context) error {
+	_ = u.flush.wait()
 	mine, err := u.f.Stat()
 	_ = u.f.Close()
 	if err != nil {

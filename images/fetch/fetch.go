@@ -1,9 +1,10 @@
 // Package fetch copies catalogue images into backend storage as a stream
 // (contract §1.4): the image flows from its URL through a SHA-256 hash
-// into the destination through one 1 MiB buffer, never whole in memory; the
-// checksum is verified before the copy is marked complete; a cut-off copy
-// is discarded and fetched again, never used; and when several Creates
-// need the same image at the same place, it is fetched once.
+// into the destination through a ring of four 1 MiB buffers, hashed on a
+// second core while they are written, never whole in memory; the checksum
+// is verified before the copy is marked complete; a cut-off copy is
+// discarded and fetched again, never used; and when several Creates need
+// the same image at the same place, it is fetched once.
 //
 // Each provider plugs in its storage as a Destination: a libvirt storage
 // pool, a Proxmox storage, Glance, a vSphere datastore. DirDestination, a
@@ -16,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -194,8 +194,7 @@ func (f *Fetcher) copy(ctx context.Context, log logr.Logger, dest Destination, k
 	log.V(contract.LogStep).Info("fetching image", "url", redact(e.URL), "bytes", resp.ContentLength)
 	hash := sha256.New()
 	body := &progress{r: resp.Body, log: log, total: resp.ContentLength, every: f.ProgressEvery, start: time.Now()}
-	// One fixed 1 MiB buffer: few syscalls, bounded memory.
-	n, err := io.CopyBuffer(&hashingWriter{w: up, h: hash}, body, make([]byte, 1<<20))
+	n, err := stream(body, up, hash)
 	if err != nil {
 		abort(ctx, log, up)
 		return fmt.Errorf("fetch %s: cut off after %d bytes: %w", key, n, err)
@@ -220,24 +219,6 @@ func abort(ctx context.Context, log logr.Logger, up Upload) {
 	if err := up.Abort(actx); err != nil {
 		log.Error(err, "discarding a partial image copy failed; the destination must treat it as stale")
 	}
-}
-
-// hashingWriter writes each piece to w while hashing it on a second core,
-// so the checksum costs no time a write does not already take.
-type hashingWriter struct {
-	w io.Writer
-	h hash.Hash
-}
-
-func (hw *hashingWriter) Write(p []byte) (int, error) {
-	done := make(chan struct{})
-	go func() {
-		hw.h.Write(p)
-		close(done)
-	}()
-	n, err := hw.w.Write(p)
-	<-done
-	return n, err
 }
 
 // progress logs a streaming copy's progress at most once per interval.

@@ -219,3 +219,51 @@ func TestErrorsNeverShowTheURLsToken(t *testing.T) {
 		t.Errorf("invalid entry: %v", err)
 	}
 }
+
+// failingDestination's uploads fail their first write.
+type failingDestination struct {
+	DirDestination
+	err error
+}
+
+func (d failingDestination) Begin(ctx context.Context, key string, size int64) (Upload, error) {
+	up, err := d.DirDestination.Begin(ctx, key, size)
+	if err != nil {
+		return nil, err
+	}
+	return failingUpload{Upload: up, err: d.err}, nil
+}
+
+type failingUpload struct {
+	Upload
+	err error
+}
+
+func (u failingUpload) Write([]byte) (int, error) { return 0, u.err }
+
+func TestFailedWriteStopsTheDownloadAndLeavesNothing(t *testing.T) {
+	// The server sends two pieces' worth and stalls: the failed write must
+	// end the copy, not a read waiting on the stalled network.
+	img := serveImage(t, 4*pieceSize)
+	img.stall = make(chan struct{})
+	defer close(img.stall)
+	writeErr := errors.New("no space left on device")
+	dest := failingDestination{DirDestination: DirDestination{Dir: t.TempDir()}, err: writeErr}
+	done := make(chan error, 1)
+	go func() { done <- (&Fetcher{}).Ensure(context.Background(), dest, "debian-12", img.entry) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a hang guard, not a measurement
+		t.Fatal("Ensure still running a minute after the write failed: the download was not stopped")
+	}
+	if !errors.Is(err, writeErr) {
+		t.Errorf("Ensure = %v, want the write's error", err)
+	}
+	if contract.ClassOf(err) != contract.ClassTransient {
+		t.Errorf("a failed write is %s, want transient: %v", contract.ClassOf(err), err)
+	}
+	if names := files(t, dest.Dir); len(names) != 0 {
+		t.Errorf("after a failed write the destination holds %v", names)
+	}
+}
