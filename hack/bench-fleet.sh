@@ -34,7 +34,11 @@ awk '
         v[o "create-reconciles"], v[o "create-queued-ms"], v[o "create-reconcile-ms"], v[o "delete-reconciles"], v[o "delete-queued-ms"], v[o "delete-reconcile-ms"]
       printf "  connections to vCenter (TLS handshakes): creating %d (bare %d), deleting %d (bare %d)\n",
         v[o "create-conns"], v[s "create-conns"], v[o "delete-conns"], v[s "delete-conns"]
-      printf "  CPU: the operator process used %.1f s creating, %.1f s deleting; the machine was %.0f%% / %.0f%% busy (bare %.0f%% / %.0f%%)\n",
-        v[o "create-cpu-s"], v[o "delete-cpu-s"], 100 * v[o "create-busy"], 100 * v[o "delete-busy"], 100 * v[s "create-busy"], 100 * v[s "delete-busy"]
+      printf "  CPU seconds creating: operator %.1f, API server and etcd %.1f, vcsim and benchmark %.1f; machine %.0f%% busy (bare: %.1f, %.1f; %.0f%%)\n",
+        v[o "create-cpu-s"], v[o "create-apiserver-cpu-s"], v[o "create-vcsim-cpu-s"], 100 * v[o "create-busy"],
+        v[s "create-apiserver-cpu-s"], v[s "create-vcsim-cpu-s"], 100 * v[s "create-busy"]
+      printf "  CPU seconds deleting: operator %.1f, API server and etcd %.1f, vcsim and benchmark %.1f; machine %.0f%% busy (bare: %.1f, %.1f; %.0f%%)\n",
+        v[o "delete-cpu-s"], v[o "delete-apiserver-cpu-s"], v[o "delete-vcsim-cpu-s"], 100 * v[o "delete-busy"],
+        v[s "delete-apiserver-cpu-s"], v[s "delete-vcsim-cpu-s"], 100 * v[s "delete-busy"]
     }
   }' <<<"$out"

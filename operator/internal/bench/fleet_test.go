@@ -76,18 +76,16 @@ func BenchmarkFleet(b *testing.B) {
 func fleetSDK(b *testing.B, n int) {
 	sdk := loginSDK(b)
 	before, dialled := calls.Load(), conns.Load()
-	busy0, total0 := machineCPU(b)
+	cpu0 := sampleCPU(b, 0)
 	created, vms := sdk.create(b, n, fleetWorkers)
 	createCalls, createConns := calls.Load()-before, conns.Load()-dialled
-	busy1, total1 := machineCPU(b)
-	createBusy := busyShare(busy0, total0, busy1, total1)
+	cpu1 := sampleCPU(b, 0)
 	before, dialled = calls.Load(), conns.Load()
 	deleted := sdk.destroy(b, vms, fleetWorkers)
 	deleteCalls, deleteConns := calls.Load()-before, conns.Load()-dialled
-	busy2, total2 := machineCPU(b)
-	deleteBusy := busyShare(busy1, total1, busy2, total2)
-	b.ReportMetric(createBusy, "create-busy")
-	b.ReportMetric(deleteBusy, "delete-busy")
+	cpu2 := sampleCPU(b, 0)
+	cpu1.report(b, "create", cpu0)
+	cpu2.report(b, "delete", cpu1)
 	b.ReportMetric(float64(created.Milliseconds()), "create-ms")
 	b.ReportMetric(float64(deleted.Milliseconds()), "delete-ms")
 	b.ReportMetric(float64(createCalls)/float64(n), "calls/create")
@@ -107,14 +105,11 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	defer deleteServices(b, ns)
 
 	apiBefore, before, start, queued, dialled := op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
-	cpu0 := cpuSeconds(b, op.cmd.Process.Pid)
-	busy0, total0 := machineCPU(b)
+	cpu0 := sampleCPU(b, op.cmd.Process.Pid)
 	createProxies(b, ns, n)
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return countReady(ps) == n })
 	created, createCalls := time.Since(start), calls.Load()-before
-	createCPU := cpuSeconds(b, op.cmd.Process.Pid) - cpu0
-	busy1, total1 := machineCPU(b)
-	createBusy := busyShare(busy0, total0, busy1, total1)
+	createCPU := sampleCPU(b, op.cmd.Process.Pid)
 	apiCreate := op.apiRequests(b) - apiBefore
 	createItems, createWait, createWork := op.queue(b).since(queued)
 	createConns := conns.Load() - dialled
@@ -130,16 +125,13 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	writes := (op.apiRequests(b, "POST", "PUT", "PATCH", "DELETE") - writesBefore) / float64(resyncPeriods*n)
 
 	apiBefore, before, start, queued, dialled = op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
-	cpu0 = cpuSeconds(b, op.cmd.Process.Pid)
-	busy0, total0 = machineCPU(b)
+	cpu2 := sampleCPU(b, op.cmd.Process.Pid)
 	if err := k8s.DeleteAllOf(ctx, &v1alpha1.Proxy{}, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return len(ps) == 0 })
 	deleted, deleteCalls := time.Since(start), calls.Load()-before
-	deleteCPU := cpuSeconds(b, op.cmd.Process.Pid) - cpu0
-	busy1, total1 = machineCPU(b)
-	deleteBusy := busyShare(busy0, total0, busy1, total1)
+	deleteCPU := sampleCPU(b, op.cmd.Process.Pid)
 	apiDelete := op.apiRequests(b) - apiBefore
 	deleteItems, deleteWait, deleteWork := op.queue(b).since(queued)
 	deleteConns := conns.Load() - dialled
@@ -163,10 +155,8 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	b.ReportMetric(deleteWork, "delete-reconcile-ms")
 	b.ReportMetric(float64(createConns), "create-conns")
 	b.ReportMetric(float64(deleteConns), "delete-conns")
-	b.ReportMetric(createCPU, "create-cpu-s")
-	b.ReportMetric(deleteCPU, "delete-cpu-s")
-	b.ReportMetric(createBusy, "create-busy")
-	b.ReportMetric(deleteBusy, "delete-busy")
+	createCPU.report(b, "create", cpu0)
+	deleteCPU.report(b, "delete", cpu2)
 }
 
 // createProxies creates n Proxies in ns, fleetWorkers at a time, as a
