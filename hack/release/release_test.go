@@ -1,0 +1,214 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// testRepo is a git repository of two modules: b requires a, as the
+// providers require the contract.
+func testRepo(t *testing.T) *repo {
+	t.Helper()
+	root := t.TempDir()
+	files := map[string]string{
+		"versions.yaml": "modules:\n  a: v0.1.0\n  b: v0.1.0\n",
+		"a/go.mod":      "module example.com/r/a\n\ngo 1.26.0\n",
+		"a/a.go":        "package a\n\n// Name is a's name.\nconst Name = \"a\"\n",
+		"b/go.mod":      "module example.com/r/b\n\ngo 1.26.0\n\nrequire example.com/r/a v0.1.0\n",
+		"b/b.go":        "package b\n\nimport \"example.com/r/a\"\n\n// Name is b's name and a's.\nconst Name = \"b\" + a.Name\n",
+		"CHANGELOG.md":  "# Changelog\n\n## Unreleased\n\n### a v0.1.0\n- a's change.\n\n### b\n- b's change.\n\n## Older\n- kept.\n",
+	}
+	for name, text := range files {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &repo{root: root}
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
+	for _, args := range [][]string{{"init", "--quiet"}, {"add", "-A"}, {"commit", "--quiet", "-m", "start"}} {
+		if _, err := r.git(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func read(t *testing.T, r *repo, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(r.root, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestTagReleasesAModuleAndMovesItsRequirements(t *testing.T) {
+	r := testRepo(t)
+	p, err := r.plan("v0.2.0", []string{"a"}, "2026-12-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.apply(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, r, "versions.yaml"); !strings.Contains(got, "  a: v0.2.0\n  b: v0.1.0\n") {
+		t.Errorf("versions.yaml:\n%s", got)
+	}
+	if got := read(t, r, "b/go.mod"); !strings.Contains(got, "require example.com/r/a v0.2.0") {
+		t.Errorf("b/go.mod still requires the old a:\n%s", got)
+	}
+	log := read(t, r, "CHANGELOG.md")
+	want := "## Unreleased\n\n### b\n- b's change.\n\n## a v0.2.0 (2026-12-01)\n\n- a's change.\n\n## Older\n"
+	if !strings.Contains(log, want) {
+		t.Errorf("CHANGELOG.md:\n%s\nwant it to hold:\n%s", log, want)
+	}
+	if tags, _ := r.git("tag", "--list"); tags != "a/v0.2.0" {
+		t.Errorf("tags %q, want a/v0.2.0", tags)
+	}
+	if status, _ := r.git("status", "--porcelain"); status != "" {
+		t.Errorf("release left the tree unclean:\n%s", status)
+	}
+	// The next release must go above the tag.
+	if _, err := r.plan("v0.2.0", []string{"a"}, "2026-12-02"); err == nil || !strings.Contains(err.Error(), "already tagged v0.2.0") {
+		t.Errorf("releasing a at its tag again: %v", err)
+	}
+}
+
+func TestTagRefusesBadInputBeforeChangingAnything(t *testing.T) {
+	r := testRepo(t)
+	for _, c := range []struct {
+		version string
+		modules []string
+		want    string
+	}{
+		{"0.2.0", []string{"a"}, `-version "0.2.0"`},
+		{"v0.2", []string{"a"}, `-version "v0.2"`},
+		{"v2.0.0", []string{"a"}, "/v2"},
+		{"v0.2.0", []string{"c"}, `"c" is not a module`},
+		{"v0.2.0", nil, "-modules"},
+	} {
+		if _, err := r.plan(c.version, c.modules, "2026-12-01"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plan(%q, %q): %v, want an error naming %s", c.version, c.modules, err, c.want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(r.root, "a/a.go"), []byte("package a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.plan("v0.2.0", []string{"a"}, "2026-12-01"); err == nil || !strings.Contains(err.Error(), "not clean") {
+		t.Errorf("plan on a dirty tree: %v", err)
+	}
+}
+
+func TestDryRunPrintsAndChangesNothing(t *testing.T) {
+	r := testRepo(t)
+	t.Chdir(r.root)
+	before, _ := r.git("rev-parse", "HEAD")
+	out := captureStdout(t, func() {
+		if err := run([]string{"tag", "-dry-run", "-version", "v0.3.0", "-modules", "all", "-date", "2026-12-01"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, want := range []string{
+		"versions.yaml: a v0.1.0 -> v0.3.0", "b/go.mod: require example.com/r/a v0.3.0 (was v0.1.0)",
+		"CHANGELOG.md: Unreleased's b entries -> ## b v0.3.0 (2026-12-01)", "tag: a/v0.3.0", "tag: b/v0.3.0", "dry run",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run printed:\n%s\nwithout %q", out, want)
+		}
+	}
+	after, _ := r.git("rev-parse", "HEAD")
+	status, _ := r.git("status", "--porcelain")
+	tags, _ := r.git("tag", "--list")
+	if after != before || status != "" || tags != "" {
+		t.Errorf("dry run changed the repository: HEAD %s -> %s, status %q, tags %q", before, after, status, tags)
+	}
+}
+
+// TestProxyServesWhatTheGoCommandFetches builds a module outside the
+// repository against the proxy alone, as a downstream user would.
+func TestProxyServesWhatTheGoCommandFetches(t *testing.T) {
+	r := testRepo(t)
+	p, err := r.plan("v0.2.0-rc.1", []string{"all"}, "2026-12-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.apply(p); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	served, err := r.proxy(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(served) != 2 {
+		t.Fatalf("served %v, want a and b", served)
+	}
+	down := t.TempDir()
+	if err := os.WriteFile(filepath.Join(down, "main.go"), []byte("package main\n\nimport \"example.com/r/b\"\n\nfunc main() { println(b.Name) }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "GOWORK=off", "GOPROXY=file://"+out, "GOSUMDB=off", "GOFLAGS=-mod=mod",
+		"GOTOOLCHAIN=local", "GOMODCACHE="+t.TempDir())
+	for _, args := range [][]string{
+		{"mod", "init", "example.com/down"},
+		{"get", "example.com/r/b@v0.2.0-rc.1"},
+		{"build", "-o", "down", "."},
+	} {
+		cmd := exec.CommandContext(t.Context(), "go", args...)
+		cmd.Dir, cmd.Env = down, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-m", "all")
+	cmd.Dir, cmd.Env = down, env
+	graph, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "example.com/down\nexample.com/r/a v0.2.0-rc.1\nexample.com/r/b v0.2.0-rc.1\n"; string(graph) != want {
+		t.Errorf("downstream graph:\n%s\nwant:\n%s", graph, want)
+	}
+	// The go command checks the zip it fetched against the rules; so does
+	// x/mod's CheckZip (no vendor directory, no nested module, sizes).
+	if got, err := exec.CommandContext(t.Context(), filepath.Join(down, "down")).CombinedOutput(); err != nil || strings.TrimSpace(string(got)) != "ba" {
+		t.Errorf("downstream program: %q, %v", got, err)
+	}
+}
+
+func TestProxyRefusesAnUntaggedModule(t *testing.T) {
+	r := testRepo(t)
+	if _, err := r.proxy(t.TempDir()); err == nil || !strings.Contains(err.Error(), "a/v0.1.0 is not tagged") {
+		t.Errorf("proxy of untagged modules: %v", err)
+	}
+}
+
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = wr
+	done := make(chan string)
+	go func() {
+		data, _ := io.ReadAll(rd)
+		done <- string(data)
+	}()
+	f()
+	os.Stdout = old
+	_ = wr.Close()
+	return <-done
+}
