@@ -20,7 +20,16 @@ type plan struct {
 	was     map[string]string // their versions before
 	paths   map[string]string // every module's path, by directory
 	require []requireChange
+	replace []replaceChange
 	all     versions // versions.yaml after the release
+}
+
+// replaceChange is go.work's replacement of a released module by its
+// directory, moved to the new version: the workspace needs one at the
+// version the modules require, or the go command fetches that version's
+// go.mod.
+type replaceChange struct {
+	path, was, dir string
 }
 
 // requireChange is a requirement on a released module moved to its new
@@ -85,6 +94,17 @@ func (r *repo) plan(version string, modules []string, date string) (*plan, error
 			}
 		}
 	}
+	work, err := r.goWork()
+	if err != nil {
+		return nil, err
+	}
+	for _, rep := range work.Replace {
+		for _, released := range modules {
+			if rep.Old.Path == paths[released] && rep.Old.Version != version {
+				p.replace = append(p.replace, replaceChange{path: rep.Old.Path, was: rep.Old.Version, dir: rep.New.Path})
+			}
+		}
+	}
 	return p, nil
 }
 
@@ -124,6 +144,9 @@ func (p *plan) describe() []string {
 	for _, c := range p.require {
 		lines = append(lines, fmt.Sprintf("%s/go.mod: require %s %s (was %s)", c.dir, c.path, p.version, c.was))
 	}
+	for _, c := range p.replace {
+		lines = append(lines, fmt.Sprintf("go.work: replace %s %s => %s (was %s)", c.path, p.version, c.dir, c.was))
+	}
 	for _, dir := range p.modules {
 		lines = append(lines, fmt.Sprintf("%s: Unreleased's %s entries -> ## %s", changelogFile, dir, sectionTitle(dir, p.version, p.date)))
 	}
@@ -147,6 +170,24 @@ func (r *repo) apply(p *plan) error {
 			return err
 		}
 		if err := writeGoMod(filepath.Join(r.root, c.dir, "go.mod"), f); err != nil {
+			return err
+		}
+	}
+	if len(p.replace) > 0 {
+		work, err := r.goWork()
+		if err != nil {
+			return err
+		}
+		for _, c := range p.replace {
+			if err := work.DropReplace(c.path, c.was); err != nil {
+				return err
+			}
+			if err := work.AddReplace(c.path, p.version, c.dir, ""); err != nil {
+				return err
+			}
+		}
+		work.Cleanup()
+		if err := os.WriteFile(filepath.Join(r.root, "go.work"), modfile.Format(work.Syntax), 0o644); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ func testRepo(t *testing.T) *repo {
 	root := t.TempDir()
 	files := map[string]string{
 		"versions.yaml": "modules:\n  a: v0.1.0\n  b: v0.1.0\n",
+		"go.work":       "go 1.26.0\n\nuse (\n\t./a\n\t./b\n)\n\nreplace example.com/r/a v0.1.0 => ./a\n",
 		"a/go.mod":      "module example.com/r/a\n\ngo 1.26.0\n",
 		"a/a.go":        "package a\n\n// Name is a's name.\nconst Name = \"a\"\n",
 		"b/go.mod":      "module example.com/r/b\n\ngo 1.26.0\n\nrequire example.com/r/a v0.1.0\n",
@@ -67,6 +68,9 @@ func TestTagReleasesAModuleAndMovesItsRequirements(t *testing.T) {
 	}
 	if got := read(t, r, "b/go.mod"); !strings.Contains(got, "require example.com/r/a v0.2.0") {
 		t.Errorf("b/go.mod still requires the old a:\n%s", got)
+	}
+	if got := read(t, r, "go.work"); !strings.Contains(got, "replace example.com/r/a v0.2.0 => ./a\n") || strings.Contains(got, "v0.1.0") {
+		t.Errorf("go.work does not replace the new a alone:\n%s", got)
 	}
 	log := read(t, r, "CHANGELOG.md")
 	want := "## Unreleased\n\n### b\n- b's change.\n\n## a v0.2.0 (2026-12-01)\n\n- a's change.\n\n## Older\n"
@@ -121,6 +125,7 @@ func TestDryRunPrintsAndChangesNothing(t *testing.T) {
 	})
 	for _, want := range []string{
 		"versions.yaml: a v0.1.0 -> v0.3.0", "b/go.mod: require example.com/r/a v0.3.0 (was v0.1.0)",
+		"go.work: replace example.com/r/a v0.3.0 => ./a (was v0.1.0)",
 		"CHANGELOG.md: Unreleased's b entries -> ## b v0.3.0 (2026-12-01)", "tag: a/v0.3.0", "tag: b/v0.3.0", "dry run",
 	} {
 		if !strings.Contains(out, want) {

@@ -84,6 +84,16 @@ func (r *repo) goMod(dir string) (*modfile.File, error) {
 	return modfile.Parse(path, data, nil)
 }
 
+// goWork reads the workspace's go.work.
+func (r *repo) goWork() (*modfile.WorkFile, error) {
+	path := filepath.Join(r.root, "go.work")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return modfile.ParseWork(path, data, nil)
+}
+
 // modulePaths maps each module's directory to its module path.
 func (r *repo) modulePaths(v versions) (map[string]string, error) {
 	paths := map[string]string{}
