@@ -27,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
+.PHONY: release release-proxy downstream all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
 all: test
 
 help: ## List the targets.
@@ -187,6 +187,14 @@ image-operator: ## Build the operator's container image offline into bin/images/
 image-operator-smoke: ## Run the operator image under runc as its Deployment runs it (read-only root, uid 65532, no capabilities); the libvirt variant's libraries and libssh too.
 	PROVIDERS="$(PROVIDERS)" VERSION="$(VERSION)" images/recipes/operator/smoke.sh
 
+release: ## Version modules: make release VERSION=v0.2.0 MODULES=contract,providers/proxmox (or all) [DRY_RUN=1]; docs/releasing.md.
+	@$(if $(filter command line,$(origin VERSION)),,$(error make release: name the version, VERSION=vX.Y.Z (the VERSION file is the operator image's)))
+	@$(if $(filter command line,$(origin MODULES)),,$(error make release: name the modules, MODULES=contract,providers/proxmox or MODULES=all))
+	cd hack/release && $(GO) run . tag -version $(VERSION) -modules $(MODULES) $(if $(DRY_RUN),-dry-run)
+release-proxy: ## Write every module at its versions.yaml version, from its tag, into OUT in the GOPROXY file layout.
+	cd hack/release && $(GO) run . proxy -out $(abspath $(OUT))
+downstream: ## Build as a downstream user, offline, from a release candidate on a local module proxy: each provider alone with the harness, and the operator.
+	hack/downstream.sh
 operator: ## Build the operator binary with the providers in PROVIDERS into bin/.
 	cd operator && $(GO) build -tags "$(PROVIDERS)" -o ../bin/egress-proxies-operator ./cmd
 

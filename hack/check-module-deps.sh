@@ -6,11 +6,8 @@
 set -euo pipefail
 module=${1:?usage: check-module-deps.sh <module-dir>}
 
-sdk_vsphere='github.com/vmware/govmomi'
-sdk_proxmox='github.com/luthermonson/go-proxmox'
-sdk_libvirt='libvirt.org/go/'
-sdk_openstack='github.com/gophercloud/'
-kubernetes='k8s.io/|sigs.k8s.io/'
+# shellcheck source=hack/sdk-modules.sh
+. "$(dirname "$0")/sdk-modules.sh"
 otel_sdk='go.opentelemetry.io/otel/sdk'
 
 case "$module" in
