@@ -48,11 +48,12 @@ for dir in contract contract/contracttest images providers/vsphere providers/pro
 done
 
 # offline runs a command with no network and nothing but the two local
-# proxies: a network namespace of its own (as root; a user namespace else).
+# proxies: a network namespace of its own (as root; a user namespace else)
+# with its loopback up, for the tests' fakes and simulators.
 offline() {
   local ns=(unshare --net)
   [ "$(id -u)" = 0 ] || ns+=(--map-root-user)
-  "${ns[@]}" env GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GOSUMDB=off \
+  "${ns[@]}" sh -c 'ip link set lo up && exec "$@"' offline env GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GOSUMDB=off \
     GOPROXY="file://$work/proxy,file://$cache/cache/download" GOMODCACHE="$work/modcache" \
     "$@"
 }
