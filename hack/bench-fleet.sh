@@ -30,6 +30,8 @@ awk '
       printf "  API writes per Proxy per resync %.3f (target 0); API requests per Proxy %.1f; peak RSS %.0f MiB (target <= 150 at 1000)\n",
         v[o "writes/resync"], v[o "api/proxy"], v[o "peak-MiB"]
       printf "  GC sweep of the fleet: %.0f ms, %d SOAP calls, %.0f KiB\n", v[o "sweep-ms"], v[o "sweep-calls"], v[o "sweep-KiB"]
+      printf "  API requests per deletion: GET %.2f, PUT %.2f, PATCH %.2f, POST %.2f, DELETE %.2f; answered Conflict %.2f\n",
+        v[o "delete-api-GET"], v[o "delete-api-PUT"], v[o "delete-api-PATCH"], v[o "delete-api-POST"], v[o "delete-api-DELETE"], v[o "delete-api-409"]
       printf "  workqueue: creating %.1f reconciles per Proxy, each %.0f ms queued and %.1f ms reconciling; deleting %.1f, %.0f ms, %.1f ms\n",
         v[o "create-reconciles"], v[o "create-queued-ms"], v[o "create-reconcile-ms"], v[o "delete-reconciles"], v[o "delete-queued-ms"], v[o "delete-reconcile-ms"]
       printf "  connections to vCenter (TLS handshakes): creating %d (bare %d), deleting %d (bare %d)\n",

@@ -126,12 +126,16 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 
 	apiBefore, before, start, queued, dialled = op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
 	cpu2 := sampleCPU(b, op.cmd.Process.Pid)
+	byMethod := op.apiCalls(b)
 	if err := k8s.DeleteAllOf(ctx, &v1alpha1.Proxy{}, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return len(ps) == 0 })
 	deleted, deleteCalls := time.Since(start), calls.Load()-before
 	deleteCPU := sampleCPU(b, op.cmd.Process.Pid)
+	for method, after := range op.apiCalls(b) {
+		b.ReportMetric((after-byMethod[method])/float64(n), "delete-api-"+method)
+	}
 	apiDelete := op.apiRequests(b) - apiBefore
 	deleteItems, deleteWait, deleteWork := op.queue(b).since(queued)
 	deleteConns := conns.Load() - dialled

@@ -51,6 +51,9 @@ const (
 	// its heap profile on SIGUSR1 (go tool pprof reads it): the fleet
 	// benchmark asks for it once the fleet is Ready.
 	childHeapProfile = "BENCH_HEAP_PROFILE"
+	// operatorMemLimit, when set, is the operator process's GOMEMLIMIT
+	// (and only its: vcsim in this process keeps the default).
+	operatorMemLimit = "BENCH_OPERATOR_GOMEMLIMIT"
 )
 
 // operatorProcess is the operator mode: it runs until SIGTERM.
@@ -163,6 +166,9 @@ func startChild(b *testing.B, resync time.Duration, providers string, env ...str
 	c.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providers,
 		childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String())
+	if limit := os.Getenv(operatorMemLimit); limit != "" {
+		c.cmd.Env = append(c.cmd.Env, "GOMEMLIMIT="+limit)
+	}
 	c.cmd.Env = append(c.cmd.Env, env...)
 	c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
 	if err := c.cmd.Start(); err != nil {
@@ -247,6 +253,26 @@ func (c *child) apiRequests(b *testing.B, methods ...string) float64 {
 		}
 	}
 	return total
+}
+
+// apiCalls is the operator's API-server requests so far by method, and
+// under "409" those answered Conflict (rest_client_requests_total).
+func (c *child) apiCalls(b *testing.B) map[string]float64 {
+	b.Helper()
+	calls := map[string]float64{}
+	for _, m := range c.scrape(b)["rest_client_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "method":
+				calls[l.GetValue()] += m.GetCounter().GetValue()
+			case "code":
+				if l.GetValue() == "409" {
+					calls["409"] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return calls
 }
 
 // queue is the Proxy controller's workqueue so far: how long items waited
