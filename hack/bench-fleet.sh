@@ -27,8 +27,8 @@ awk '
         v[o "delete-ms"] / 1000, v[s "delete-ms"] / 1000, v[o "delete-ms"] / v[s "delete-ms"]
       printf "  SOAP per create %.1f (bare %.1f), per delete %.1f (bare %.1f; target <= 6), per Proxy per resync %.2f (target <= 1)\n",
         v[o "calls/create"], v[s "calls/create"], v[o "calls/delete"], v[s "calls/delete"], v[o "calls/resync"]
-      printf "  API writes per Proxy per resync %.3f (target 0); API requests per Proxy %.1f; peak RSS %.0f MiB (target <= 150 at 1000)\n",
-        v[o "writes/resync"], v[o "api/proxy"], v[o "peak-MiB"]
+      printf "  API writes per Proxy per resync %.3f (target 0); API requests per Proxy %.1f; peak RSS %.0f MiB (target <= 150 at 1000), of it file pages (the binary) %.0f MiB\n",
+        v[o "writes/resync"], v[o "api/proxy"], v[o "peak-MiB"], v[o "file-MiB"]
       printf "  GC sweep of the fleet: %.0f ms, %d SOAP calls, %.0f KiB\n", v[o "sweep-ms"], v[o "sweep-calls"], v[o "sweep-KiB"]
       printf "  API requests per deletion: GET %.2f, PUT %.2f, PATCH %.2f, POST %.2f, DELETE %.2f; answered Conflict %.2f\n",
         v[o "delete-api-GET"], v[o "delete-api-PUT"], v[o "delete-api-PATCH"], v[o "delete-api-POST"], v[o "delete-api-DELETE"], v[o "delete-api-409"]

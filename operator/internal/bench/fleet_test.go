@@ -148,6 +148,7 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	b.ReportMetric(writes, "writes/resync")
 	b.ReportMetric((apiCreate+apiDelete)/float64(n), "api/proxy")
 	b.ReportMetric(op.peakRSS(b), "peak-MiB")
+	b.ReportMetric(op.fileRSS(b), "file-MiB")
 	b.ReportMetric(sweepMs, "sweep-ms")
 	b.ReportMetric(sweepCalls, "sweep-calls")
 	b.ReportMetric(sweepBytes/1024, "sweep-KiB")
