@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/zip"
 )
 
 // testRepo is a git repository of two modules: b requires a, as the
@@ -163,33 +167,46 @@ func TestProxyServesWhatTheGoCommandFetches(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(down, "main.go"), []byte("package main\n\nimport \"example.com/r/b\"\n\nfunc main() { println(b.Name) }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "GOWORK=off", "GOPROXY=file://"+out, "GOSUMDB=off", "GOFLAGS=-mod=mod",
+	// As a user outside the repository: no workspace, the proxy alone, an
+	// empty module cache, go.sum filled by go get (the default -mod=readonly).
+	env := append(os.Environ(), "GOWORK=off", "GOPROXY=file://"+out, "GOSUMDB=off", "GOFLAGS=",
 		"GOTOOLCHAIN=local", "GOMODCACHE="+t.TempDir())
-	for _, args := range [][]string{
-		{"mod", "init", "example.com/down"},
-		{"get", "example.com/r/b@v0.2.0-rc.1"},
-		{"build", "-o", "down", "."},
-	} {
-		cmd := exec.CommandContext(t.Context(), "go", args...)
-		cmd.Dir, cmd.Env = down, env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	cmd := exec.CommandContext(t.Context(), "go", "list", "-m", "all")
-	cmd.Dir, cmd.Env = down, env
-	graph, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "example.com/down\nexample.com/r/a v0.2.0-rc.1\nexample.com/r/b v0.2.0-rc.1\n"; string(graph) != want {
+	goIn(t, down, env, "mod", "init", "example.com/down")
+	goIn(t, down, env, "get", "example.com/r/b@v0.2.0-rc.1")
+	goIn(t, down, env, "build", "-o", "down", ".")
+	if graph, want := goIn(t, down, env, "list", "-m", "all"), "example.com/down\nexample.com/r/a v0.2.0-rc.1\nexample.com/r/b v0.2.0-rc.1\n"; graph != want {
 		t.Errorf("downstream graph:\n%s\nwant:\n%s", graph, want)
 	}
-	// The go command checks the zip it fetched against the rules; so does
-	// x/mod's CheckZip (no vendor directory, no nested module, sizes).
 	if got, err := exec.CommandContext(t.Context(), filepath.Join(down, "down")).CombinedOutput(); err != nil || strings.TrimSpace(string(got)) != "ba" {
 		t.Errorf("downstream program: %q, %v", got, err)
 	}
+	// Each zip passes x/mod's own checks of a module zip (paths, sizes, no
+	// vendor directory, no nested module), as the go command's did.
+	for _, m := range served {
+		escaped, err := module.EscapePath(m.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := zip.CheckZip(m, filepath.Join(out, escaped, "@v", m.Version+".zip")); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}
+
+// goIn runs the go command in dir with env and returns its output.
+func goIn(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if e := (*exec.ExitError)(nil); errors.As(err, &e) {
+			stderr = string(e.Stderr)
+		}
+		t.Fatalf("go %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return string(out)
 }
 
 func TestProxyRefusesAnUntaggedModule(t *testing.T) {
