@@ -234,3 +234,21 @@ func captureStdout(t *testing.T, f func()) string {
 	_ = wr.Close()
 	return <-done
 }
+
+// TestVersionsFileRoundTrips holds the repository's versions.yaml to what
+// release writes, so that a release changes its versions and nothing else.
+func TestVersionsFileRoundTrips(t *testing.T) {
+	r := &repo{root: filepath.Join("..", "..")}
+	v, err := r.versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := read(t, r, versionsFile)
+	out := &repo{root: t.TempDir()}
+	if err := out.writeVersions(v); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, out, versionsFile); got != want {
+		t.Errorf("release would rewrite versions.yaml as:\n%s\nit is:\n%s", got, want)
+	}
+}
