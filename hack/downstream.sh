@@ -22,7 +22,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=hack/sdk-modules.sh
 . "$root/hack/sdk-modules.sh"
-providers=${*:-vsphere proxmox openstack libvirt}
+all_providers=$(cd "$root/providers" && ls -d -- */ | tr -d /)
+providers=${*:-$all_providers}
 module=github.com/egress-proxies/egress-proxies-operator
 work=$(mktemp -d)
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
@@ -42,7 +43,7 @@ make --no-print-directory -C "$work/repo" release-proxy OUT="$work/proxy" >/dev/
 # Step 2: each module's own graph into the module cache, our modules from
 # the local proxy (not in the checksum database: GONOSUMDB).
 cache=$(go env GOMODCACHE)
-for dir in contract contract/contracttest images providers/vsphere providers/proxmox providers/openstack providers/libvirt operator; do
+for dir in $(awk '$1 ~ /:$/ && $2 ~ /^v/ {sub(/:$/, "", $1); print $1}' "$root/versions.yaml"); do
   (cd "$work/repo/$dir" && GOWORK=off GOFLAGS=-mod=mod GOPROXY="file://$work/proxy,$(go env GOPROXY)" \
     GONOSUMDB=$module go mod download)
 done
@@ -53,7 +54,7 @@ done
 offline() {
   local ns=(unshare --net)
   [ "$(id -u)" = 0 ] || ns+=(--map-root-user)
-  "${ns[@]}" sh -c 'ip link set lo up && exec "$@"' offline env GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GOSUMDB=off \
+  "${ns[@]}" sh -c 'ip link set lo up && exec "$@"' offline env GOWORK=off GOTOOLCHAIN=local GOSUMDB=off \
     GOPROXY="file://$work/proxy,file://$cache/cache/download" GOMODCACHE="$work/modcache" \
     "$@"
 }
@@ -65,7 +66,14 @@ block() {
 }
 [ -n "$(block provider)" ] && [ -n "$(block operator)" ] || { echo "downstream: README.md lost its downstream blocks" >&2; exit 1; }
 
-sdk_of() { local v="sdk_$1"; echo "${!v}"; }
+# sdk_of is the SDK pattern of a provider (hack/sdk-modules.sh); a
+# provider without one fails here rather than pass every check.
+sdk_of() {
+  local v="sdk_$1"
+  [ -n "${!v:-}" ] || { echo "downstream: hack/sdk-modules.sh has no sdk_$1" >&2; exit 1; }
+  echo "${!v}"
+}
+for p in $all_providers; do sdk_of "$p" >/dev/null; done
 status=0
 for provider in $providers; do
   echo "downstream: providers/$provider"
@@ -80,7 +88,7 @@ for provider in $providers; do
   "$dir/my-$provider" "$root/hack/downstream/$provider.json" || { status=1; continue; }
   graph=$(cd "$dir" && offline go list -m all)
   others=""
-  for p in vsphere proxmox openstack libvirt; do [ "$p" = "$provider" ] || others+="${others:+|}$(sdk_of "$p")"; done
+  for p in $all_providers; do [ "$p" = "$provider" ] || others+="${others:+|}$(sdk_of "$p")"; done
   if ! grep -qE "^($(sdk_of "$provider"))" <<<"$graph"; then
     echo "downstream: providers/$provider: its SDK is not in the graph" >&2; status=1
   fi
