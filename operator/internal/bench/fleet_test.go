@@ -76,16 +76,16 @@ func BenchmarkFleet(b *testing.B) {
 func fleetSDK(b *testing.B, n int) {
 	sdk := loginSDK(b)
 	before, dialled := calls.Load(), conns.Load()
-	cpu0 := sampleCPU(b, 0)
+	cpuStart := sampleCPU(b, 0)
 	created, vms := sdk.create(b, n, fleetWorkers)
 	createCalls, createConns := calls.Load()-before, conns.Load()-dialled
-	cpu1 := sampleCPU(b, 0)
+	cpuCreated := sampleCPU(b, 0)
 	before, dialled = calls.Load(), conns.Load()
 	deleted := sdk.destroy(b, vms, fleetWorkers)
 	deleteCalls, deleteConns := calls.Load()-before, conns.Load()-dialled
-	cpu2 := sampleCPU(b, 0)
-	cpu1.report(b, "create", cpu0)
-	cpu2.report(b, "delete", cpu1)
+	cpuDeleted := sampleCPU(b, 0)
+	cpuCreated.report(b, "create", cpuStart)
+	cpuDeleted.report(b, "delete", cpuCreated)
 	b.ReportMetric(float64(created.Milliseconds()), "create-ms")
 	b.ReportMetric(float64(deleted.Milliseconds()), "delete-ms")
 	b.ReportMetric(float64(createCalls)/float64(n), "calls/create")
@@ -105,11 +105,11 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	defer deleteServices(b, ns)
 
 	apiBefore, before, start, queued, dialled := op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
-	cpu0 := sampleCPU(b, op.cmd.Process.Pid)
+	cpuStart := sampleCPU(b, op.cmd.Process.Pid)
 	createProxies(b, ns, n)
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return countReady(ps) == n })
 	created, createCalls := time.Since(start), calls.Load()-before
-	createCPU := sampleCPU(b, op.cmd.Process.Pid)
+	cpuCreated := sampleCPU(b, op.cmd.Process.Pid)
 	apiCreate := op.apiRequests(b) - apiBefore
 	createItems, createWait, createWork := op.queue(b).since(queued)
 	createConns := conns.Load() - dialled
@@ -125,17 +125,19 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	writes := (op.apiRequests(b, "POST", "PUT", "PATCH", "DELETE") - writesBefore) / float64(resyncPeriods*n)
 
 	apiBefore, before, start, queued, dialled = op.apiRequests(b), calls.Load(), time.Now(), op.queue(b), conns.Load()
-	cpu2 := sampleCPU(b, op.cmd.Process.Pid)
-	byMethod := op.apiCalls(b)
+	cpuDeleting := sampleCPU(b, op.cmd.Process.Pid)
+	byMethod, conflicts := op.apiCalls(b)
 	if err := k8s.DeleteAllOf(ctx, &v1alpha1.Proxy{}, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
 	waitProxies(b, ns, func(ps []v1alpha1.Proxy) bool { return len(ps) == 0 })
 	deleted, deleteCalls := time.Since(start), calls.Load()-before
-	deleteCPU := sampleCPU(b, op.cmd.Process.Pid)
-	for method, after := range op.apiCalls(b) {
+	cpuDeleted := sampleCPU(b, op.cmd.Process.Pid)
+	byMethodAfter, conflictsAfter := op.apiCalls(b)
+	for method, after := range byMethodAfter {
 		b.ReportMetric((after-byMethod[method])/float64(n), "delete-api-"+method)
 	}
+	b.ReportMetric((conflictsAfter-conflicts)/float64(n), "delete-api-409")
 	apiDelete := op.apiRequests(b) - apiBefore
 	deleteItems, deleteWait, deleteWork := op.queue(b).since(queued)
 	deleteConns := conns.Load() - dialled
@@ -160,8 +162,8 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	b.ReportMetric(deleteWork, "delete-reconcile-ms")
 	b.ReportMetric(float64(createConns), "create-conns")
 	b.ReportMetric(float64(deleteConns), "delete-conns")
-	createCPU.report(b, "create", cpu0)
-	deleteCPU.report(b, "delete", cpu2)
+	cpuCreated.report(b, "create", cpuStart)
+	cpuDeleted.report(b, "delete", cpuDeleting)
 }
 
 // createProxies creates n Proxies in ns, fleetWorkers at a time, as a

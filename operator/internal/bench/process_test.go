@@ -256,38 +256,35 @@ func (c *child) callErrors(b *testing.B) map[string]float64 {
 }
 
 // apiRequests sums the operator's requests to the API server whose method
-// is in methods (all, if none), from client-go's rest_client_requests_total.
+// is one of methods, or all of them (apiCalls).
 func (c *child) apiRequests(b *testing.B, methods ...string) float64 {
 	b.Helper()
+	byMethod, _ := c.apiCalls(b)
 	total := 0.0
-	for _, m := range c.scrape(b)["rest_client_requests_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "method" && (len(methods) == 0 || slices.Contains(methods, l.GetValue())) {
-				total += m.GetCounter().GetValue()
-			}
+	for method, n := range byMethod {
+		if len(methods) == 0 || slices.Contains(methods, method) {
+			total += n
 		}
 	}
 	return total
 }
 
 // apiCalls is the operator's API-server requests so far by method, and
-// under "409" those answered Conflict (rest_client_requests_total).
-func (c *child) apiCalls(b *testing.B) map[string]float64 {
+// how many were answered Conflict (client-go's rest_client_requests_total).
+func (c *child) apiCalls(b *testing.B) (byMethod map[string]float64, conflicts float64) {
 	b.Helper()
-	calls := map[string]float64{}
+	byMethod = map[string]float64{}
 	for _, m := range c.scrape(b)["rest_client_requests_total"].GetMetric() {
 		for _, l := range m.GetLabel() {
-			switch l.GetName() {
-			case "method":
-				calls[l.GetValue()] += m.GetCounter().GetValue()
-			case "code":
-				if l.GetValue() == "409" {
-					calls["409"] += m.GetCounter().GetValue()
-				}
+			switch {
+			case l.GetName() == "method":
+				byMethod[l.GetValue()] += m.GetCounter().GetValue()
+			case l.GetName() == "code" && l.GetValue() == "409":
+				conflicts += m.GetCounter().GetValue()
 			}
 		}
 	}
-	return calls
+	return byMethod, conflicts
 }
 
 // queue is the Proxy controller's workqueue so far: how long items waited
