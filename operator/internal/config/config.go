@@ -5,7 +5,6 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,26 +108,31 @@ func Load(path string, reg providers.Registry) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates a providers config document.
+// Parse decodes and validates a providers config document. Keys are read
+// as the API server reads an object's: a key given twice in one mapping is
+// refused with its line (sigs.k8s.io/yaml's strict mode), and a key in the
+// wrong case or unknown is refused with its path and line
+// (providers.DecodeStrict), at every level of the document.
 func Parse(data []byte, reg providers.Registry) (*Config, error) {
-	raw, err := yaml.YAMLToJSON(data)
+	raw, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("not YAML: %w", err)
+		return nil, fmt.Errorf("not YAML, or a key given twice: %w", err)
 	}
+	lines := indexKeyLines(data)
 	var f file
-	if err := strictDecode(raw, &f); err != nil {
-		return nil, err
+	if err := providers.DecodeStrict(raw, &f); err != nil {
+		return nil, errors.Join(lines.refused("", err)...)
 	}
 	cfg := &Config{}
-	return cfg, cfg.validate(&f, reg)
+	return cfg, cfg.validate(&f, reg, lines)
 }
 
 // validate fills c from the decoded file, checking every entry against the
 // type allow-list (KnownTypes, narrowed to the types compiled into reg),
 // the blocks it sets (setBlocks), and its settings; it returns every
 // problem found, joined.
-func (c *Config) validate(f *file, reg providers.Registry) error {
-	v := &validator{reg: reg, installID: f.InstallID}
+func (c *Config) validate(f *file, reg providers.Registry, lines keyLines) error {
+	v := &validator{reg: reg, installID: f.InstallID, lines: lines}
 	c.InstallID = f.InstallID
 	c.DefaultAllowedClients = f.DefaultAllowedClients
 	if f.InstallID != "" {
@@ -175,6 +179,7 @@ func (c *Config) validate(f *file, reg providers.Registry) error {
 type validator struct {
 	reg       providers.Registry
 	installID string
+	lines     keyLines
 	errs      []error
 }
 
@@ -208,7 +213,12 @@ func (v *validator) provider(path string, entry map[string]json.RawMessage) (Pro
 	default:
 		p.Block = entry[p.Type]
 		if err := v.reg[p.Type].Validate(p.Block); err != nil {
-			v.addf("%s.%s: %w", path, p.Type, err)
+			var keys providers.KeyErrors
+			if errors.As(err, &keys) {
+				v.errs = append(v.errs, v.lines.refused(path+"."+p.Type, err)...)
+			} else {
+				v.addf("%s.%s: %w", path, p.Type, err)
+			}
 		}
 	}
 	for _, b := range blocks {
@@ -285,17 +295,16 @@ func (v *validator) decode(path string, raw json.RawMessage, out any) bool {
 	if raw == nil {
 		return true
 	}
-	if err := strictDecode(raw, out); err != nil {
-		v.addf("%s: %w", path, err)
+	if err := providers.DecodeStrict(raw, out); err != nil {
+		var keys providers.KeyErrors
+		if errors.As(err, &keys) {
+			v.errs = append(v.errs, v.lines.refused(path, err)...)
+		} else {
+			v.addf("%s: %w", path, err)
+		}
 		return false
 	}
 	return true
-}
-
-func strictDecode(raw []byte, out any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(out)
 }
 
 func deref[T any](p *T, def T) T {

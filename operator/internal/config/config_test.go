@@ -107,7 +107,7 @@ allowedClientsWithin: ["10.0.0.0/8", "fd00::/8", "bad"]
 		`providers[1].type "vsphere": not compiled into this operator (compiled in: memory); build with -tags "vsphere"`,
 		`providers[2].type "nimbus": unknown; one of libvirt, memory, openstack, proxmox, vsphere`,
 		`providers[3].memory: the block for type "memory" is missing`,
-		`providers[4].memory: json: unknown field "color"`,
+		`providers[4].memory: unknown field "color" (line 18)`,
 		`defaultAllowedClients[0] "0.0.0.0/0"`,
 		`defaultAllowedClients[1] "nope"`,
 		`defaultAllowedClients[2] "0.0.0.0/1": an IPv4 network must be /8 or longer`,
@@ -174,4 +174,66 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The providers config is read as the API server reads objects: a key in
+// the wrong case, an unknown key or a key given twice is refused, naming
+// the key and its line, at every level — the top, a provider entry's
+// settings and the provider's own block (issue 33: installid and
+// installId were taken as installID, and a duplicate silently took the
+// last value).
+func TestParseIsStrictAboutKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      []string
+	}{
+		{"top-level key in the wrong case", `
+installid: abcdef
+providers: []
+`, []string{`unknown field "installid"`, "line 2"}},
+		{"camel case not as documented", `
+providers: []
+installId: abcdef
+`, []string{`unknown field "installId"`, "line 3"}},
+		{"duplicate top-level key", `
+installID: first
+providers: []
+installID: second
+`, []string{`"installID"`, "line 4"}},
+		{"duplicate key in a provider block", `
+providers:
+  - name: a
+    type: memory
+    memory:
+      endpoint: one
+      endpoint: two
+`, []string{`"endpoint"`, "line 7"}},
+		{"provider block key in the wrong case", `
+providers:
+  - name: a
+    type: memory
+    memory:
+      Endpoint: x
+`, []string{`providers[0].memory`, `unknown field "Endpoint"`, "line 6"}},
+		{"gc key in the wrong case", `
+providers:
+  - name: a
+    type: memory
+    memory: {endpoint: x}
+    gc:
+      minage: 30m
+`, []string{`providers[0].gc`, `unknown field "minage"`, "line 7"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc), registry())
+			if err == nil {
+				t.Fatalf("accepted:%s", tc.doc)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
 }

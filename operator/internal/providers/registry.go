@@ -5,7 +5,6 @@
 package providers
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -50,14 +49,13 @@ func (r Registry) Types() []string {
 }
 
 // Typed builds a Constructor for a provider whose config block decodes into
-// C: the block is decoded strictly (an unknown field is an error naming it),
-// then validated, then built.
+// C: the block is decoded strictly (DecodeStrict: a key in the wrong case,
+// unknown or given twice is an error naming it), then validated, then
+// built.
 func Typed[C any](typ string, validate func(C) error, build func(C) (contract.Provider, error)) Constructor {
 	decode := func(block json.RawMessage) (C, error) {
 		var c C
-		dec := json.NewDecoder(bytes.NewReader(block))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
+		if err := DecodeStrict(block, &c); err != nil {
 			return c, err
 		}
 		return c, validate(c)
