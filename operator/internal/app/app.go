@@ -132,11 +132,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	events := mgr.GetEventRecorder("egress-proxies-operator")
 	requeue := make(chan event.GenericEvent)
-	if err := (&controller.ProxyReconciler{
+	proxies := &controller.ProxyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
 		Requeue: requeue, Bounds: o.Bounds,
-	}).SetupWithManager(ctx, mgr); err != nil {
+	}
+	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}
 	if err := (&controller.AddressPoolReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -150,7 +151,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if o.CredentialsDir != "" {
-		if err := mgr.Add(&controller.CredentialsWatcher{Dir: o.CredentialsDir, Client: mgr.GetClient(), Requeue: requeue, Health: health}); err != nil {
+		if err := mgr.Add(&controller.CredentialsWatcher{Dir: o.CredentialsDir, Client: mgr.GetClient(), Requeue: requeue, Health: health,
+			ResetBackoffs: proxies.CredentialsChanged}); err != nil {
 			return err
 		}
 	}

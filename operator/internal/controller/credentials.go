@@ -49,6 +49,10 @@ type CredentialsWatcher struct {
 	Requeue chan<- event.GenericEvent
 	// Health runs every provider's checks again; nil skips them.
 	Health *HealthChecker
+	// ResetBackoffs forgets the Proxies' back-offs after transient
+	// failures, so that the reconciles Requeue starts call the provider at
+	// once (ProxyReconciler.CredentialsChanged); nil leaves them.
+	ResetBackoffs func()
 }
 
 // NeedLeaderElection keeps the watcher with the controller and the health
@@ -82,12 +86,15 @@ func (w *CredentialsWatcher) Start(ctx context.Context) error {
 	}
 }
 
-// changed reconciles every Proxy that is not Ready (or is being deleted:
-// its finalizer may wait on the same credential) and runs every
-// provider's checks. Ready Proxies are left alone: their provider reads
-// the new files on its next call.
+// changed forgets the Proxies' back-offs, reconciles every Proxy that is
+// not Ready (or is being deleted: its finalizer may wait on the same
+// credential) and runs every provider's checks. Ready Proxies are left
+// alone: their provider reads the new files on its next call.
 func (w *CredentialsWatcher) changed(ctx context.Context) {
 	log := logf.FromContext(ctx)
+	if w.ResetBackoffs != nil {
+		w.ResetBackoffs()
+	}
 	var list v1alpha1.ProxyList
 	if err := w.Client.List(ctx, &list); err != nil {
 		log.Error(err, "credential files changed, but listing the Proxies failed; they retry on their own back-off")
@@ -123,6 +130,16 @@ func (h *HealthChecker) checkAll(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// CredentialsChanged forgets every Proxy's back-off after transient
+// failures and wakes the operations waiting one out: the
+// CredentialsWatcher calls it when the credential files change, before it
+// reconciles the Proxies that are not Ready.
+func (r *ProxyReconciler) CredentialsChanged() {
+	if r.ops != nil {
+		r.ops.resetBackoffs()
+	}
 }
 
 // requeueSource is where the controller hears the watcher's events. A

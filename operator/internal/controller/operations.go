@@ -53,6 +53,9 @@ type Operations struct {
 	// backoffBase and backoffMax bound a lane's delay after transient
 	// failures.
 	backoffBase, backoffMax time.Duration
+	// backoffsReset is closed (and replaced) when the back-offs are
+	// forgotten, ending the waits of the operations backing off.
+	backoffsReset chan struct{}
 
 	// base ends every operation when the manager stops; operations are not
 	// bounded otherwise: the provider bounds its own calls (contract §1.5).
@@ -91,10 +94,11 @@ func newOperations() *Operations {
 		lanes:       map[types.UID]*operation{},
 		retiring:    map[string]bool{},
 		backoffs:    map[types.UID]laneBackoff{},
-		backoffBase: defaultBackoffBase,
-		backoffMax:  defaultBackoffMax,
-		base:        base,
-		stop:        stop,
+		backoffBase:   defaultBackoffBase,
+		backoffMax:    defaultBackoffMax,
+		backoffsReset: make(chan struct{}),
+		base:          base,
+		stop:          stop,
 	}
 }
 
@@ -184,6 +188,7 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane type
 	op := &operation{call: c, rv: proxy.ResourceVersion}
 	o.lanes[lane] = op
 	wait := time.Until(o.backoffs[lane].until)
+	reset := o.backoffsReset
 	o.wg.Add(1)
 	o.mu.Unlock()
 
@@ -198,6 +203,7 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane type
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
+			case <-reset:
 			case <-octx.Done():
 			}
 			t.Stop()

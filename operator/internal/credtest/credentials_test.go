@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,19 @@ const cloudToken = "sentinel-token-9d2b47"
 // Proxy being Ready: the issue's "within a minute".
 const pickedUpWithin = time.Minute
 
+// servedWithin bounds the time from a late Secret's files to the Proxy's
+// Create: the watcher's 2 s poll and a reconcile, with room for a loaded
+// machine (docs/operator.md says 0.4–2 s). A lane that has failed nine
+// times in a row waits 25.6 s before its next call; the watcher's change
+// resets that back-off (issue 33: the Proxy went Ready 22 s after the
+// Secret appeared).
+const servedWithin = 12 * time.Second
+
+// backedOffFailures is how many failed Creates in a row the late Proxy's
+// lane has behind it when its Secret appears: its next call would wait
+// 100 ms × 2⁸ = 25.6 s without the reset.
+const backedOffFailures = 9
+
 func TestCredentialFilesArePickedUpWithoutRestart(t *testing.T) {
 	op := startOperator(t)
 	t.Run("a Secret created after the Proxy", func(t *testing.T) {
@@ -68,7 +82,17 @@ func TestCredentialFilesArePickedUpWithoutRestart(t *testing.T) {
 			t.Errorf("ProviderHealth late: the credentials check does not fail as Unauthenticated naming %s", path)
 		}
 
+		// The Secret appears once the lane has backed off far: kept from
+		// its provider's next call by more than servedWithin.
+		waitUntil(t, time.Minute, fmt.Sprintf("%d Creates of %s have failed", backedOffFailures, p.Name), func() bool {
+			return op.createFailures(path) >= backedOffFailures
+		})
 		written := op.secret.set(t, "late-token", cloudToken+"\n")
+		waitUntil(t, servedWithin, "the instance of "+p.Name+" is created after its Secret appeared", func() bool {
+			var got v1alpha1.Proxy
+			return op.k8s.Get(context.Background(), client.ObjectKeyFromObject(p), &got) == nil && got.Status.Instance != nil && got.Status.Instance.ProviderID != ""
+		})
+		t.Logf("created %s after the Secret was written", time.Since(written).Round(100*time.Millisecond))
 		op.bootAndWaitReady(t, p, written)
 		t.Logf("Ready %s after the Secret was written", time.Since(written).Round(100*time.Millisecond))
 		if !op.health("late", time.Until(written.Add(pickedUpWithin)), func(c v1alpha1.ProviderCheck) bool { return c.OK }) {
@@ -109,6 +133,14 @@ type operator struct {
 	secret      *mountedSecret
 	guestIPs    sync.Mutex
 	nextIP      int
+	// failures counts each token file's failed Creates.
+	failures sync.Map // path → *atomic.Int64
+}
+
+// createFailures is how many Creates through the token file at path failed.
+func (op *operator) createFailures(path string) int64 {
+	n, _ := op.failures.LoadOrStore(path, new(atomic.Int64))
+	return n.(*atomic.Int64).Load()
 }
 
 // startOperator starts a control plane and runs the operator on it until
@@ -204,7 +236,9 @@ func (op *operator) registry() providers.Registry {
 	reg.Register(providers.Typed(memprovider.Type,
 		func(b tokenFileBlock) error { return b.config("-").Validate() },
 		func(b tokenFileBlock) (contract.Provider, error) {
-			return &tokenFileProvider{file: &contract.SecretFile{Path: b.TokenFile}, cfg: b.config("-"), cloud: op.cloud}, nil
+			failures, _ := op.failures.LoadOrStore(b.TokenFile, new(atomic.Int64))
+			return &tokenFileProvider{file: &contract.SecretFile{Path: b.TokenFile}, cfg: b.config("-"), cloud: op.cloud,
+				createFailures: failures.(*atomic.Int64)}, nil
 		}))
 	return reg
 }
@@ -229,9 +263,10 @@ func (b tokenFileBlock) config(token string) memprovider.Config {
 // it is. memprovider takes its token in its config; its New makes no call,
 // so a provider per call costs nothing.
 type tokenFileProvider struct {
-	file  *contract.SecretFile
-	cfg   memprovider.Config
-	cloud *memprovider.Cloud
+	file           *contract.SecretFile
+	cfg            memprovider.Config
+	cloud          *memprovider.Cloud
+	createFailures *atomic.Int64
 }
 
 var _ contract.Checker = (*tokenFileProvider)(nil)
@@ -249,6 +284,7 @@ func (p *tokenFileProvider) provider() (*memprovider.Provider, error) {
 func (p *tokenFileProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	m, err := p.provider()
 	if err != nil {
+		p.createFailures.Add(1)
 		return contract.Instance{}, err
 	}
 	return m.Create(ctx, req)
