@@ -90,10 +90,10 @@ func newOperations() *Operations {
 	return &Operations{
 		// Sends happen off the workers; the buffer only spares them a wait
 		// for the controller's source to read.
-		wake:        make(chan event.GenericEvent, 256),
-		lanes:       map[types.UID]*operation{},
-		retiring:    map[string]bool{},
-		backoffs:    map[types.UID]laneBackoff{},
+		wake:          make(chan event.GenericEvent, 256),
+		lanes:         map[types.UID]*operation{},
+		retiring:      map[string]bool{},
+		backoffs:      map[types.UID]laneBackoff{},
 		backoffBase:   defaultBackoffBase,
 		backoffMax:    defaultBackoffMax,
 		backoffsReset: make(chan struct{}),
