@@ -27,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: release release-proxy downstream all test unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
+.PHONY: release release-proxy downstream all test test-steps warm unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
 all: test
 
 help: ## List the targets.
@@ -36,9 +36,16 @@ help: ## List the targets.
 modules: ## Print the modules the targets loop over.
 	@printf '%s\n' $(MODULES)
 
-test: ## Everything CI runs: install what is missing, then vet, lint, module isolation, generated files, race tests.
+# make test's steps, cheapest and most likely to fail first; .ci/run runs
+# them one by one, in this order, to time each.
+TEST_STEPS := verify-generated deps vet lint unit
+test: ## Everything CI runs: install what is missing, then generated files, module isolation, vet, lint, race tests.
 	hack/install-deps.sh
-	$(MAKE) --no-print-directory vet lint deps verify-generated unit
+	$(MAKE) --no-print-directory $(TEST_STEPS)
+test-steps:
+	@echo $(TEST_STEPS)
+warm: ## Build every cache CI's lanes use (packages, tools, Go builds, control plane and node, images, OpenStack); run it in the background on a fresh machine (docs/testing.md).
+	hack/warm.sh
 unit: $(addprefix test/,$(MODULES)) ## Race-enabled tests of every module.
 vet: $(addprefix vet/,$(MODULES)) ## go vet every module.
 lint: $(addprefix lint/,$(MODULES)) ## golangci-lint every module.

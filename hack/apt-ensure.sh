@@ -6,10 +6,28 @@
 # machines have a policy-rc.d that exits 101, kept as it is; elsewhere one
 # is put in place for the install and removed after it.
 #   hack/apt-ensure.sh PACKAGE...       # as root when something is missing
+#   hack/apt-ensure.sh @e2e @node       # the sets named in hack/packages.sh
+#   hack/apt-ensure.sh @all             # every set (make warm, .ci/run)
 set -euo pipefail
+# shellcheck source=hack/packages.sh
+. "$(dirname "$0")/packages.sh"
+
+wanted=() preseeds=()
+for arg in "$@"; do
+  case $arg in
+    @*)
+      set_name=packages_${arg#@}
+      [ -n "${!set_name+x}" ] || { echo "apt-ensure: no package set $arg in hack/packages.sh" >&2; exit 2; }
+      read -r -a set_packages <<<"$(echo ${!set_name})"
+      wanted+=("${set_packages[@]}")
+      declare -F "preseed_${arg#@}" >/dev/null && preseeds+=("preseed_${arg#@}")
+      ;;
+    *) wanted+=("$arg") ;;
+  esac
+done
 
 missing=()
-for p in "$@"; do
+for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -26,5 +44,8 @@ if [ ! -x "$policy" ] || { "$policy" libvirtd start >/dev/null 2>&1; [ $? -ne 10
   chmod +x "$policy"
   trap 'rm -f "$policy"; if [ -e "$policy.apt-ensure-saved" ]; then mv "$policy.apt-ensure-saved" "$policy"; fi' EXIT
 fi
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+for preseed in "${preseeds[@]}"; do "$preseed" | debconf-set-selections; done
+# make warm may be installing in the background while a lane asks: wait
+# for dpkg's lock rather than fail on it.
+apt-get -o DPkg::Lock::Timeout=900 update -qq
+DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >&2

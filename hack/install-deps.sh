@@ -7,8 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# libvirt-dev and pkg-config: the libvirt provider's bindings are cgo.
-hack/apt-ensure.sh gcc libc6-dev make git xorriso libvirt-dev pkg-config
+# The build's packages (hack/packages.sh); APT_SETS=@all, as make warm and
+# .ci/run set it, installs every lane's at once.
+hack/apt-ensure.sh ${APT_SETS:-@build}
 
 command -v go >/dev/null || { echo "install-deps: Go is not on PATH (expected /usr/local/go/bin)" >&2; exit 1; }
 make --no-print-directory tools

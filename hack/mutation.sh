@@ -57,7 +57,7 @@ module=${module%/}
 pkg=${pkg%/}
 root=$(cd "$(dirname "$0")/.." && pwd)
 # jq reads gremlins' report (Debian's package, installed if missing).
-"$root/hack/apt-ensure.sh" jq
+"$root/hack/apt-ensure.sh" @mutation
 
 [ -f "$root/$module/go.mod" ] || { echo "mutation: $module is not a module of this repository (no $module/go.mod)" >&2; exit 2; }
 [ -d "$root/$module/$pkg" ] || { echo "mutation: no directory $module/$pkg" >&2; exit 2; }

@@ -26,7 +26,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 trap 'log "failed; the components log to $S/log; hack/e2e/node-down.sh undoes what started"' ERR
 
 hack=$(cd "$here/.." && pwd)
-"$hack/apt-ensure.sh" containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux gcc libc6-dev openssl
+"$hack/apt-ensure.sh" @node
 t=$(now)
 bin=$("$hack/control-plane.sh" node)
 images=$("$here/node/images.sh")

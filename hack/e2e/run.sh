@@ -37,8 +37,7 @@ lane_start=$(now)
 
 # 1. Packages, with no service started (apt-ensure.sh: the root libvirtd
 # must never run here).
-hack/apt-ensure.sh libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config \
-  dnsmasq-base iptables iproute2 qemu-system-x86 qemu-utils gcc libc6-dev openssh-server
+hack/apt-ensure.sh @e2e
 
 # 2. The guest image (build.sh installs its own build dependencies).
 t=$(now)

@@ -25,12 +25,6 @@ OS_SUBNET_CIDR=192.168.77.0/24
 # One password for every account: nothing here is reachable from outside
 # the namespace, and the clouds.yaml that carries it is the tests' input.
 OS_PASSWORD=${OS_PASSWORD:-egress-os-secret}
-# The packages the lane runs (hack/apt-ensure.sh installs the missing ones).
-# nova-compute-qemu only satisfies nova-compute's dependency: the fake
-# driver needs no hypervisor, and libvirtd is never started.
-OS_PACKAGES="mariadb-server rabbitmq-server keystone glance-api placement-api neutron-server
-neutron-linuxbridge-agent nova-api nova-conductor nova-scheduler nova-compute nova-compute-qemu
-python3-openstackclient uwsgi-plugin-python3 qemu-utils"
 
 os_netns_exists() { ip netns list | awk -v ns="$OS_NETNS" '$1 == ns { found = 1 } END { exit !found }'; }
 # in_os CMD...: CMD in the lane's network namespace.

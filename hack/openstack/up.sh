@@ -27,20 +27,10 @@ PY=/usr/bin/python3 # Debian's, with openstacksdk (not a pyenv shim's)
 
 [ "$(id -u)" -eq 0 ] || { log "must run as root (packages, network namespace)"; exit 1; }
 
-# 1. Packages, no service started (apt-ensure.sh's policy-rc.d), and no
-# database configured by dbconfig-common at install time.
-# The answers are given before the first install (openstack-pkg-tools'
-# questions <package>/configure_db and dbconfig-common's
-# <package>/dbconfig-install).
-for p in $OS_PACKAGES; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
-  for q in keystone glance-common placement-common neutron-common nova-common; do
-    echo "$q $q/configure_db boolean false"
-    echo "$q $q/dbconfig-install boolean false"
-  done | debconf-set-selections
-  break
-done
-"$here/../apt-ensure.sh" $OS_PACKAGES
+# 1. Packages (hack/packages.sh), no service started (apt-ensure.sh's
+# policy-rc.d), and no database configured by dbconfig-common at install
+# time (its preseed_openstack).
+"$here/../apt-ensure.sh" @openstack
 mkdir -p "$OS_STATE"
 
 # One up at a time per state directory.

@@ -46,7 +46,7 @@ fi
 log() { echo "debian-proxy: $*" >&2; }
 
 [ "$(id -u)" -eq 0 ] || { log "must run as root (loop devices, mount)"; exit 1; }
-"$here/../../../hack/apt-ensure.sh" mmdebstrap extlinux syslinux-common fdisk qemu-utils e2fsprogs
+"$here/../../../hack/apt-ensure.sh" @image
 
 work=$(mktemp -d)
 loop=""
@@ -97,9 +97,24 @@ extlinux --install "$work/mnt/boot/extlinux" >&2
 dd if=/usr/lib/syslinux/mbr/mbr.bin of="$raw" bs=440 count=1 conv=notrunc status=none
 fstrim "$work/mnt" >&2 || true
 umount "$work/mnt"
-e2fsck -fy "$loop" >&2 || [ $? -le 1 ]
+# The check runs on the file, after the loop device is gone: e2fsck on
+# the device itself failed now and then with "/dev/loopN is in use"
+# (issue 32) when the kernel had not yet dropped the unmounted
+# filesystem's claim on it. losetup -d of a busy device only marks it to
+# clear on its last close, so the build waits until it is detached: then
+# every write has reached the file and nothing else holds it.
 losetup -d "$loop"
+for _ in $(seq 300); do
+  [ -z "$(losetup -n -O NAME -j "$raw")" ] && break
+  sleep 0.2
+done
+if [ -n "$(losetup -n -O NAME -j "$raw")" ]; then
+  log "$loop is still attached 60 s after its unmount; its holders:"
+  grep -l " $loop " /proc/[0-9]*/mountinfo >&2 || true
+  exit 1
+fi
 loop=""
+e2fsck -fy "$raw?offset=$((2048 * 512))" >&2 || [ $? -le 1 ]
 
 mkdir -p "$cache"
 qemu-img convert -O qcow2 "$raw" "$image.tmp"

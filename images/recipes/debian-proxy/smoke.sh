@@ -13,7 +13,7 @@ image=${1:-$("$here/build.sh")}
 timeout_s=${SMOKE_TIMEOUT:-300}
 log() { echo "smoke: $*" >&2; }
 
-"$root/hack/apt-ensure.sh" qemu-system-x86
+"$root/hack/apt-ensure.sh" @image
 
 work=$(mktemp -d)
 pid=""

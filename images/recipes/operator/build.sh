@@ -62,9 +62,9 @@ name=$IMAGE-$tag
 # the package's certificates, so the package is listed through its
 # copyright file.
 if [ "$libvirt" = 1 ]; then
-  "$root/hack/apt-ensure.sh" ca-certificates gcc libc6-dev pkg-config libvirt-dev
+  "$root/hack/apt-ensure.sh" @operator_image @operator_image_libvirt
 else
-  "$root/hack/apt-ensure.sh" ca-certificates
+  "$root/hack/apt-ensure.sh" @operator_image
 fi
 
 work=$(mktemp -d /tmp/image-operator.XXXXXX)

@@ -27,8 +27,8 @@ tarball=${1:-$("$here/build.sh")}
 libvirt=0
 case "$tarball" in *-libvirt.tar) libvirt=1 ;; esac
 
-"$root/hack/apt-ensure.sh" runc
-[ "$libvirt" = 1 ] && "$root/hack/apt-ensure.sh" gcc libc6-dev libvirt-dev openssh-server openssh-client
+"$root/hack/apt-ensure.sh" @operator_smoke
+[ "$libvirt" = 1 ] && "$root/hack/apt-ensure.sh" @operator_smoke_libvirt
 
 work=$(mktemp -d /tmp/image-smoke.XXXXXX)
 sshd_pid=""

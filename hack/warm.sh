@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# make warm: builds every cache CI's lanes use, so that a run on this
+# machine afterwards starts warm (docs/testing.md, "CI's budget"). On a
+# fresh machine, start it first and work meanwhile:
+#
+#   nohup make warm > warm.log 2>&1 &
+#
+# Each step is what a lane would otherwise do cold, in the order .ci/run
+# needs them: every lane's Debian packages and the pinned tools; each
+# module's dependencies; the compiled packages of vet and of the race tests
+# (test binaries linked, not run); golangci-lint's cache; the control plane
+# and the node's binaries (one cached build); the guest image; the node's
+# images; both operator images; the downstream lane's release candidate
+# build. Everything lands in the caches the lanes read (Go's, and
+# ~/.cache/egress-proxies); a second run finds them and takes a minute.
+# A step that fails is reported and the rest go on: the lane will fail on
+# it with its own message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
+CI_TIMINGS=${WARM_TIMINGS:-$PWD/bin/warm-timings.txt}
+. hack/ci/steps.sh
+failed=()
+trap 'ci_report "make warm${failed[*]:+; FAILED: ${failed[*]}}"' EXIT
+warm() { ci_step "$@" || failed+=("$1"); }
+
+modules=$(make --no-print-directory -s modules)
+warm packages env APT_SETS=@all hack/install-deps.sh
+warm go-mod-download sh -c "for m in $(echo $modules); do (cd \$m && go mod download) || exit 1; done"
+# vet compiles every dependency as the tests' build does without -race (and
+# as the downstream lane and the operator images do, with -trimpath).
+warm vet make --no-print-directory -k vet
+# -exec true: the race tests' binaries are compiled and linked, not run.
+warm race-test-build sh -c "for m in $(echo $modules); do (cd \$m && go test -race -count=1 -exec /bin/true ./... >/dev/null) || exit 1; done"
+warm lint make --no-print-directory -k lint
+warm control-plane-and-node hack/control-plane.sh node
+warm guest-image images/recipes/debian-proxy/build.sh
+warm node-images hack/e2e/node/images.sh
+warm operator-image make --no-print-directory -s image-operator
+warm operator-image-libvirt make --no-print-directory -s image-operator PROVIDERS=libvirt
+warm downstream make --no-print-directory downstream
+[ ${#failed[@]} -eq 0 ]
