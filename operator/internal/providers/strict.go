@@ -35,7 +35,7 @@ func DecodeStrict(raw []byte, out any) error {
 }
 
 // KeyError is one key a strict decode refused: its path inside the
-// decoded document ("minAge", "networks[0].nmae") and the problem
+// decoded document ("minAge", "networks[0].name") and the problem
 // ("unknown field", "duplicate field").
 type KeyError struct {
 	Path, Problem string
