@@ -12,24 +12,24 @@ import (
 // `<type>:` block in the providers config carries, in miniature.
 type Config struct {
 	// Token authenticates every call. Secret: never logged (contract §7).
-	Token string
+	Token string `json:"token"`
 	// Regions are the locations the provider creates in and lists; each
 	// becomes the first segment of a providerID.
-	Regions []string
+	Regions []string `json:"regions"`
 	// MachineTypes is the machine-type catalogue, keyed by
 	// Placement.MachineType.
-	MachineTypes map[string]MachineType
+	MachineTypes map[string]MachineType `json:"machineTypes"`
 	// Images is the image catalogue: Placement.Image to the Cloud's image
 	// name.
-	Images map[string]string
+	Images map[string]string `json:"images"`
 	// CallTimeout bounds every Cloud call (contract §1.5). Default 30 s.
-	CallTimeout time.Duration
+	CallTimeout time.Duration `json:"callTimeout"`
 }
 
 // MachineType is one machine-type catalogue entry.
 type MachineType struct {
-	CPUs      int
-	MemoryMiB int
+	CPUs      int `json:"cpus"`
+	MemoryMiB int `json:"memoryMiB"`
 }
 
 // regionRE bounds region names: they are pasted into providerIDs.
