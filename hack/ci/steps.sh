@@ -63,25 +63,26 @@ ci_report() {
 CI_LOGS=${CI_LOGS:-$(dirname "$CI_TIMINGS")/ci-logs}
 declare -A ci_bg_pids=()
 ci_background() {
-  local name=$1
+  local name=$1 file
   shift
+  file=$CI_LOGS/${name//\//_}
   mkdir -p "$CI_LOGS"
-  echo "::: ci: $name: started in the background: $* (log: $CI_LOGS/$name.log)" >&2
+  echo "::: ci: $name: started in the background: $* (log: $file.log)" >&2
   (
     ci_steps=()
     status=0
-    ci_step "$name" "$@" >"$CI_LOGS/$name.log" 2>&1 || status=$?
-    echo "${ci_steps[0]}" >"$CI_LOGS/$name.step"
+    ci_step "$name" "$@" >"$file.log" 2>&1 || status=$?
+    echo "${ci_steps[0]}" >"$file.step"
     exit "$status"
   ) &
   ci_bg_pids[$name]=$!
 }
 ci_wait() {
-  local name=$1 status=0 row
+  local name=$1 status=0 row file=$CI_LOGS/${1//\//_}
   wait "${ci_bg_pids[$name]}" || status=$?
   echo "::: ci: $name (background) said:" >&2
-  cat "$CI_LOGS/$name.log" >&2 || true
-  row=$(cat "$CI_LOGS/$name.step" 2>/dev/null || echo "$name 0 0 FAIL(no-result)")
+  cat "$file.log" >&2 || true
+  row=$(cat "$file.step" 2>/dev/null || echo "$name 0 0 FAIL(no-result)")
   ci_steps+=("$row (background)")
   echo "::: ci: $name (background): ${row##* }" >&2
   return "$status"
