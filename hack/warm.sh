@@ -6,8 +6,8 @@
 #   nohup make warm > warm.log 2>&1 &
 #
 # Each step is what a lane would otherwise do cold, in the order .ci/run
-# needs them: every lane's Debian packages and the pinned tools; each
-# module's dependencies; the compiled packages of vet and of the race tests
+# needs them: every lane's Debian packages and the pinned tools; the
+# modules and compiled packages of vet and of the race tests
 # (test binaries linked, not run); golangci-lint's cache; the control plane
 # and the node's binaries (one cached build); the guest image; the node's
 # images; both operator images; the downstream lane's release candidate
@@ -26,9 +26,9 @@ warm() { ci_step "$@" || failed+=("$1"); }
 
 modules=$(make --no-print-directory -s modules)
 warm packages env APT_SETS=@all hack/install-deps.sh
-warm go-mod-download sh -c "for m in $(echo $modules); do (cd \$m && go mod download) || exit 1; done"
-# vet compiles every dependency as the tests' build does without -race (and
-# as the downstream lane and the operator images do, with -trimpath).
+# vet downloads and compiles every dependency as the tests' build does
+# without -race (go mod download would also write every module's sums into
+# go.work.sum, leaving the checkout changed).
 warm vet make --no-print-directory -k vet
 # -exec true: the race tests' binaries are compiled and linked, not run.
 warm race-test-build sh -c "for m in $(echo $modules); do (cd \$m && go test -race -count=1 -exec /bin/true ./... >/dev/null) || exit 1; done"
