@@ -121,7 +121,7 @@ func Parse(data []byte, reg providers.Registry) (*Config, error) {
 	lines := indexKeyLines(data)
 	var f file
 	if err := providers.DecodeStrict(raw, &f); err != nil {
-		return nil, errors.Join(lines.refused("", err)...)
+		return nil, errors.Join(lines.at("", err)...)
 	}
 	cfg := &Config{}
 	return cfg, cfg.validate(&f, reg, lines)
@@ -213,12 +213,7 @@ func (v *validator) provider(path string, entry map[string]json.RawMessage) (Pro
 	default:
 		p.Block = entry[p.Type]
 		if err := v.reg[p.Type].Validate(p.Block); err != nil {
-			var keys providers.KeyErrors
-			if errors.As(err, &keys) {
-				v.errs = append(v.errs, v.lines.refused(path+"."+p.Type, err)...)
-			} else {
-				v.addf("%s.%s: %w", path, p.Type, err)
-			}
+			v.errs = append(v.errs, v.lines.at(path+"."+p.Type, err)...)
 		}
 	}
 	for _, b := range blocks {
@@ -296,12 +291,7 @@ func (v *validator) decode(path string, raw json.RawMessage, out any) bool {
 		return true
 	}
 	if err := providers.DecodeStrict(raw, out); err != nil {
-		var keys providers.KeyErrors
-		if errors.As(err, &keys) {
-			v.errs = append(v.errs, v.lines.refused(path, err)...)
-		} else {
-			v.addf("%s: %w", path, err)
-		}
+		v.errs = append(v.errs, v.lines.at(path, err)...)
 		return false
 	}
 	return true

@@ -55,23 +55,24 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
-// refused rewrites a strict decode's refused keys (providers.KeyErrors)
-// found in err at path as one error each, naming the key and its line;
-// any other error comes back as it is.
-func (l keyLines) refused(path string, err error) []error {
+// at places err, found decoding or validating what is at path, in the
+// document: a strict decode's refused keys (providers.KeyErrors) become
+// one error each, naming the key and its line; any other error is
+// prefixed with path.
+func (l keyLines) at(path string, err error) []error {
+	prefix := ""
+	if path != "" {
+		prefix = path + ": "
+	}
 	var keys providers.KeyErrors
 	if !errors.As(err, &keys) {
-		return []error{err}
+		return []error{fmt.Errorf("%s%w", prefix, err)}
 	}
 	errs := make([]error, 0, len(keys))
 	for _, k := range keys {
 		where := ""
 		if line, ok := l[joinPath(path, k.Path)]; ok {
 			where = fmt.Sprintf(" (line %d)", line)
-		}
-		prefix := ""
-		if path != "" {
-			prefix = path + ": "
 		}
 		errs = append(errs, fmt.Errorf("%s%s %q%s", prefix, k.Problem, k.Path, where))
 	}
