@@ -13,7 +13,15 @@ set -euo pipefail
 . "$(dirname "$0")/packages.sh"
 
 wanted=() preseeds=()
+args=()
 for arg in "$@"; do
+  if [ "$arg" = @all ]; then
+    for set in $ci_package_sets; do args+=("@$set"); done
+  else
+    args+=("$arg")
+  fi
+done
+for arg in "${args[@]}"; do
   case $arg in
     @*)
       set_name=packages_${arg#@}

@@ -31,8 +31,8 @@ python3-openstackclient uwsgi-plugin-python3 qemu-utils"
 # Mutation testing (hack/mutation.sh) reads gremlins' report with jq; not
 # part of @all (not in CI).
 packages_mutation="jq"
-packages_all="$packages_build $packages_image $packages_operator_image $packages_operator_image_libvirt
-$packages_operator_smoke $packages_operator_smoke_libvirt $packages_e2e $packages_node $packages_openstack"
+# The sets @all installs: every one CI's steps use.
+ci_package_sets="build image operator_image operator_image_libvirt operator_smoke operator_smoke_libvirt e2e node openstack"
 
 # The debconf answers a set needs before its first install, on stdout.
 # OpenStack's packages would otherwise configure their databases through
@@ -46,4 +46,3 @@ preseed_openstack() {
     echo "$q $q/dbconfig-install boolean false"
   done
 }
-preseed_all() { preseed_openstack; }
