@@ -26,6 +26,8 @@ func DecodeStrict(raw []byte, out any) error {
 		if !errors.As(e, &fe) {
 			return e
 		}
+		// The error's type is unexported; its text is the problem, a
+		// space and the quoted path (sigs.k8s.io/json's strictError.Error).
 		keys = append(keys, KeyError{Path: fe.FieldPath(), Problem: strings.TrimSuffix(e.Error(), " "+strconv.Quote(fe.FieldPath()))})
 	}
 	if keys != nil {
