@@ -2,9 +2,9 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,11 +17,12 @@ import (
 
 // A Proxy with a static address is replaced break-before-make: the new VM
 // needs the address the old one holds, and two guests on one address
-// would answer in turn. The old VM is deleted, the reconcile waits until
-// the provider no longer finds it, and only then is the replacement made,
-// on the same address (docs/addresses.md states the outage). A replacement
-// onto another pool's address goes the same way, so the old address is
-// released only once its VM is gone and no retire runs unwatched.
+// would answer in turn. Every VM of the replica is deleted first (clear),
+// the reconcile waits until the provider lists none of them, and only
+// then is the replacement made, on the same address (docs/addresses.md
+// states the outage and each crash point). A replacement onto another
+// pool's address goes the same way, so the old address is released only
+// once its VM is gone and no retire runs unwatched.
 
 // breaksBeforeMake reports whether the Proxy's replacement must wait for
 // its current VM to be gone: either holds a static address.
@@ -31,55 +32,47 @@ func breaksBeforeMake(proxy *v1alpha1.Proxy, k int) bool {
 	return inst != nil && repl != nil && (inst.Address != "" || repl.Address != "")
 }
 
-// breakBeforeMake deletes the current instance and, once the provider
-// answers NotFound for it, makes the replacement the instance to create.
+// breakBeforeMake takes the current instance out of service, deletes
+// every VM of replica k (clear) and, once the provider lists none, makes
+// the replacement the instance to create.
 func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int) (ctrl.Result, error) {
 	ro := role{index: k, repl: true}
 	instance, replacement := refs(proxy, k)
 	old, next := *instance, *replacement
-	if old.ProviderID != "" {
-		down := "the proxy is down until the new one answers"
-		if multi(proxy) {
-			down = "this replica is out of the Service until the new one answers; the others serve"
+	down := "the proxy is down until the new one answers"
+	if multi(proxy) {
+		down = "this replica is out of the Service until the new one answers; the others serve"
+	}
+	r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
+		"replacing instance %s with %s on address %s: the old VM is deleted first, and %s", old.Name, next.Name, ipOf(next.Address), down))
+	drain := time.Duration(0)
+	if id := old.ProviderID; id != "" && multi(proxy) {
+		// The others serve on: the Service stops sending clients to this
+		// replica, and the clients it has get the drain, before its VM
+		// goes.
+		if err := r.ensureService(ctx, proxy); err != nil {
+			return r.serviceError(ctx, proxy, ro, err)
 		}
-		msg := fmt.Sprintf("replacing instance %s with %s on address %s: the old VM is deleted first, and %s",
-			old.Name, next.Name, ipOf(next.Address), down)
-		r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, msg)
-		id, uid := old.ProviderID, string(proxy.UID)
-		drain := time.Duration(0)
-		if multi(proxy) {
-			// The others serve on: the Service stops sending clients to
-			// this replica, and the clients it has get the drain, before
-			// its VM goes.
-			if err := r.ensureService(ctx, proxy); err != nil {
-				return r.serviceError(ctx, proxy, ro, err)
-			}
-			if drain = r.drains.remaining(id, r.Timing.Drain); drain > 0 {
-				r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
-					"replacing instance %s with %s on address %s: out of the Service, draining for %s before the old VM is deleted",
-					old.Name, next.Name, ipOf(next.Address), drain.Round(time.Second)))
-			}
+		if drain = r.drains.remaining(id, r.Timing.Drain); drain > 0 {
+			r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
+				"replacing instance %s with %s on address %s: out of the Service, draining for %s before the old VM is deleted",
+				old.Name, next.Name, ipOf(next.Address), drain.Round(time.Second)))
 		}
-		if err := r.writeStatus(ctx, proxy); err != nil {
-			return ctrl.Result{}, err
-		}
-		if drain > 0 {
-			return ctrl.Result{RequeueAfter: drain}, nil
-		}
-		gone, done, err := awaitIn(ctx, r.ops, proxy, lane(proxy, k), entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
-			return deleteAndConfirm(ctx, entry.Provider, id, uid)
-		})
-		if !done {
-			return r.awaitingOperation(), nil
-		}
-		if err != nil {
-			return r.providerErrorFor(ctx, proxy, ro, "Delete", err)
-		}
-		if !gone {
-			return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
-		}
-		r.forget(id)
-		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Replace", fmt.Sprintf("deleted instance %s (%s) to make %s on its address%s", old.Name, id, next.Name, ofReplica(proxy, k)))
+	}
+	if err := r.writeStatus(ctx, proxy); err != nil {
+		return ctrl.Result{}, err
+	}
+	if drain > 0 {
+		return ctrl.Result{RequeueAfter: drain}, nil
+	}
+	found, done, err := r.clear(ctx, proxy, entry, k, "Replace", "to make "+next.Name+" on its address")
+	switch {
+	case !done:
+		return r.awaitingOperation(), nil
+	case err != nil:
+		return r.providerErrorFor(ctx, proxy, ro, found.failed, err)
+	case len(found.left) > 0:
+		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
 	// The write above replaced the status: look the refs up again.
 	instance, replacement = refs(proxy, k)
@@ -88,29 +81,45 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 	return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 }
 
-// deleteAndConfirm deletes the Proxy's instance id and reports whether the
-// provider no longer finds it. An instance that does not carry the
-// Proxy's UID is not deleted.
-func deleteAndConfirm(ctx context.Context, prov contract.Provider, id, uid string) (bool, error) {
-	inst, err := prov.Get(ctx, id)
-	if errors.Is(err, contract.ErrNotFound) {
-		return true, nil
+// clear deletes every VM of replica k: each instance the provider lists
+// under the Proxy's UID mark but the ones the status records for its other
+// replicas, recorded or not (a Create cut off after its power-on left no
+// ID to delete by). Replica k's VMs are all gone once found.left is empty;
+// done is false while the operation runs (its end reconciles the Proxy).
+// action and why go into the events of the VMs deleted.
+func (r *ProxyReconciler) clear(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string) (found swept, done bool, err error) {
+	own, spare := proxy.DeepCopy(), othersOf(proxy, k)
+	found, done, err = awaitIn(ctx, r.ops, proxy, lane(proxy, k), entry.Name, call{methodClear, strconv.Itoa(k)}, func(ctx context.Context) (swept, error) {
+		return sweep(ctx, entry.Provider, own, spare)
+	})
+	for _, inst := range found.deleted {
+		r.forget(inst.ProviderID)
+		r.event(proxy, corev1.EventTypeNormal, "Deleted", action,
+			fmt.Sprintf("deleted instance %s (%s) %s%s", inst.Name, inst.ProviderID, why, ofReplica(proxy, k)))
 	}
-	if err != nil {
-		return false, err
+	return found, done, err
+}
+
+// othersOf names the instances the status records for the Proxy's
+// replicas other than k: each holds its own replica's address, never k's
+// (a ProxyAddress is one replica's; a pin moved between replicas waits
+// for the other's VM to go, pinnedHeld).
+func othersOf(proxy *v1alpha1.Proxy, k int) map[string]bool {
+	out := map[string]bool{}
+	add := func(j int, refs ...*v1alpha1.InstanceRef) {
+		for _, ref := range refs {
+			if j != k && ref != nil && ref.Name != "" {
+				out[ref.Name] = true
+			}
+		}
 	}
-	if !carriesUID(inst, uid) {
-		return false, fmt.Errorf("instance %s does not carry the Proxy's UID; it is left alone: %w", id, contract.ErrPermanent)
+	add(0, proxy.Status.Instance, proxy.Status.Replacement)
+	for _, sl := range proxy.Status.Replicas {
+		if sl.Index > 0 {
+			add(int(sl.Index), sl.Instance, sl.Replacement)
+		}
 	}
-	// Terminated too: a cut-off Delete leaves one nothing else finishes
-	// (look).
-	if err := prov.Delete(ctx, id); err != nil {
-		return false, err
-	}
-	if _, err = prov.Get(ctx, id); errors.Is(err, contract.ErrNotFound) {
-		return true, nil
-	}
-	return false, err
+	return out
 }
 
 // awaitAddress holds a Proxy whose address cannot be allocated yet. A

@@ -311,4 +311,7 @@ const (
 	methodGet      = "Get"
 	methodDelete   = "Delete"
 	methodFinalize = "Finalize"
+	// methodClear deletes every VM of a replica before it takes its
+	// static address (clear).
+	methodClear = "Clear"
 )

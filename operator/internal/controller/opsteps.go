@@ -55,19 +55,35 @@ type swept struct {
 }
 
 // sweep deletes every instance of the Proxy (ownInstances: listed by its
-// UID, and carrying it) and lists again. A Terminated one is deleted too,
-// without an event: Delete returns nil for a deletion under way and
-// finishes one a cut-off Delete left (look).
-func sweep(ctx context.Context, prov contract.Provider, proxy *v1alpha1.Proxy) (swept, error) {
+// UID, and carrying it) whose name spare does not hold, and lists again.
+// A Terminated one is deleted too, without an event: Delete returns nil
+// for a deletion under way and finishes one a cut-off Delete left (look).
+// The list, not the status, says what exists: a Create cut off after it
+// made its VM left no ID to delete by (docs/addresses.md).
+func sweep(ctx context.Context, prov contract.Provider, proxy *v1alpha1.Proxy, spare map[string]bool) (swept, error) {
 	var out swept
 	uid := string(proxy.UID)
-	left, err := prov.ListByTag(ctx, contract.LabelUID, uid)
-	if err != nil {
-		out.failed = "ListByTag"
+	list := func() error {
+		found, err := prov.ListByTag(ctx, contract.LabelUID, uid)
+		if err != nil {
+			out.failed = "ListByTag"
+			return err
+		}
+		out.left = nil
+		for _, inst := range ownInstances(ctx, proxy, found) {
+			if !spare[inst.Name] {
+				out.left = append(out.left, inst)
+			}
+		}
+		return nil
+	}
+	if err := list(); err != nil {
 		return out, err
 	}
-	left = ownInstances(ctx, proxy, left)
-	for _, inst := range left {
+	if len(out.left) == 0 {
+		return out, nil
+	}
+	for _, inst := range out.left {
 		if err := prov.Delete(ctx, inst.ProviderID); err != nil {
 			out.failed = "Delete"
 			return out, err
@@ -76,15 +92,7 @@ func sweep(ctx context.Context, prov contract.Provider, proxy *v1alpha1.Proxy) (
 			out.deleted = append(out.deleted, inst)
 		}
 	}
-	if len(left) > 0 {
-		// A provider whose Delete waits (delete-return: waits) is done
-		// already: look again now rather than one poll later.
-		if left, err = prov.ListByTag(ctx, contract.LabelUID, uid); err != nil {
-			out.failed = "ListByTag"
-			return out, err
-		}
-		left = ownInstances(ctx, proxy, left)
-	}
-	out.left = left
-	return out, nil
+	// A provider whose Delete waits (delete-return: waits) is done
+	// already: look again now rather than one poll later.
+	return out, list()
 }

@@ -606,7 +606,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	}
 	own := proxy.DeepCopy()
 	found, done, err := await(ctx, r.ops, proxy, entry.Name, call{methodFinalize, string(proxy.UID)}, func(ctx context.Context) (swept, error) {
-		return sweep(ctx, entry.Provider, own)
+		return sweep(ctx, entry.Provider, own, nil)
 	})
 	if !done {
 		return r.awaitingOperation(), nil

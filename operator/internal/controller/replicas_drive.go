@@ -154,48 +154,26 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 		// replicas); the status says what holds its address.
 		sl.Ready, sl.Address, sl.Reason = false, "", v1alpha1.ReasonRemoving
 		sl.Message = fmt.Sprintf("replica %d is beyond spec.replicas: deleting its VMs; its address is released once they are gone", k)
-		refsOf := []*v1alpha1.InstanceRef{sl.Replacement, sl.Instance}
-		gone := true
-		for _, ref := range refsOf {
-			if ref == nil {
-				continue
+		drain := time.Duration(0)
+		for _, ref := range []*v1alpha1.InstanceRef{sl.Replacement, sl.Instance} {
+			if ref != nil && ref.ProviderID != "" {
+				drain = max(drain, r.drains.remaining(ref.ProviderID, r.Timing.Drain))
 			}
-			if ref.ProviderID == "" {
-				// A Create that ended unrecorded: take its VM, to delete it.
-				if op := r.ops.take(l, call{methodCreate, ref.Name}); op != nil {
-					if seen, ok := op.value.(observed); ok && op.err == nil {
-						ref.ProviderID = seen.inst.ProviderID
-					}
-				}
-			}
-			if ref.ProviderID == "" {
-				continue
-			}
-			id, uid := ref.ProviderID, string(proxy.UID)
-			if wait := r.drains.remaining(id, r.Timing.Drain); wait > 0 {
-				sl.Message = fmt.Sprintf("replica %d is beyond spec.replicas: out of the Service, draining for %s before its VMs are deleted; its address is released once they are gone",
-					k, wait.Round(time.Second))
-				result = soonest(result, wait)
-				gone = false
-				break
-			}
-			deleted, done, err := awaitIn(ctx, r.ops, proxy, l, entry.Name, call{methodDelete, id}, func(ctx context.Context) (bool, error) {
-				return deleteAndConfirm(ctx, entry.Provider, id, uid)
-			})
-			if !done || (err == nil && !deleted) {
-				gone = false
-				break
-			}
-			if err != nil {
-				r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "ScaleDown",
-					fmt.Sprintf("deleting instance %s of removed replica %d: %v", ref.Name, k, err))
-				gone = false
-				break
-			}
-			r.forget(id)
-			ref.ProviderID = ""
-			ref.Name = ""
 		}
+		if drain > 0 {
+			sl.Message = fmt.Sprintf("replica %d is beyond spec.replicas: out of the Service, draining for %s before its VMs are deleted; its address is released once they are gone",
+				k, drain.Round(time.Second))
+			result = soonest(result, drain)
+			continue
+		}
+		// Every VM of the replica, recorded or not: one a cut-off Create
+		// made holds the address as much as the recorded ones.
+		found, done, err := r.clear(ctx, proxy, entry, k, "ScaleDown", fmt.Sprintf("of removed replica %d", k))
+		if err != nil {
+			r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "ScaleDown",
+				fmt.Sprintf("deleting the VMs of removed replica %d: %s: %v", k, found.failed, err))
+		}
+		gone := done && err == nil && len(found.left) == 0
 		if !gone {
 			result = soonest(result, r.Timing.Poll)
 			continue

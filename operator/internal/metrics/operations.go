@@ -12,7 +12,7 @@ import (
 // that is slow.
 var OperationsInFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "egressproxies_provider_operations_in_flight",
-	Help: "Provider operations running or waiting for a call slot, by provider and operation (Create, Get, Delete, Finalize).",
+	Help: "Provider operations running or waiting for a call slot, by provider and operation (Create, Get, Delete, Finalize, Clear).",
 }, []string{"provider", "operation"})
 
 func init() {
