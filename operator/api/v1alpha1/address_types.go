@@ -56,7 +56,8 @@ type PoolAddresses string
 // +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 4",message="must be an IPv4 address such as 192.0.2.1"
 type IPv4 string
 
-// AddressPoolStatus counts the pool's addresses.
+// AddressPoolStatus counts the pool's addresses and says whether it may
+// hand them out.
 type AddressPoolStatus struct {
 	// Total is how many addresses the pool hands out.
 	// +optional
@@ -67,7 +68,11 @@ type AddressPoolStatus struct {
 	// Free is Total minus Allocated.
 	// +optional
 	Free int `json:"free"`
-	// Conditions: Valid (the controller could read every field).
+	// Conditions: Valid (the controller could read every field, and no
+	// older pool of the provider entry hands out any of its addresses:
+	// reason PoolOverlaps names both pools and the range) and
+	// AddressesUnique (no address of the pool is held twice among the
+	// entry's ProxyAddresses).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -75,7 +80,9 @@ type AddressPoolStatus struct {
 }
 
 // AddressPool is a set of static IPv4 addresses for the proxies of one
-// provider entry. Its name names its ProxyAddresses, so it is short.
+// provider entry. An entry's pools must not overlap: of two that do, the
+// younger is refused (Valid=False, PoolOverlaps). The name's 46-character
+// bound dates from when it prefixed the ProxyAddresses' names.
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]{0,44}[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 46 characters: it prefixes the names of the pool's ProxyAddresses"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -132,9 +139,9 @@ type ProxyAddressSpec struct {
 }
 
 // ProxyAddress is one address of a pool held by one Proxy. Creating it is
-// the allocation: its name is the pool's and the address's, so the API
-// server refuses a second holder. It is deleted once no VM holds the
-// address.
+// the allocation: its name is the provider entry's and the address's
+// (<provider>-a-b-c-d), so the API server refuses a second holder, from
+// any pool of the entry. It is deleted once no VM holds the address.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,categories=egressproxies
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`

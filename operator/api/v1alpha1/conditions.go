@@ -22,6 +22,12 @@ const (
 	// ConditionValid: an AddressPool's fields all parse; False names the
 	// field and the value that does not.
 	ConditionValid = "Valid"
+	// ConditionAddressesUnique: every address an AddressPool's Proxies
+	// hold is held once among its provider entry's ProxyAddresses. False
+	// names each address held twice (allocated from overlapping pools
+	// before the operator refused the overlap): two VMs may answer on it,
+	// and only a person can choose which Proxy gives it up.
+	ConditionAddressesUnique = "AddressesUnique"
 )
 
 // The reasons of AddressesAllocated and of an AddressPool's Valid.
@@ -41,6 +47,14 @@ const (
 	// deleted (or gone) whose VM is not gone yet.
 	ReasonAddressPending = "AddressPending"
 	ReasonPoolValid      = "Valid"
+	// ReasonPoolOverlaps: the pool hands out addresses an older pool of
+	// the same provider entry hands out too (Valid=False, naming both
+	// pools and the range); its Proxies get no address from it.
+	ReasonPoolOverlaps = "PoolOverlaps"
+	// ReasonAddressesUnique and ReasonDuplicateAddress are the reasons of
+	// AddressesUnique.
+	ReasonAddressesUnique  = "Unique"
+	ReasonDuplicateAddress = "DuplicateAddress"
 )
 
 // Condition reasons.

@@ -24,12 +24,13 @@ import (
 
 // Static addresses (docs/addresses.md). A Proxy with spec.addressPool
 // holds one ProxyAddress per replica; creating it is the allocation. Its
-// name is the pool's and the address's, so the API server lets only one
-// Proxy hold an address, across operator replicas and restarts, with no
-// lock: a Create that meets AlreadyExists moves to the next address. A
-// ProxyAddress is deleted only once no VM holds its address: when the
-// Proxy's deletion has seen its VMs gone, or, for an address the Proxy no
-// longer wants, when no instance in its status was made with it.
+// name is the provider entry's and the address's, so the API server lets
+// only one Proxy hold an address, whichever pool of the entry it comes
+// from, across operator replicas and restarts, with no lock: a Create that
+// meets AlreadyExists moves to the next address. A ProxyAddress is deleted
+// only once no VM holds its address: when the Proxy's deletion has seen
+// its VMs gone, or, for an address the Proxy no longer wants, when no
+// instance in its status was made with it.
 
 // The labels of a ProxyAddress, for listing by pool and by Proxy.
 const (
@@ -41,10 +42,13 @@ const (
 // or a new pool wakes the Proxies waiting on that pool.
 const indexAddressPool = "spec.addressPool"
 
-// addressName is the ProxyAddress's name for an address of a pool:
-// <pool>-192-0-2-10.
-func addressName(pool string, a netip.Addr) string {
-	return pool + "-" + strings.ReplaceAll(a.String(), ".", "-")
+// addressName is the ProxyAddress's name for an address of a provider
+// entry's pools: <provider>-192-0-2-10. Two pools of the entry that both
+// hand out the address meet at this one name (pool_overlap.go). Earlier
+// releases named it after the pool; those are found by their address
+// (holders), not by name.
+func addressName(provider string, a netip.Addr) string {
+	return provider + "-" + strings.ReplaceAll(a.String(), ".", "-")
 }
 
 // waitAddress says why the Proxy has no address yet.
@@ -214,31 +218,32 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 }
 
 // claimAddress creates the ProxyAddress of the pinned address, or of the
-// first address of the pool no ProxyAddress in the cache holds, moving on
-// when the API server says it is taken (the cache lags, or another
-// replica got there first).
+// first address of the pool no ProxyAddress of the provider entry in the
+// cache holds, moving on when the API server says it is taken (the cache
+// lags, or another replica got there first).
 func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork,
 	mine []v1alpha1.ProxyAddress, pinned *netip.Addr, k int) (*v1alpha1.ProxyAddress, error) {
+	taken, err := r.holders(ctx, pool.Spec.Provider)
+	if err != nil {
+		return nil, err
+	}
+	// The Proxy's own, read fresh: its other replicas' claims of this
+	// reconcile are not in the cache yet.
+	for _, t := range mine {
+		if p, err := netip.ParsePrefix(t.Spec.Address); err == nil {
+			taken[p.Addr()] = t.Name
+		}
+	}
 	candidates := pn.addrs
 	if pinned != nil {
+		if name, held := taken[*pinned]; held {
+			return r.pinnedHeld(ctx, proxy, name, *pinned, k)
+		}
 		candidates = []netip.Addr{*pinned}
 	} else {
-		var taken v1alpha1.ProxyAddressList
-		if err := r.List(ctx, &taken, client.MatchingLabels{LabelPool: pool.Name}); err != nil {
-			return nil, fmt.Errorf("listing AddressPool %s's ProxyAddresses: %w", pool.Name, err)
-		}
-		held := map[string]bool{}
-		for _, t := range taken.Items {
-			held[t.Name] = true
-		}
-		// The Proxy's own, read fresh: its other replicas' claims of this
-		// reconcile are not in the cache yet.
-		for _, t := range mine {
-			held[t.Name] = true
-		}
 		free := make([]netip.Addr, 0, len(candidates))
 		for _, a := range candidates {
-			if !held[addressName(pool.Name, a)] {
+			if _, held := taken[a]; !held {
 				free = append(free, a)
 			}
 		}
@@ -265,6 +270,23 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 		fmt.Sprintf("AddressPool %s has no free address (%d addresses, all held); the Proxy waits until one is released", pool.Name, len(pn.addrs)))
 }
 
+// holders maps each address the provider entry's ProxyAddresses in the
+// cache hold, whichever pool they came from and however they are named,
+// to one holder's name.
+func (r *ProxyReconciler) holders(ctx context.Context, provider string) (map[netip.Addr]string, error) {
+	var all v1alpha1.ProxyAddressList
+	if err := r.List(ctx, &all); err != nil {
+		return nil, fmt.Errorf("listing ProxyAddresses: %w", err)
+	}
+	out := map[netip.Addr]string{}
+	for _, pa := range all.Items {
+		if p, err := netip.ParsePrefix(pa.Spec.Address); err == nil && pa.Spec.Provider == provider {
+			out[p.Addr()] = pa.Name
+		}
+	}
+	return out, nil
+}
+
 // newProxyAddress is the allocation of a to the Proxy's replica k, with the
 // pool's network copied: a later edit of the pool does not move a VM.
 func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork, a netip.Addr, k int) *v1alpha1.ProxyAddress {
@@ -275,7 +297,7 @@ func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolN
 	}
 	return &v1alpha1.ProxyAddress{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   addressName(pool.Name, a),
+			Name:   addressName(pool.Spec.Provider, a),
 			Labels: map[string]string{LabelPool: pool.Name, LabelProxyUID: string(proxy.UID)},
 		},
 		Spec: v1alpha1.ProxyAddressSpec{

@@ -38,6 +38,13 @@ func (r *ProxyReconciler) usablePool(ctx context.Context, proxy *v1alpha1.Proxy)
 		return nil, pn, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid,
 			fmt.Sprintf("spec.addressPool: AddressPool %q is for region %q, not %q", poolName, pool.Spec.Region, proxy.Spec.Placement.Region))
 	}
+	var pools v1alpha1.AddressPoolList
+	if err := r.List(ctx, &pools); err != nil {
+		return nil, pn, err
+	}
+	if o := overlapOf(&pool, pn, pools.Items); o != nil {
+		return nil, pn, r.addressWait(proxy, v1alpha1.ReasonPoolOverlaps, o.message(poolName, pool.Spec.Provider))
+	}
 	return &pool, pn, nil
 }
 

@@ -107,7 +107,7 @@ func TestAddressIsInStatusBeforeTheVMAndDelivered(t *testing.T) {
 		t.Errorf("delivered network %v (%v), want %v", got, err, want)
 	}
 	pas := addressesOf(t, "early")
-	if len(pas) != 1 || pas[0].Name != "early-198-51-100-10" || pas[0].Spec.Proxy.UID != string(got.UID) {
+	if len(pas) != 1 || pas[0].Name != "mem-198-51-100-10" || pas[0].Spec.Proxy.UID != string(got.UID) {
 		t.Errorf("ProxyAddresses %+v, want early-198-51-100-10 held by the Proxy", pas)
 	}
 	release(nil)
@@ -248,12 +248,12 @@ func TestAddressIsReleasedOnlyAfterTheVMIsGone(t *testing.T) {
 		t.Fatal("the VM is gone although its Delete is held")
 	}
 	var pa v1alpha1.ProxyAddress
-	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "release-198-51-100-60"}, &pa); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "mem-198-51-100-60"}, &pa); err != nil {
 		t.Fatalf("the address was released while its VM exists: %v", err)
 	}
 	open()
 	eventually(t, "the address is released", func() bool {
-		err := k8s.Get(context.Background(), client.ObjectKey{Name: "release-198-51-100-60"}, &pa)
+		err := k8s.Get(context.Background(), client.ObjectKey{Name: "mem-198-51-100-60"}, &pa)
 		return apierrors.IsNotFound(err)
 	})
 }

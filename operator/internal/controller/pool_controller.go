@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"net/netip"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,53 +11,101 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
 // AddressPoolReconciler keeps each AddressPool's status: how many
-// addresses it hands out, how many are held, and whether its fields parse
-// (Valid, naming the field and the value that does not). The counts feed
-// kubectl's columns and the egressproxies_pool_addresses metric.
+// addresses it hands out, how many are held, whether its fields parse and
+// it overlaps no older pool of its provider entry (Valid, naming the field
+// and the value, or both pools and the range), and whether any of its
+// addresses is held twice (AddressesUnique). The counts feed kubectl's
+// columns and the egressproxies_pool_addresses metric.
 type AddressPoolReconciler struct {
 	client.Client
 }
 
 // +kubebuilder:rbac:groups=egressproxies.io,resources=addresspools/status,verbs=get;update;patch
 
-// SetupWithManager reconciles a pool on its own changes and on every
-// allocation or release of one of its addresses.
+// SetupWithManager reconciles a provider entry's pools on a change of any
+// of them (an overlap involves two) and on every allocation or release of
+// one of its addresses (a duplicate may involve another pool's).
 func (r *AddressPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AddressPool{}).
-		Watches(&v1alpha1.ProxyAddress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.(*v1alpha1.ProxyAddress).Spec.Pool}}}
-		})).
+		Watches(&v1alpha1.AddressPool{}, handler.EnqueueRequestsFromMapFunc(r.poolsOf(func(o client.Object) string {
+			return o.(*v1alpha1.AddressPool).Spec.Provider
+		}))).
+		Watches(&v1alpha1.ProxyAddress{}, handler.EnqueueRequestsFromMapFunc(r.poolsOf(func(o client.Object) string {
+			return o.(*v1alpha1.ProxyAddress).Spec.Provider
+		}))).
 		Named("addresspool").
 		Complete(r)
 }
 
-// Reconcile counts one pool's addresses.
+// poolsOf maps an object to every pool of the provider entry providerOf
+// names.
+func (r *AddressPoolReconciler) poolsOf(providerOf func(client.Object) string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var pools v1alpha1.AddressPoolList
+		if err := r.List(ctx, &pools); err != nil {
+			logf.FromContext(ctx).Error(err, "listing AddressPools")
+			return nil
+		}
+		var out []reconcile.Request
+		for _, p := range pools.Items {
+			if p.Spec.Provider == providerOf(o) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: p.Name}})
+			}
+		}
+		return out
+	}
+}
+
+// Reconcile counts one pool's addresses and checks it against its
+// provider entry's other pools and allocations.
 func (r *AddressPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pool v1alpha1.AddressPool
 	if err := r.Get(ctx, req.NamespacedName, &pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	var held v1alpha1.ProxyAddressList
-	if err := r.List(ctx, &held, client.MatchingLabels{LabelPool: pool.Name}); err != nil {
+	var pools v1alpha1.AddressPoolList
+	if err := r.List(ctx, &pools); err != nil {
 		return ctrl.Result{}, err
 	}
+	var all v1alpha1.ProxyAddressList
+	if err := r.List(ctx, &all); err != nil {
+		return ctrl.Result{}, err
+	}
+	var entry, held []v1alpha1.ProxyAddress
+	for _, pa := range all.Items {
+		if pa.Spec.Provider == pool.Spec.Provider {
+			entry = append(entry, pa)
+		}
+		if pa.Spec.Pool == pool.Name {
+			held = append(held, pa)
+		}
+	}
 	status := pool.Status.DeepCopy()
-	cond := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPoolValid,
-		Message: "every field parses", ObservedGeneration: pool.Generation}
+	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPoolValid,
+		Message: "every field parses, and no older pool of provider entry " + pool.Spec.Provider + " hands out its addresses", ObservedGeneration: pool.Generation}
 	pn, err := parsePool(&pool.Spec)
 	if err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonPoolInvalid, err.Error()
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, v1alpha1.ReasonPoolInvalid, err.Error()
+	} else if o := overlapOf(&pool, pn, pools.Items); o != nil {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, v1alpha1.ReasonPoolOverlaps, o.message(pool.Name, pool.Spec.Provider)
 	}
-	status.Total, status.Allocated = len(pn.addrs), len(held.Items)
+	unique := metav1.Condition{Type: v1alpha1.ConditionAddressesUnique, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAddressesUnique,
+		Message: "no address of the pool is held twice among provider entry " + pool.Spec.Provider + "'s ProxyAddresses", ObservedGeneration: pool.Generation}
+	if dups := duplicates(entry, pool.Name); len(dups) > 0 {
+		unique.Status, unique.Reason = metav1.ConditionFalse, v1alpha1.ReasonDuplicateAddress
+		unique.Message = strings.Join(dups, "; ") + ": two VMs may answer on each; the operator resolves none: delete one of the Proxies, or move it to another pool"
+	}
+	status.Total, status.Allocated = len(pn.addrs), len(held)
 	inPool := 0
-	for _, h := range held.Items {
+	for _, h := range held {
 		if p, err := netip.ParsePrefix(h.Spec.Address); err == nil && pn.contains(p.Addr()) {
 			inPool++
 		}
@@ -64,7 +113,8 @@ func (r *AddressPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// An address held outside the pool (the pool shrank under it) counts
 	// as allocated, not against the free ones.
 	status.Free = status.Total - inPool
-	meta.SetStatusCondition(&status.Conditions, cond)
+	meta.SetStatusCondition(&status.Conditions, valid)
+	meta.SetStatusCondition(&status.Conditions, unique)
 	if equality.Semantic.DeepEqual(*status, pool.Status) {
 		return ctrl.Result{}, nil
 	}

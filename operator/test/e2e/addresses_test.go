@@ -69,9 +69,9 @@ func waitAllocated(ctx context.Context, t *testing.T, k8s client.Client, key cli
 }
 
 // proxyAddressName is the ProxyAddress an address of the lane's pool is
-// held by: <pool>-a-b-c-d (docs/addresses.md).
+// held by: <provider>-a-b-c-d (docs/addresses.md).
 func proxyAddressName(addr string) string {
-	return poolName + "-" + strings.ReplaceAll(addr, ".", "-")
+	return providerName + "-" + strings.ReplaceAll(addr, ".", "-")
 }
 
 // checkProxyAddress requires the ProxyAddress of addr, the allocation
