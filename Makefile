@@ -27,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: release release-proxy downstream all test test-steps warm unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e mutation gremlins-path kustomize-path release-manifests release-chart helm-path
+.PHONY: release release-proxy downstream all test test-steps warm unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e chaos mutation gremlins-path kustomize-path release-manifests release-chart helm-path
 all: test
 
 help: ## List the targets.
@@ -86,6 +86,9 @@ build/%:
 	cd $* && $(GO) build ./...
 deps/%:
 	hack/check-module-deps.sh $*
+
+chaos: ## The operator SIGKILLed at random while pooled Proxies change: no address on two running VMs (slow, not in make test): make chaos [RUNS=5] [KILLS=20].
+	hack/chaos.sh $(or $(RUNS),5) $(or $(KILLS),20)
 
 mutation: $(GREMLINS) ## Mutation score of one package (slow, not in make test): make mutation MODULE=operator PKG=internal/controller [RUN=<go test -run regexp>].
 	GREMLINS=$(GREMLINS) hack/mutation.sh '$(MODULE)' '$(PKG)' $(if $(value RUN),'$(value RUN)')

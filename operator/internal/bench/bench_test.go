@@ -141,7 +141,7 @@ func benchProxy(ns string, i int) *v1alpha1.Proxy {
 // deleteServices deletes the namespace's Services, which Kubernetes'
 // garbage collector would delete with their Proxy; envtest runs none, and
 // the ClusterIP range would run out after a few hundred.
-func deleteServices(b *testing.B, ns string) {
+func deleteServices(b testing.TB, ns string) {
 	b.Helper()
 	var list corev1.ServiceList
 	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
@@ -54,13 +55,27 @@ const (
 	// operatorMemLimit, when set, is the operator process's GOMEMLIMIT
 	// (and only its: vcsim in this process keeps the default).
 	operatorMemLimit = "BENCH_OPERATOR_GOMEMLIMIT"
+	// childLog, when set, is the file the operator process appends its
+	// log to (JSON lines); unset, it logs nothing.
+	childLog = "BENCH_OPERATOR_LOG"
 )
 
 // operatorProcess is the operator mode: it runs until SIGTERM.
 func operatorProcess() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	ctrl.SetLogger(logr.Discard())
+	if path := os.Getenv(childLog); path == "" {
+		ctrl.SetLogger(logr.Discard())
+	} else {
+		// Appended to by every process of a chaos run, one after another.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { _ = f.Close() }()
+		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.UseDevMode(false)))
+	}
 	if path := os.Getenv(childHeapProfile); path != "" {
 		asked := make(chan os.Signal, 1)
 		signal.Notify(asked, syscall.SIGUSR1)
@@ -154,7 +169,7 @@ type child struct {
 
 // startChild starts the operator process on the providers config and
 // waits until it is ready; env is added to its environment.
-func startChild(b *testing.B, resync time.Duration, providers string, env ...string) *child {
+func startChild(b testing.TB, resync time.Duration, providers string, env ...string) *child {
 	b.Helper()
 	dir := b.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -191,6 +206,13 @@ func startChild(b *testing.B, resync time.Duration, providers string, env ...str
 // stop ends the process and waits for it.
 func (c *child) stop() {
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Wait()
+}
+
+// kill ends the process at once, as the kernel's OOM killer or a node's
+// loss does: no deferred call, no lease released, no operation finished.
+func (c *child) kill() {
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
 	_ = c.cmd.Wait()
 }
 

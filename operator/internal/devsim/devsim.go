@@ -18,6 +18,7 @@ import (
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/view"
@@ -111,9 +112,10 @@ func (s *Vcsim) Stop() {
 }
 
 // PlayGuests plays VMware Tools until ctx ends: every powered-on VM of
-// Folder without an address gets one within every, from 192.0.2.0/24 and
-// up (documentation ranges: reported, never contacted), through vcsim's
-// SET.guest.ipAddress. reported, if set, hears of each.
+// Folder without an address gets one within every: the static address it
+// was made for (its MarkAddress), or one from 192.0.2.0/24 and up (documentation
+// ranges: reported, never contacted), through vcsim's SET.guest.ipAddress.
+// reported, if set, hears of each.
 func (s *Vcsim) PlayGuests(ctx context.Context, every time.Duration, reported func(vm, ip string)) {
 	s.PlayGuestsAt(ctx, every, nil, reported)
 }
@@ -140,7 +142,7 @@ func (s *Vcsim) PlayGuestsAt(ctx context.Context, every time.Duration, addressOf
 			if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || (vm.Guest != nil && vm.Guest.IpAddress != "") {
 				continue
 			}
-			ip, known := "", true
+			ip, known := s.madeFor(ctx, vm.Reference()), true
 			if addressOf != nil {
 				ip, known = addressOf(vm.Name)
 			}
@@ -159,6 +161,31 @@ func (s *Vcsim) PlayGuestsAt(ctx context.Context, every time.Duration, addressOf
 			}
 		}
 	}
+}
+
+// MarkAddress is the vSphere provider's mark of the static address a VM
+// was made for (providers/vsphere network.go): the address a guest that
+// applied its guestinfo.metadata network reports.
+const MarkAddress = "egressproxies.address"
+
+// madeFor is the static address the VM was made for, "" for none.
+func (s *Vcsim) madeFor(ctx context.Context, ref types.ManagedObjectReference) string {
+	var vm mo.VirtualMachine
+	if err := property.DefaultCollector(s.Client).RetrieveOne(ctx, ref, []string{"config.extraConfig"}, &vm); err != nil || vm.Config == nil {
+		return ""
+	}
+	return ExtraConfig(vm.Config.ExtraConfig)[MarkAddress]
+}
+
+// ExtraConfig reads a VM's extraConfig as a map.
+func ExtraConfig(options []types.BaseOptionValue) map[string]string {
+	out := map[string]string{}
+	for _, o := range options {
+		if v := o.GetOptionValue(); v != nil {
+			out[v.Key], _ = v.Value.(string)
+		}
+	}
+	return out
 }
 
 // StandInProxy listens on loopback and answers every request with an HTTP
