@@ -13,7 +13,7 @@ package contract
 // The operator then counts such a ListByTag against neither limits.qps nor
 // limits.concurrency: the provider bounds its listings itself, and a
 // fleet's finalizers, each waiting on the same listing, would otherwise
-// hold every call slot while no Delete could run (issue 19).
+// hold every call slot while no Delete could run (the fleet benchmark, docs/performance.md).
 type SharedLister interface {
 	// SharesLists reports whether ListByTag calls share listings as above;
 	// a wrapper answers for the provider it wraps.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark: images/fetch against standard tools on loopback, one server,
-# one image, same run (DESIGN.md §8: RSS flat, at most 16 MiB growth for a
+# one image, same run (docs/architecture.md, Targets: RSS flat, at most 16 MiB growth for a
 # 2 GiB image; throughput at least 0.9x each baseline). Contenders:
 #   fetch     images/fetch: SHA-256 verified while streaming, fsynced
 #             before the copy is marked complete

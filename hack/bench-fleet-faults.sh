@@ -2,7 +2,7 @@
 # Benchmark: a fleet of Proxies made and deleted through the operator (a
 # process of its own) on vcsim while a share of its SOAP requests fail,
 # one fault class per run, after the same fleet without faults, all in one
-# operator process (issue 19; docs/performance.md). Fails unless every
+# operator process (docs/performance.md). Fails unless every
 # Proxy becomes Ready, every one is deleted and the operator's goroutines
 # come back to their count after the run without faults.
 #   hack/bench-fleet-faults.sh [size] [classes] [rate]

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark: a fleet of Proxies made and deleted at once through the
 # operator (a process of its own) against the bare govmomi sequence at the
-# same concurrency, on the same vcsim, in the same run (issue 19;
-# docs/performance.md). Prints the benchmark's lines, then per size and
+# same concurrency, on the same vcsim, in the same run (docs/performance.md). Prints the benchmark's lines, then per size and
 # clone latency the operator/bare ratios and the operator's costs.
 #   hack/bench-fleet.sh [sizes] [clone latencies]   # default: 100,300,1000  0s,1s
 #   BENCH_RESYNC=10s sets the operator's Ready resync period;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark: the in-process NoCloud seed (images/nocloud) against
-# cloud-localds on the same inputs, same run (DESIGN.md §8: at least 20x
+# cloud-localds on the same inputs, same run (docs/architecture.md, Targets: at least 20x
 # faster). Prints both per-seed times and the ratio.
 #   hack/bench-seed.sh [runs]      # default 50 cloud-localds runs
 set -euo pipefail

@@ -3,8 +3,8 @@
 # govmomi sequence (clone, power on, wait for the guest's address) on the
 # same vcsim, same concurrency, same run, at 1 and 100 Proxies, and at 1
 # with vcsim taking a second to answer CloneVM_Task (a fast clone on a real
-# vCenter); SOAP calls per create and per steady-state resync (DESIGN.md §8:
-# <= 1.15x at 1).
+# vCenter); SOAP calls per create and per steady-state resync
+# (docs/architecture.md, Targets: at most 1.10x with a 1 s clone).
 #   hack/bench-vsphere.sh [iterations]     # default 3, after one untimed warm-up; the mean is reported
 set -euo pipefail
 cd "$(dirname "$0")/.."

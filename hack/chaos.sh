@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The random-kill test of docs/addresses.md's promise (issue 33): the
+# The random-kill test of docs/addresses.md's promise (make chaos): the
 # operator, a process of its own on the simulated vCenter, SIGKILLed at
 # random moments while pooled Proxies of one to three replicas are
 # created, changed, scaled and deleted; it fails on any moment with one

@@ -2,7 +2,7 @@
 # Checks that a module's dependency graph, as a downstream user resolves it
 # (GOWORK=off), holds none of the modules it must not: the contract stays
 # free of every SDK and of Kubernetes; a provider module holds no other
-# provider's SDK (DESIGN.md §2: that isolation is why the modules exist).
+# provider's SDK (docs/architecture.md, Principles: that isolation is why the modules exist).
 set -euo pipefail
 module=${1:?usage: check-module-deps.sh <module-dir>}
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The modules as a downstream user gets them (issue 20; docs/releasing.md).
+# The modules as a downstream user gets them (docs/releasing.md).
 #   hack/downstream.sh [provider...]   # default: vsphere proxmox openstack libvirt
 #
 # 1. A release candidate of every module: `make release` in a throwaway

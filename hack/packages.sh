@@ -3,7 +3,7 @@
 # once. `hack/apt-ensure.sh @NAME` installs one set, `@all` every set: make
 # warm and .ci/run's first step install them all up front, so a package
 # Debian no longer has fails the run in its first minutes, not when its
-# lane starts an hour later (issue 32).
+# lane starts an hour later (docs/testing.md, "CI's budget").
 
 # Building and testing every module: cgo for the race detector, xorriso to
 # read seed ISOs back, libvirt's headers for the libvirt provider's cgo.

@@ -2,7 +2,7 @@
 # Tidies one module's go.mod and go.sum (make tidy/<module>). go mod tidy
 # reads the module's own go.mod, not go.work, so it runs on the copy
 # local-modfile.sh makes, and the result is copied back without the local
-# replaces: no committed go.mod carries a replace (DESIGN.md §2).
+# replaces: no committed go.mod carries a replace (docs/architecture.md, Principles).
 set -euo pipefail
 module=${1:?usage: tidy.sh <module-dir>}
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -8,7 +8,7 @@ import (
 )
 
 // PromptBound is how long a call may take to return once its context is
-// done (DESIGN.md §8: cancelled contexts return within 1 s).
+// done (docs/architecture.md, Targets: cancelled contexts return within 1 s).
 const PromptBound = time.Second
 
 // Config is what a provider's conformance test supplies.

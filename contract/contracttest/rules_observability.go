@@ -140,11 +140,13 @@ func childSpans(e *env) {
 
 // logLinesNameTheInstance: every line the provider logs while working on
 // one instance carries the provider key the operator set and the instance
-// key (§12).
+// key: the instance's name in Create, the providerID Get and Delete were
+// given (§12), so one search finds every line of one call.
 func logLinesNameTheInstance(e *env) {
 	req := e.request()
 	start := len(e.logs.snapshot())
 	inst := e.mustCreate(req)
+	created := len(e.logs.snapshot())
 	_, _ = e.get(e.ctx(), e.p, inst.ProviderID)
 	if err := e.delete(e.ctx(), e.p, inst.ProviderID); err != nil {
 		e.t.Fatalf("Delete: %v", err)
@@ -153,14 +155,17 @@ func logLinesNameTheInstance(e *env) {
 	if len(lines) == 0 {
 		e.t.Skip("skipped: the provider logged nothing (logging: none)")
 	}
-	for _, l := range lines {
+	for i, l := range lines {
 		provider, instance := l[contract.LogKeyProvider], l[contract.LogKeyInstance]
+		call, want := "Create", req.Name
+		if start+i >= created {
+			call, want = "Get or Delete", inst.ProviderID
+		}
 		switch {
 		case provider != "contracttest":
 			e.t.Errorf("log line whose %q key is %v, not the operator's %q: %v", contract.LogKeyProvider, provider, "contracttest", l)
-		case instance != req.Name && instance != inst.ProviderID:
-			e.t.Errorf("log line about %s whose %q key is %v, want the instance's name %q or providerID: %v",
-				req.Name, contract.LogKeyInstance, instance, req.Name, l)
+		case instance != want:
+			e.t.Errorf("log line of %s about %s whose %q key is %v, want %q: %v", call, req.Name, contract.LogKeyInstance, instance, want, l)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What every CI lane needs of the machine, checked before anything runs,
 # so that a lane that cannot start stops the run at once with the reason
-# rather than failing or timing out an hour in (issue 32):
+# rather than failing or timing out an hour in (docs/testing.md, "CI's budget"):
 # root (packages, network namespaces, loop devices), the Go of go.work,
 # loop devices (the guest image), network namespaces (e2e, OpenStack,
 # downstream), disk space, and no other lane's namespace left running.

@@ -41,7 +41,7 @@ func build(t *testing.T, tags string) (string, []string) {
 }
 
 // Build tags choose the providers compiled in: a binary holds the SDK of
-// every tag it was built with and of no other (DESIGN.md §2).
+// every tag it was built with and of no other (docs/architecture.md, Principles).
 func TestBuildTagsSelectProviders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the operator twice")

@@ -431,7 +431,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name))
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID))
 	d, err := p.lookup(ctx, region, name)
 	if err != nil {
 		return contract.Instance{}, err
@@ -454,7 +454,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	if err != nil {
 		return err
 	}
-	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name)
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID)
 	if _, ok := p.cfg.Regions[region]; !ok {
 		log.Info("region is no longer configured; nothing to delete", "region", region)
 		return nil

@@ -23,7 +23,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
 )
 
-// TestDifferential holds osfake to the real services (issue 15, item 4):
+// TestDifferential holds osfake to the real services (docs/openstack-provider.md):
 // the same sequence of requests — the provider's own, made by running it
 // through a lifecycle, and the malformed and known-refused ones the
 // harness and the real schemas name — goes to osfake and to the real

@@ -36,7 +36,7 @@ func (l *methodLog) watch(v *vcsim) (stop func()) {
 }
 
 // TestCallsPerStep pins the SOAP calls of the steps a Proxy's life makes
-// once the session and the folder are known (issue 19: a Delete was 20
+// once the session and the folder are known (the fleet benchmark, docs/performance.md: a Delete was 20
 // calls and each of the two listings of the operator's sweep 3, a Get 2).
 // A listing reads each region's folder view in one call (the first makes
 // them); a Get and a
@@ -84,7 +84,7 @@ func TestCallsPerStep(t *testing.T) {
 // TestConnectionsAreKept: calls at once reuse their connections to vCenter
 // once made. With net/http's two idle connections a host, every answer
 // beyond the second closed its connection and the next call made a new one,
-// a TLS handshake each (issue 19: the fleet benchmark's operator).
+// a TLS handshake each (the fleet benchmark's operator, docs/performance.md).
 func TestConnectionsAreKept(t *testing.T) {
 	v := startVcsim(t)
 	p := v.provider(t)

@@ -179,7 +179,7 @@ func (p *Provider) readFolder(ctx context.Context, regionName string) ([]vmRead,
 // "exists until you terminate it by calling the DestroyView method, or
 // until the end of the session" (vim.view.View), so one per folder serves
 // every listing. Making and destroying one per listing was two of a
-// listing's three calls (issue 19). vcsim keeps its views current the
+// listing's three calls (the fleet benchmark, docs/performance.md). vcsim keeps its views current the
 // same way (simulator/view_manager.go, ContainerView.PutObject and
 // RemoveObject). A view vCenter no longer knows is dropped by
 // forgetMissing and made again.

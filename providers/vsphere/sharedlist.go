@@ -7,7 +7,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
-// A folder's listings are shared (issue 19): a ListByTag that arrives
+// A folder's listings are shared (the fleet benchmark, docs/performance.md): a ListByTag that arrives
 // while a listing of the folder is in flight waits for the next one,
 // which starts as soon as the one in flight ends and answers every call
 // that arrived meanwhile. Each call still gets a listing begun after it

@@ -22,7 +22,7 @@ var shortTaskPolls = []time.Duration{50 * time.Millisecond, 200 * time.Milliseco
 // as govmomi's Task.Wait does, with a property collector of its own, which
 // costs four calls besides the wait (CreatePropertyCollector, CreateFilter,
 // DestroyPropertyFilter, DestroyPropertyCollector): a delete's three tasks
-// were 18 of its 20 calls (issue 19). A failed task's error is the
+// were 18 of its 20 calls (the fleet benchmark, docs/performance.md). A failed task's error is the
 // task.Error Task.Wait returns, so classification reads it the same.
 func waitShortTask(ctx context.Context, c *vim25.Client, t *object.Task) error {
 	pc := property.DefaultCollector(c)

@@ -9,7 +9,7 @@ import (
 // vmRefs remembers each instance VM's reference by region and name, so a
 // Get or Delete reads the VM in one call rather than finding it by name
 // first (SearchIndex.FindChild, then the read): a Ready Proxy's resync is
-// one SOAP call, not two (issue 19). It learns references from lookups,
+// one SOAP call, not two (the fleet benchmark, docs/performance.md). It learns references from lookups,
 // clones and folder listings. A read by a remembered reference counts only
 // if it finds a VM of that name in the region's folder; else the entry is
 // forgotten and the VM found by name, so a VM destroyed, renamed, moved or

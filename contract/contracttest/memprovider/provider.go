@@ -185,7 +185,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if !slices.Contains(p.cfg.Regions, region) {
 		return contract.Instance{}, contract.InvalidField("providerID", providerID, "region "+region+" is not configured")
 	}
-	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name))
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID))
 	vm, err := p.getVM(ctx, region, name)
 	if err != nil {
 		return contract.Instance{}, err
@@ -200,7 +200,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	if err != nil {
 		return err
 	}
-	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, name)
+	log := logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID)
 	if !slices.Contains(p.cfg.Regions, region) {
 		log.Info("region is no longer configured; nothing to delete", "region", region)
 		return nil

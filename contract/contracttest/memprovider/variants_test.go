@@ -308,7 +308,7 @@ var variants = []variant{
 	}, nil},
 
 	// Variants added when each check was made to test its rule rather than
-	// one mistake (issue 12): each breaks one MUST in a way a provider
+	// one mistake (the first set of broken variants): each breaks one MUST in a way a provider
 	// against a real cloud gets wrong.
 	{"create-race-duplicates", "ConcurrentCallsAreSafe", func(b *brokenProvider) {
 		// Looks the name up first, and on a name conflict makes a second,
@@ -696,7 +696,7 @@ var variants = []variant{
 		}
 	}, nil},
 
-	// Variants added with contract v0.3.0 (issue 13): the managed mark
+	// Variants added with contract v0.3.0: the managed mark
 	// names its owner, so installs and entries sharing a backend each see
 	// only their own instances.
 	{"owner-written-as-true", "ListByTagSeparatesOwners", func(b *brokenProvider) {

@@ -99,7 +99,7 @@ fstrim "$work/mnt" >&2 || true
 umount "$work/mnt"
 # The check runs on the file, after the loop device is gone: e2fsck on
 # the device itself failed now and then with "/dev/loopN is in use"
-# (issue 32) when the kernel had not yet dropped the unmounted
+# (docs/testing.md, "CI's budget") when the kernel had not yet dropped the unmounted
 # filesystem's claim on it. losetup -d of a busy device only marks it to
 # clear on its last close, so the build waits until it is detached: then
 # every write has reached the file and nothing else holds it.

@@ -156,7 +156,7 @@ func deleteServices(b testing.TB, ns string) {
 
 // waitLimit bounds a benchmark's wait for its Proxies: a thousand
 // deleted by an operator that lists the folder twice per Proxy took over
-// five minutes (issue 19).
+// five minutes (the fleet benchmark, docs/performance.md).
 const waitLimit = 30 * time.Minute
 
 // waitProxies returns once done holds for the namespace's Proxies. It

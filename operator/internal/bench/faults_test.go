@@ -24,7 +24,7 @@ import (
 )
 
 // The fault classes the front injects into the operator's SOAP requests
-// (BenchmarkFleetFaults; issue 19), one class per run.
+// (BenchmarkFleetFaults, docs/performance.md), one class per run.
 const (
 	// faultTransient answers 503, as a vCenter restarting behind its
 	// load balancer does: the request never reached vCenter.

@@ -179,7 +179,7 @@ func FuzzParse(f *testing.F) {
 // The providers config is read as the API server reads objects: a key in
 // the wrong case, an unknown key or a key given twice is refused, naming
 // the key and its line, at every level — the top, a provider entry's
-// settings and the provider's own block (issue 33: installid and
+// settings and the provider's own block (a regression: installid and
 // installId were taken as installID, and a duplicate silently took the
 // last value).
 func TestParseIsStrictAboutKeys(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 // A lane's back-off after transient failures (contract §5: transient
 // errors are retried with exponential back-off). Measured under injected
-// faults (issue 19): without it a Proxy whose operations failed was
+// faults (the fleet benchmark, docs/performance.md): without it a Proxy whose operations failed was
 // retried as fast as its calls failed, 27 operations a second across
 // five Proxies against a backend failing one call in five.
 const (
@@ -51,7 +51,7 @@ func (o *Operations) backOff(lane types.UID, err error) {
 // operations backing off: what failed them may be gone (a credential
 // Secret that appeared or was rotated; CredentialsWatcher), and a lane
 // that had failed nine times in a row would otherwise wait 25.6 s more
-// (issue 33: a late Secret served 22 s after it appeared).
+// (a regression: a late Secret served 22 s after it appeared).
 func (o *Operations) resetBackoffs() {
 	o.mu.Lock()
 	defer o.mu.Unlock()

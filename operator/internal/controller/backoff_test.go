@@ -19,7 +19,7 @@ func TestBackoffDelayDoublesUpToItsCap(t *testing.T) {
 }
 
 // A lane whose operations fail transiently starts each next call only
-// after a delay that doubles (issue 19: the reconcile that starts the
+// after a delay that doubles (the fleet benchmark, docs/performance.md: the reconcile that starts the
 // next operation succeeds, which reset the controller's own back-off, and
 // failing Proxies were retried as fast as their calls failed); a quota
 // error leaves the count alone, a success forgets it. The bounds checked

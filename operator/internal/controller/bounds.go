@@ -7,7 +7,7 @@ import "time"
 // workers (Operations), each entry capped by its limits.concurrency.
 type Bounds struct {
 	// Workers is how many Proxies reconcile at once (the controller's
-	// MaxConcurrentReconciles). Default 3 (DESIGN.md §4): a reconcile
+	// MaxConcurrentReconciles). Default 3 (docs/architecture.md, Principles): a reconcile
 	// waits only for the API server now, so a few workers keep up with
 	// many Proxies; raise it for fleets of thousands.
 	Workers int

@@ -18,7 +18,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
-// GarbageCollector deletes instances that nothing owns (DESIGN.md §4, §9):
+// GarbageCollector deletes instances that nothing owns (docs/architecture.md, Principles):
 // per provider entry, every gc.interval, it lists the instances this
 // install and entry made (marked with the entry's Owner) and deletes each
 // that is older than gc.minAge and is neither its Proxy's current instance

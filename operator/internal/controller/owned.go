@@ -18,7 +18,7 @@ import (
 // instance names and providerIDs are the backend's keys, and backends reuse
 // them (a VMID freed and taken again, a VM of another install named alike).
 // The reconciler checks the mark before it records, serves or deletes an
-// instance it did not find by that UID (DESIGN.md §9).
+// instance it did not find by that UID (docs/architecture.md, Principles).
 
 // carriesUID reports whether inst carries proxy's UID.
 func carriesUID(inst contract.Instance, uid string) bool { return inst.UID == uid }

@@ -128,7 +128,7 @@ func (t Timing) withDefaults() Timing {
 // +kubebuilder:rbac:groups=egressproxies.io,resources=proxyaddresses,verbs=get;list;watch;create;delete
 
 // SetupWithManager registers the reconciler: Bounds.Workers reconciles at
-// once (three by default, DESIGN.md §4), each within Bounds.Deadline,
+// once (three by default, docs/architecture.md, Principles), each within Bounds.Deadline,
 // reacting to spec changes, to changes of the Services and EndpointSlices
 // it owns, to Requeue, and to the end of each Proxy's provider operation;
 // and the Proxies of a pool to a released address or a pool's change (ctx
@@ -578,7 +578,7 @@ func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, ent
 // Proxy's operation: its end reconciles the Proxy at once (Operations'
 // wake), so polling meanwhile only spends the workers' time (a thousand
 // Proxies queued for a provider were reconciled 25,000 times a second at
-// a 20 ms poll; issue 19). The resync period is a backstop.
+// a 20 ms poll; the fleet benchmark, docs/performance.md). The resync period is a backstop.
 func (r *ProxyReconciler) awaitingOperation() ctrl.Result {
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}
 }

@@ -725,7 +725,7 @@ func TestDeleteDoesNotWaitForALingeringInstance(t *testing.T) {
 // A Delete cut off after it began leaves an instance that reads
 // Terminated and that nothing on the backend finishes (vSphere's deleting
 // mark). The finalizer deletes it again rather than waiting for it to go
-// (issue 19: a fleet deleted under injected faults waited out the mark's
+// (the fleet benchmark, docs/performance.md: a fleet deleted under injected faults waited out the mark's
 // ten minutes).
 func TestCutOffDeleteIsFinishedByTheFinalizer(t *testing.T) {
 	p := newProxy(t, "cutoff-final", nil)

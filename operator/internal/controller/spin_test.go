@@ -10,7 +10,7 @@ import (
 // end reconciles the Proxy (the operations' wake); reconciling it every
 // poll meanwhile is work for nothing. A thousand Proxies whose Creates
 // queued for the provider's concurrency were reconciled 25,000 times a
-// second at a 20 ms poll (issue 19, hack/bench-fleet.sh), taking the CPU
+// second at a 20 ms poll (hack/bench-fleet.sh), taking the CPU
 // the provider's backend needed. The backstop is the resync period.
 func TestWaitingOnAnOperationDoesNotSpin(t *testing.T) {
 	const name = "spin"

@@ -135,7 +135,7 @@ func TestWriteStatusSkipsOnlyWhatTheCacheHolds(t *testing.T) {
 // API server drops (the suite's provider, as vSphere's does): every
 // resync sent the status again — a no-op to the API server, which keeps
 // the resourceVersion, but a request: at 1,000 Proxies 1,000 a minute
-// (issue 19). Counted by the API server's own metrics.
+// (the fleet benchmark, docs/performance.md). Counted by the API server's own metrics.
 func TestReadyProxyResyncWritesNothing(t *testing.T) {
 	p := newProxy(t, "resync-quiet", nil)
 	bootGuest(t, p, current)

@@ -50,7 +50,7 @@ const pickedUpWithin = time.Minute
 // Create: the watcher's 2 s poll and a reconcile, with room for a loaded
 // machine (docs/operator.md says 0.4–2 s). A lane that has failed nine
 // times in a row waits 25.6 s before its next call; the watcher's change
-// resets that back-off (issue 33: the Proxy went Ready 22 s after the
+// resets that back-off (a regression: the Proxy went Ready 22 s after the
 // Secret appeared).
 const servedWithin = 12 * time.Second
 

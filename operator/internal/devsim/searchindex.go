@@ -20,7 +20,7 @@ import (
 // (registry.go:450) while SearchIndex's own lock is held, and
 // Registry.WithLock releases it without a defer (registry.go:693-697), so
 // every later FindChild waits for ever. A fleet benchmark of 1,000 clones
-// into one folder met it (issue 19). vcsim finds a method by reflection on
+// into one folder met it (the fleet benchmark, docs/performance.md). vcsim finds a method by reflection on
 // the object registered under the reference, so this one's win.
 type lockedSearchIndex struct {
 	*simulator.SearchIndex

@@ -3,7 +3,7 @@
 // each provider entry, "<installID>-<entry>", which the operator writes as
 // the value of the managed mark (contract.LabelManaged) on every instance
 // it creates. Installs and entries sharing one backend then list, collect
-// and adopt only their own instances (DESIGN.md §9).
+// and adopt only their own instances (docs/architecture.md, Principles).
 package identity
 
 import (

@@ -1,5 +1,5 @@
 // Package probe checks that a proxy answers on its port, from the
-// operator: the application-level readiness peers lack (DESIGN.md §1).
+// operator: the application-level readiness peers lack (docs/architecture.md, Principles).
 package probe
 
 import (

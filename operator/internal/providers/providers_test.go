@@ -197,7 +197,7 @@ func (h *heldLists) ListByTag(ctx context.Context, _, _ string) ([]contract.Inst
 }
 
 // ListByTag calls waiting on a shared listing hold no call slot and spend
-// no token (issue 19: a fleet's finalizers held every slot of the entry
+// no token (the fleet benchmark, docs/performance.md: a fleet's finalizers held every slot of the entry
 // waiting on one listing, and no Delete ran meanwhile); a provider that
 // does not share its listings keeps both limits on them.
 func TestSharedListsTakeNoSlot(t *testing.T) {
