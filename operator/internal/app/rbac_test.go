@@ -205,7 +205,7 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 	eventually(t, "the Proxy is Ready with its Service", func() bool {
 		var svc corev1.Service
 		return admin.Get(ctx, client.ObjectKeyFromObject(proxy), proxy) == nil && proxy.Status.Phase == v1alpha1.PhaseReady &&
-			admin.Get(ctx, client.ObjectKeyFromObject(proxy), &svc) == nil && svc.Labels[controller.LabelProxy] == proxy.Name
+			admin.Get(ctx, client.ObjectKeyFromObject(proxy), &svc) == nil && svc.Labels[v1alpha1.LabelProxy] == proxy.Name
 	})
 
 	_ = admin.Delete(ctx, proxy)

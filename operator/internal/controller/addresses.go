@@ -20,6 +20,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // Static addresses (docs/addresses.md). A Proxy with spec.addressPool
@@ -31,12 +32,6 @@ import (
 // only once no VM holds its address: when the Proxy's deletion has seen
 // its VMs gone, or, for an address the Proxy no longer wants, when no
 // instance in its status was made with it.
-
-// The labels of a ProxyAddress, for listing by pool and by Proxy.
-const (
-	LabelPool     = "egressproxies.io/pool"
-	LabelProxyUID = "egressproxies.io/proxy-uid"
-)
 
 // indexAddressPool indexes Proxies by spec.addressPool, so a freed address
 // or a new pool wakes the Proxies waiting on that pool.
@@ -67,7 +62,7 @@ func (w *waitAddress) Error() string { return w.msg }
 // the API server, not the cache: one made by the last reconcile is found
 // even before the cache has it, and never allocated twice.
 func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (networks []*contract.StaticNetwork, waits []*waitAddress, err error) {
-	n := desiredReplicas(proxy)
+	n := replica.Desired(proxy)
 	networks, waits = make([]*contract.StaticNetwork, n), make([]*waitAddress, n)
 	poolName := proxy.Spec.AddressPool
 	if poolName == "" {
@@ -152,7 +147,7 @@ func mayHoldAddresses(proxy *v1alpha1.Proxy) bool {
 // anyInstanceAddress reports whether an instance in the status was made
 // with a static address.
 func anyInstanceAddress(proxy *v1alpha1.Proxy) bool {
-	for _, ref := range allRefs(proxy) {
+	for _, ref := range replica.All(proxy) {
 		if ref != nil && ref.Address != "" {
 			return true
 		}
@@ -163,7 +158,7 @@ func anyInstanceAddress(proxy *v1alpha1.Proxy) bool {
 // heldAddresses lists the Proxy's ProxyAddresses from the API server.
 func (r *ProxyReconciler) heldAddresses(ctx context.Context, proxy *v1alpha1.Proxy) ([]v1alpha1.ProxyAddress, error) {
 	var list v1alpha1.ProxyAddressList
-	if err := r.APIReader.List(ctx, &list, client.MatchingLabels{LabelProxyUID: string(proxy.UID)}); err != nil {
+	if err := r.APIReader.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelProxyUID: string(proxy.UID)}); err != nil {
 		return nil, fmt.Errorf("listing the Proxy's ProxyAddresses: %w", err)
 	}
 	return list.Items, nil
@@ -195,7 +190,7 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 		return nil
 	}
 	s := &proxy.Status
-	instance, replacement := refsIfAny(proxy, k)
+	instance, replacement := replica.RefsIfAny(proxy, k)
 	for _, ref := range []*v1alpha1.InstanceRef{instance, replacement} {
 		for _, c := range candidates {
 			if ref != nil && ref.Address != "" && ref.Address == c.Spec.Address {
@@ -298,7 +293,7 @@ func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolN
 	return &v1alpha1.ProxyAddress{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   addressName(pool.Spec.Provider, a),
-			Labels: map[string]string{LabelPool: pool.Name, LabelProxyUID: string(proxy.UID)},
+			Labels: map[string]string{v1alpha1.LabelPool: pool.Name, v1alpha1.LabelProxyUID: string(proxy.UID)},
 		},
 		Spec: v1alpha1.ProxyAddressSpec{
 			Pool: pool.Name, Provider: pool.Spec.Provider,
@@ -337,7 +332,7 @@ func networkOf(pa *v1alpha1.ProxyAddress) (contract.StaticNetwork, error) {
 // replica's entry is dropped only once its VMs are gone).
 func (r *ProxyReconciler) releaseUnused(ctx context.Context, proxy *v1alpha1.Proxy, held []v1alpha1.ProxyAddress, keep map[string]bool) error {
 	inUse := map[string]bool{}
-	for _, ref := range allRefs(proxy) {
+	for _, ref := range replica.All(proxy) {
 		if ref != nil && ref.Address != "" {
 			inUse[ref.Address] = true
 		}

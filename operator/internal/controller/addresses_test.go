@@ -50,7 +50,7 @@ func withPool(pool string, pinned ...v1alpha1.IPv4) func(*v1alpha1.Proxy) {
 func addressesOf(t *testing.T, pool string) []v1alpha1.ProxyAddress {
 	t.Helper()
 	var list v1alpha1.ProxyAddressList
-	if err := k8s.List(context.Background(), &list, client.MatchingLabels{LabelPool: pool}); err != nil {
+	if err := k8s.List(context.Background(), &list, client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	return list.Items
@@ -337,7 +337,7 @@ func TestGarbageCollectorReleasesOrphanedAddresses(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = entry.Provider.Delete(ctx, inst.ProviderID) })
 	mk := func(name, uid string) *v1alpha1.ProxyAddress {
-		pa := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelPool: "gc", LabelProxyUID: uid}},
+		pa := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelPool: "gc", v1alpha1.LabelProxyUID: uid}},
 			Spec: v1alpha1.ProxyAddressSpec{Pool: "gc", Provider: testProvider, Address: "198.51.100.9/24", Gateway: "198.51.100.1",
 				Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: "gone", UID: uid}}}
 		if err := k8s.Create(ctx, pa); err != nil {

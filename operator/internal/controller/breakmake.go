@@ -12,7 +12,9 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // A Proxy with a static address is replaced break-before-make: the new VM
@@ -27,7 +29,7 @@ import (
 // breaksBeforeMake reports whether the Proxy's replacement must wait for
 // its current VM to be gone: either holds a static address.
 func breaksBeforeMake(proxy *v1alpha1.Proxy, k int) bool {
-	instance, replacement := refs(proxy, k)
+	instance, replacement := replica.Refs(proxy, k)
 	inst, repl := *instance, *replacement
 	return inst != nil && repl != nil && (inst.Address != "" || repl.Address != "")
 }
@@ -37,16 +39,16 @@ func breaksBeforeMake(proxy *v1alpha1.Proxy, k int) bool {
 // the replacement the instance to create.
 func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int) (ctrl.Result, error) {
 	ro := role{index: k, repl: true}
-	instance, replacement := refs(proxy, k)
+	instance, replacement := replica.Refs(proxy, k)
 	old, next := *instance, *replacement
 	down := "the proxy is down until the new one answers"
-	if multi(proxy) {
+	if replica.Multi(proxy) {
 		down = "this replica is out of the Service until the new one answers; the others serve"
 	}
 	r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
 		"replacing instance %s with %s on address %s: the old VM is deleted first, and %s", old.Name, next.Name, ipOf(next.Address), down))
 	drain := time.Duration(0)
-	if id := old.ProviderID; id != "" && multi(proxy) {
+	if id := old.ProviderID; id != "" && replica.Multi(proxy) {
 		// The others serve on: the Service stops sending clients to this
 		// replica, and the clients it has get the drain, before its VM
 		// goes.
@@ -75,7 +77,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
 	// The write above replaced the status: look the refs up again.
-	instance, replacement = refs(proxy, k)
+	instance, replacement = replica.Refs(proxy, k)
 	*instance, *replacement = next, nil
 	r.setReplicaNotReady(proxy, k, v1alpha1.ReasonProvisioning, fmt.Sprintf("creating instance %s", next.Name))
 	return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
@@ -89,7 +91,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 // action and why go into the events of the VMs deleted.
 func (r *ProxyReconciler) clear(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string) (found swept, done bool, err error) {
 	own, spare := proxy.DeepCopy(), othersOf(proxy, k)
-	found, done, err = awaitIn(ctx, r.ops, proxy, lane(proxy, k), entry.Name, call{methodClear, strconv.Itoa(k)}, func(ctx context.Context) (swept, error) {
+	found, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, k), entry.Name, operation.Call{Method: operation.MethodClear, Arg: strconv.Itoa(k)}, func(ctx context.Context) (swept, error) {
 		return sweep(ctx, entry.Provider, own, spare)
 	})
 	for _, inst := range found.deleted {

@@ -138,7 +138,7 @@ func (h *HealthChecker) checkAll(ctx context.Context) {
 // reconciles the Proxies that are not Ready.
 func (r *ProxyReconciler) CredentialsChanged() {
 	if r.ops != nil {
-		r.ops.resetBackoffs()
+		r.ops.ResetBackoffs()
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // GarbageCollector deletes instances that nothing owns (docs/architecture.md, Principles):
@@ -163,7 +164,7 @@ func whyCollect(inst contract.Instance, owner *v1alpha1.Proxy, provider string) 
 		return "orphan"
 	case owner.Spec.Provider != provider:
 		return "wrong-provider"
-	case slices.ContainsFunc(allRefs(owner), func(ref *v1alpha1.InstanceRef) bool { return wants(ref, inst) }):
+	case slices.ContainsFunc(replica.All(owner), func(ref *v1alpha1.InstanceRef) bool { return wants(ref, inst) }):
 		// A replica's instance or replacement: a removed replica's entry
 		// is dropped only once its VMs are gone.
 		return ""

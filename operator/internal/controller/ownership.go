@@ -21,18 +21,12 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
-// LabelProxy marks the Services and EndpointSlices the operator creates
-// with the name of their Proxy. The manager's cache holds only objects
-// carrying it, so the operator neither lists nor watches every Service and
-// EndpointSlice in the cluster.
-const LabelProxy = "egressproxies.io/proxy"
-
 // CacheOptions narrows the manager's cache to the Services and
-// EndpointSlices carrying LabelProxy. An object the cache does not hold
+// EndpointSlices carrying v1alpha1.LabelProxy. An object the cache does not hold
 // reads as NotFound through the manager's client; claim asks the API
 // server before taking that for absence.
 func CacheOptions() cache.Options {
-	exists, err := labels.NewRequirement(LabelProxy, selection.Exists, nil)
+	exists, err := labels.NewRequirement(v1alpha1.LabelProxy, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key: cannot fail
 	}
@@ -106,7 +100,7 @@ func (r *ProxyReconciler) write(ctx context.Context, proxy *v1alpha1.Proxy, obj 
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
-	lbls[LabelProxy] = proxy.Name
+	lbls[v1alpha1.LabelProxy] = proxy.Name
 	obj.SetLabels(lbls)
 	if err := controllerutil.SetControllerReference(proxy, obj, r.Scheme); err != nil {
 		return err

@@ -186,7 +186,7 @@ func TestUserEndpointSliceIsNeverTakenOver(t *testing.T) {
 }
 
 // A Service and EndpointSlice of the previous release — the Proxy's
-// controller reference, no LabelProxy — are the Proxy's own: the operator
+// controller reference, no v1alpha1.LabelProxy — are the Proxy's own: the operator
 // labels and updates them in place, neither reporting a conflict nor
 // making them again.
 func TestPreviousReleasesObjectsAreAdopted(t *testing.T) {
@@ -224,14 +224,14 @@ func TestPreviousReleasesObjectsAreAdopted(t *testing.T) {
 	waitReady(t, p)
 	var gotSvc corev1.Service
 	eventually(t, "the Service is labelled", func() bool {
-		return k8s.Get(ctx, client.ObjectKeyFromObject(svc), &gotSvc) == nil && gotSvc.Labels[LabelProxy] == p.Name
+		return k8s.Get(ctx, client.ObjectKeyFromObject(svc), &gotSvc) == nil && gotSvc.Labels[v1alpha1.LabelProxy] == p.Name
 	})
 	if gotSvc.UID != svc.UID {
 		t.Errorf("the Service was made again (uid %s, was %s)", gotSvc.UID, svc.UID)
 	}
 	var gotSlice discoveryv1.EndpointSlice
 	eventually(t, "the EndpointSlice is labelled and points at the VM", func() bool {
-		return k8s.Get(ctx, client.ObjectKeyFromObject(slice), &gotSlice) == nil && gotSlice.Labels[LabelProxy] == p.Name &&
+		return k8s.Get(ctx, client.ObjectKeyFromObject(slice), &gotSlice) == nil && gotSlice.Labels[v1alpha1.LabelProxy] == p.Name &&
 			len(gotSlice.Endpoints) == 1 && gotSlice.Endpoints[0].Addresses[0] == ip
 	})
 	if gotSlice.UID != slice.UID {
@@ -281,12 +281,12 @@ func TestCacheHoldsOnlyTheOperatorsObjects(t *testing.T) {
 		return slices.Contains(serviceNames(services), "default/cached") && slices.Contains(sliceNames(endpointSlices), "default/cached")
 	})
 	for _, s := range services.Items {
-		if s.Labels[LabelProxy] == "" {
+		if s.Labels[v1alpha1.LabelProxy] == "" {
 			t.Errorf("the cache holds Service %s/%s, which the operator did not make", s.Namespace, s.Name)
 		}
 	}
 	for _, s := range endpointSlices.Items {
-		if s.Labels[LabelProxy] == "" {
+		if s.Labels[v1alpha1.LabelProxy] == "" {
 			t.Errorf("the cache holds EndpointSlice %s/%s, which the operator did not make", s.Namespace, s.Name)
 		}
 	}

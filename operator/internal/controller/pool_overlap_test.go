@@ -60,7 +60,7 @@ func TestAnAddressIsLockedAcrossPoolsAndOldNames(t *testing.T) {
 	newPool(t, "lock", "198.51.100.230-198.51.100.231")
 	// An allocation of 198.51.100.230 by an earlier release, named after
 	// another pool of the same provider entry.
-	old := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: "gone-pool-198-51-100-230", Labels: map[string]string{LabelPool: "gone-pool", LabelProxyUID: "uid-of-an-old-holder"}},
+	old := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: "gone-pool-198-51-100-230", Labels: map[string]string{v1alpha1.LabelPool: "gone-pool", v1alpha1.LabelProxyUID: "uid-of-an-old-holder"}},
 		Spec: v1alpha1.ProxyAddressSpec{Pool: "gone-pool", Provider: testProvider, Address: "198.51.100.230/24", Gateway: "198.51.100.1",
 			Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: "old-holder", UID: "uid-of-an-old-holder"}}}
 	if err := k8s.Create(ctx, old); err != nil {
@@ -94,7 +94,7 @@ func TestDuplicateAllocationsAreReportedNotResolved(t *testing.T) {
 	// held twice, each ProxyAddress named after its own pool.
 	var made []*v1alpha1.ProxyAddress
 	for _, h := range []struct{ pool, proxy string }{{"dup-a", "first"}, {"dup-b", "second"}} {
-		pa := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: h.pool + "-198-51-100-240", Labels: map[string]string{LabelPool: h.pool, LabelProxyUID: "uid-" + h.proxy}},
+		pa := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: h.pool + "-198-51-100-240", Labels: map[string]string{v1alpha1.LabelPool: h.pool, v1alpha1.LabelProxyUID: "uid-" + h.proxy}},
 			Spec: v1alpha1.ProxyAddressSpec{Pool: h.pool, Provider: testProvider, Address: "198.51.100.240/24", Gateway: "198.51.100.1",
 				Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: h.proxy, UID: "uid-" + h.proxy}}}
 		if err := k8s.Create(ctx, pa); err != nil {

@@ -30,12 +30,11 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
-
-// Finalizer holds a Proxy until its VMs are gone.
-const Finalizer = "egressproxies.io/instances"
 
 // ProxyReconciler makes each Proxy's VM exist, run, answer, and be
 // reachable through a Service; and removes it when the Proxy goes.
@@ -66,7 +65,7 @@ type ProxyReconciler struct {
 	// events); nil: none.
 	Requeue <-chan event.GenericEvent
 	// ops runs the provider calls beside the workers.
-	ops *Operations
+	ops *operation.Runner
 	// drains times the VMs leaving the Service (drain.go).
 	drains drains
 	// probeFailures counts serving instances' failed probes (readiness.go).
@@ -138,8 +137,8 @@ func (t Timing) withDefaults() Timing {
 func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.Timing = r.Timing.withDefaults()
 	r.Bounds = r.Bounds.withDefaults()
-	r.ops = newOperations()
-	r.ops.backoffMax = r.Timing.Resync
+	r.ops = operation.New()
+	r.ops.BackoffMax = r.Timing.Resync
 	if err := mgr.Add(r.ops); err != nil {
 		return err
 	}
@@ -167,7 +166,7 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Watches(&v1alpha1.AddressPool{}, handler.EnqueueRequestsFromMapFunc(r.proxiesOfPool(client.Object.GetName)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(r.requeueSource()).
-		WatchesRawSource(source.Channel(r.ops.wake, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.ops.Wakes(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.Bounds.Workers,
 			ReconciliationTimeout:   r.Bounds.Deadline,
@@ -212,7 +211,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !proxy.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &proxy, entry)
 	}
-	if controllerutil.AddFinalizer(&proxy, Finalizer) {
+	if controllerutil.AddFinalizer(&proxy, v1alpha1.Finalizer) {
 		if err := r.Update(ctx, &proxy); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -232,7 +231,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		// config, reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
-	if !multi(&proxy) && r.ops.running(proxy.UID) {
+	if !replica.Multi(&proxy) && r.ops.Running(proxy.UID) {
 		return r.awaitingOperation(), nil
 	}
 	// The addresses come first: they are in the status before any VM
@@ -244,7 +243,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !multi(&proxy) && waits[0] != nil {
+	if !replica.Multi(&proxy) && waits[0] != nil {
 		return r.awaitAddress(ctx, &proxy, waits[0])
 	}
 	cloudInit, userCloudInit, err := r.cloudInit(ctx, &proxy)
@@ -255,8 +254,8 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if userCloudInit {
 		user = cloudInit
 	}
-	adoptLegacyHashes(&proxy, specHash(&proxy, user), cloudInit, userCloudInit)
-	if !multi(&proxy) {
+	adoptLegacyHashes(&proxy, replica.SpecHash(&proxy, user), cloudInit, userCloudInit)
+	if !replica.Multi(&proxy) {
 		r.noteCloudInit(&proxy, cloudInit)
 		return r.step(ctx, &proxy, entry, 0, cloudInit, user, networks[0])
 	}
@@ -266,9 +265,9 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // step takes replica k one step towards its spec: the instance it works
 // on (target), then its replacement break-before-make, or drive.
 func (r *ProxyReconciler) step(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, cloudInit, user []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
-	hash := specHash(replicaSpec(proxy, k), user)
+	hash := replica.SpecHash(replica.Spec(proxy, k), user)
 	ro := r.target(ctx, proxy, entry, k, hash, cloudInit, user, network)
-	if k == 0 && multi(proxy) {
+	if k == 0 && replica.Multi(proxy) {
 		r.noteCloudInit(proxy, cloudInit)
 	}
 	if ro.repl && breaksBeforeMake(proxy, k) {
@@ -291,7 +290,7 @@ type role struct {
 var roleInstance = role{}
 
 func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
-	inst, repl := refs(proxy, ro.index)
+	inst, repl := replica.Refs(proxy, ro.index)
 	if ro.repl {
 		return *repl
 	}
@@ -304,18 +303,18 @@ func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
 func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, hash string, cloudInit, user []byte,
 	network *contract.StaticNetwork) role {
 	// Asked before the refs are taken: it may add replicas' entries.
-	mayReplace := mayStartReplacement(proxy, k, user)
-	instance, replacement := refs(proxy, k)
+	mayReplace := replica.MayStartReplacement(proxy, k, user)
+	instance, replacement := replica.Refs(proxy, k)
 	s := struct{ Instance, Replacement *v1alpha1.InstanceRef }{*instance, *replacement}
 	defer func() { *instance, *replacement = s.Instance, s.Replacement }()
 	ri, rr := role{index: k}, role{index: k, repl: true}
 	fresh := func() *v1alpha1.InstanceRef {
-		return &v1alpha1.InstanceRef{Name: replicaInstanceName(proxy, hash, k), SpecHash: hash, CloudInitHash: cloudInitHash(cloudInit), Address: addressOf(network)}
+		return &v1alpha1.InstanceRef{Name: replica.InstanceName(proxy, hash, k), SpecHash: hash, CloudInitHash: replica.CloudInitHash(cloudInit), Address: addressOf(network)}
 	}
 	// A Create that ended but is not yet recorded pins its target whatever
 	// the spec says now: the VM it made is recorded first, then replaced
 	// or retired like any other, rather than left to the garbage collector.
-	if name := r.ops.creating(lane(proxy, k)); name != "" {
+	if name := r.ops.Creating(replica.Lane(proxy, k)); name != "" {
 		switch {
 		case s.Instance != nil && s.Instance.Name == name && s.Instance.ProviderID == "":
 			return ri
@@ -378,15 +377,15 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			Name:      target.Name,
 			UID:       string(proxy.UID),
 			Owner:     entry.Owner,
-			Placement: placementOf(proxy, ro.index),
+			Placement: replica.Placement(proxy, ro.index),
 			CloudInit: cloudInit,
 			Port:      proxy.Spec.Port,
 			Network:   network,
 		}
-		created := call{methodCreate, target.Name}
+		created := operation.Call{Method: operation.MethodCreate, Arg: target.Name}
 		var done bool
 		var err error
-		seen, done, err = awaitIn(ctx, r.ops, proxy, lane(proxy, ro.index), entry.Name, created, func(ctx context.Context) (observed, error) {
+		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, created, func(ctx context.Context) (observed, error) {
 			inst, err := prov.Create(ctx, req)
 			if err != nil {
 				return observed{}, err
@@ -408,7 +407,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		observe(target, inst)
 		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, "instance created; waiting for it to run")
 		if err := r.writeStatus(ctx, proxy); err != nil {
-			r.ops.keep(proxy, lane(proxy, ro.index), created, seen, nil)
+			r.ops.Keep(proxy, replica.Lane(proxy, ro.index), created, seen, nil)
 			return ctrl.Result{}, err
 		}
 		// After the write: a result kept after a failed write is taken
@@ -417,10 +416,10 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)%s", target.Name, inst.ProviderID, ofReplica(proxy, ro.index)))
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
-		providerID, port := target.ProviderID, portOf(proxy, target)
+		providerID, port := target.ProviderID, replica.PortOf(proxy, target)
 		var done bool
 		var err error
-		seen, done, err = awaitIn(ctx, r.ops, proxy, lane(proxy, ro.index), entry.Name, call{methodGet, providerID}, func(ctx context.Context) (observed, error) {
+		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (observed, error) {
 			inst, err := prov.Get(ctx, providerID)
 			if err != nil {
 				return observed{}, err
@@ -434,7 +433,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
 			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
 			log.Info("instance gone; recreating", "providerID", target.ProviderID)
-			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: cloudInitHash(cloudInit), Address: target.Address, Port: target.Port}
+			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: replica.CloudInitHash(cloudInit), Address: target.Address, Port: target.Port}
 			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
 			return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 		}
@@ -497,7 +496,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
 	r.probeFailures.answered(target.ProviderID)
-	if multi(proxy) {
+	if replica.Multi(proxy) {
 		return r.serveReplica(ctx, proxy, entry, ro)
 	}
 	if ro.repl {
@@ -557,7 +556,7 @@ func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, ent
 		return
 	}
 	proxy, ref, name, providerID := proxy.DeepCopy(), ref.DeepCopy(), ref.Name, ref.ProviderID
-	r.ops.retire(ctx, entry.Name, providerID, func(ctx context.Context) {
+	r.ops.Retire(ctx, entry.Name, providerID, func(ctx context.Context) {
 		if !sleep(ctx, drain) {
 			return
 		}
@@ -590,7 +589,7 @@ func (r *ProxyReconciler) awaitingOperation() ctrl.Result {
 // operation (sweep); it waits for the Proxy's operation in flight, so a
 // Create still running has made its instance before the list.
 func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(proxy, Finalizer) {
+	if !controllerutil.ContainsFinalizer(proxy, v1alpha1.Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	log := logf.FromContext(ctx)
@@ -605,7 +604,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 		}
 	}
 	own := proxy.DeepCopy()
-	found, done, err := await(ctx, r.ops, proxy, entry.Name, call{methodFinalize, string(proxy.UID)}, func(ctx context.Context) (swept, error) {
+	found, done, err := operation.Await(ctx, r.ops, proxy, entry.Name, operation.Call{Method: operation.MethodFinalize, Arg: string(proxy.UID)}, func(ctx context.Context) (swept, error) {
 		return sweep(ctx, entry.Provider, own, nil)
 	})
 	if !done {
@@ -618,7 +617,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	if err != nil {
 		return r.providerError(ctx, proxy, found.failed, err)
 	}
-	if len(found.left) > 0 || r.ops.busy(proxy.UID) {
+	if len(found.left) > 0 || r.ops.Busy(proxy.UID) {
 		// A replica's Create still running makes its VM after the list.
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
@@ -626,7 +625,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	if err := r.releaseAll(ctx, proxy); err != nil {
 		return ctrl.Result{}, err
 	}
-	controllerutil.RemoveFinalizer(proxy, Finalizer)
+	controllerutil.RemoveFinalizer(proxy, v1alpha1.Finalizer)
 	log.Info("all instances deleted; releasing the Proxy")
 	return ctrl.Result{}, r.Update(ctx, proxy)
 }
@@ -661,7 +660,7 @@ func (r *ProxyReconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.
 	reason = credentialsReason(err, reason)
 	switch {
 	case !proxy.DeletionTimestamp.IsZero():
-	case multi(proxy):
+	case replica.Multi(proxy):
 		r.setProgress(proxy, ro, reason, msg)
 	default:
 		r.setNotReadyUnlessServing(proxy, reason, msg)

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // failureThreshold is how many probes in a row a serving proxy must fail
@@ -42,5 +43,5 @@ func (f *probeFailures) answered(providerID string) {
 // serving reports whether ro's instance is the one clients use now: the
 // serving instance (not a replacement) of a replica that is ready.
 func serving(proxy *v1alpha1.Proxy, ro role) bool {
-	return !ro.repl && replicaReady(proxy, ro.index)
+	return !ro.repl && replica.Ready(proxy, ro.index)
 }

@@ -35,7 +35,7 @@ func (r *ProxyReconciler) notConfiguredMessage(proxy *v1alpha1.Proxy) string {
 func (r *ProxyReconciler) finalizeWithoutEntry(ctx context.Context, proxy *v1alpha1.Proxy) (ctrl.Result, error) {
 	msg := fmt.Sprintf("provider %q is not in the operator's providers config (configured: %v): the deletion waits, keeping its VMs, "+
 		"until the entry is configured again and the operator restarted, or the finalizer %s is removed by hand, which leaves its VMs behind",
-		proxy.Spec.Provider, r.Providers.Names(), Finalizer)
+		proxy.Spec.Provider, r.Providers.Names(), v1alpha1.Finalizer)
 	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg {
 		logf.FromContext(ctx).Info("provider is not configured; the deletion waits for it", "provider", proxy.Spec.Provider)
 		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Delete", msg)

@@ -47,14 +47,14 @@ func TestRemovedEntryKeepsItsVMsUntilItIsBack(t *testing.T) {
 		}
 		cond := readyCondition(got)
 		return got.Status.Phase == v1alpha1.PhaseDeleting && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.ReasonProviderNotConfigured &&
-			strings.Contains(cond.Message, "the deletion waits") && strings.Contains(cond.Message, "the finalizer "+Finalizer+" is removed by hand")
+			strings.Contains(cond.Message, "the deletion waits") && strings.Contains(cond.Message, "the finalizer "+v1alpha1.Finalizer+" is removed by hand")
 	})
 	eventually(t, "an event says the deletion waits", func() bool {
 		return slices.ContainsFunc(eventsOn(t, c, p), func(e string) bool {
 			return strings.HasPrefix(e, v1alpha1.ReasonProviderNotConfigured+": ") && strings.Contains(e, "the deletion waits")
 		})
 	})
-	if got := getOn(t, c, p); got == nil || !controllerutil.ContainsFinalizer(got, Finalizer) {
+	if got := getOn(t, c, p); got == nil || !controllerutil.ContainsFinalizer(got, v1alpha1.Finalizer) {
 		t.Fatalf("the Proxy was released while its VM %s lives", vm)
 	}
 	if got := second.sweepLater(t, "other"); len(got) != 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // How a Proxy of more than one replica is reconciled: each replica is
@@ -31,9 +32,9 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 		}
 	}
 	var errs []error
-	for k := range desiredReplicas(proxy) {
-		ensureSlots(proxy)
-		if r.ops.running(lane(proxy, k)) {
+	for k := range replica.Desired(proxy) {
+		replica.EnsureSlots(proxy)
+		if r.ops.Running(replica.Lane(proxy, k)) {
 			// Its end reconciles the Proxy; the poll is a safety net.
 			merge(ctrl.Result{RequeueAfter: r.Timing.Poll})
 			continue
@@ -41,7 +42,7 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 		if w := waits[k]; w != nil {
 			// No address yet: a replica that serves keeps serving, one
 			// without a VM says why it waits.
-			if inst, _ := refs(proxy, k); *inst == nil || (*inst).ProviderID == "" {
+			if inst, _ := replica.Refs(proxy, k); *inst == nil || (*inst).ProviderID == "" {
 				r.setReplica(proxy, k, false, "", w.reason, w.msg)
 			}
 			continue
@@ -75,28 +76,20 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 	return result, nil
 }
 
-// ensureSlots gives every wanted replica its entry before any pointer
-// into status.replicas is taken, so none moves under a holder.
-func ensureSlots(proxy *v1alpha1.Proxy) {
-	for k := range desiredReplicas(proxy) {
-		slot(proxy, k)
-	}
-}
-
 // serveReplica makes a running, answering instance its replica's serving
 // one: a replacement takes over (the old VM is deleted), and the Service
 // points at every replica that answers.
 func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role) (ctrl.Result, error) {
-	instance, replacement := refs(proxy, ro.index)
+	instance, replacement := replica.Refs(proxy, ro.index)
 	var old *v1alpha1.InstanceRef
 	if ro.repl {
 		old = *instance
 		*instance, *replacement = *replacement, nil
 	}
 	inst := *instance
-	wasReady := slot(proxy, ro.index).Ready
+	wasReady := replica.Slot(proxy, ro.index).Ready
 	r.setReplica(proxy, ro.index, true, inst.IP, v1alpha1.ReasonReady,
-		fmt.Sprintf("instance %s answers at %s:%d", inst.Name, inst.IP, portOf(proxy, inst)))
+		fmt.Sprintf("instance %s answers at %s:%d", inst.Name, inst.IP, replica.PortOf(proxy, inst)))
 	s := &proxy.Status
 	if ro.index == 0 {
 		s.Address = inst.IP
@@ -124,7 +117,7 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 		r.retire(ctx, proxy, entry, old, "replaced", r.Timing.Drain)
 	case !wasReady:
 		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReady, "Serve",
-			fmt.Sprintf("replica %d answers at %s:%d", ro.index, inst.IP, portOf(proxy, inst)))
+			fmt.Sprintf("replica %d answers at %s:%d", ro.index, inst.IP, replica.PortOf(proxy, inst)))
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 }
@@ -134,7 +127,7 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 // longer finds its VMs: only then is its address released (allocate's
 // releaseUnused finds no instance made with it).
 func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) ctrl.Result {
-	n := desiredReplicas(proxy)
+	n := replica.Desired(proxy)
 	var extra []int
 	for _, sl := range proxy.Status.Replicas {
 		if int(sl.Index) >= n && sl.Index > 0 {
@@ -144,12 +137,12 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 	result := ctrl.Result{}
 	for i := len(extra) - 1; i >= 0; i-- {
 		k := extra[i]
-		l := lane(proxy, k)
-		if r.ops.running(l) {
+		l := replica.Lane(proxy, k)
+		if r.ops.Running(l) {
 			result = soonest(result, r.Timing.Poll)
 			continue
 		}
-		sl := slot(proxy, k)
+		sl := replica.Slot(proxy, k)
 		// Out of the Service already (ensureService counts only the wanted
 		// replicas); the status says what holds its address.
 		sl.Ready, sl.Address, sl.Reason = false, "", v1alpha1.ReasonRemoving
@@ -178,7 +171,7 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 			result = soonest(result, r.Timing.Poll)
 			continue
 		}
-		dropSlot(proxy, k)
+		replica.DropSlot(proxy, k)
 		r.event(proxy, corev1.EventTypeNormal, "ReplicaRemoved", "ScaleDown",
 			fmt.Sprintf("replica %d removed: its VMs are gone, its address is released", k))
 		result = ctrl.Result{RequeueAfter: time.Millisecond}
@@ -194,21 +187,9 @@ func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
 	return res
 }
 
-// dropSlot removes replica k's entry.
-func dropSlot(proxy *v1alpha1.Proxy, k int) {
-	s := &proxy.Status
-	out := s.Replicas[:0]
-	for _, sl := range s.Replicas {
-		if int(sl.Index) != k {
-			out = append(out, sl)
-		}
-	}
-	s.Replicas = out
-}
-
 // setReplicaNotReady records that replica k does not answer, for reason.
 func (r *ProxyReconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reason, msg string) {
-	if !multi(proxy) {
+	if !replica.Multi(proxy) {
 		r.setNotReady(proxy, reason, msg)
 		return
 	}
@@ -218,7 +199,7 @@ func (r *ProxyReconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reaso
 // ofReplica names replica k in an event's note, for a Proxy of more than
 // one replica.
 func ofReplica(proxy *v1alpha1.Proxy, k int) string {
-	if !multi(proxy) {
+	if !replica.Multi(proxy) {
 		return ""
 	}
 	return fmt.Sprintf(" (replica %d)", k)
@@ -227,12 +208,12 @@ func ofReplica(proxy *v1alpha1.Proxy, k int) string {
 // staleForALane reports whether an operation of one of the Proxy's lanes
 // ended since a status the cache may not hold yet.
 func (r *ProxyReconciler) staleForALane(proxy *v1alpha1.Proxy) bool {
-	n := desiredReplicas(proxy)
+	n := replica.Desired(proxy)
 	for _, sl := range proxy.Status.Replicas {
 		n = max(n, int(sl.Index)+1)
 	}
 	for k := range n {
-		if rv, ended := r.ops.startedAt(lane(proxy, k)); ended && rv != proxy.ResourceVersion {
+		if rv, ended := r.ops.StartedAt(replica.Lane(proxy, k)); ended && rv != proxy.ResourceVersion {
 			return true
 		}
 	}

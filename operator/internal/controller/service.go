@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // managedBy marks the EndpointSlice as ours, so the EndpointSlice
@@ -19,7 +20,7 @@ const managedBy = "egress-proxies-operator.egressproxies.io"
 
 // ensureService makes <proxy>.<namespace>.svc:<port> reach the serving
 // instance: a selector-less Service and the EndpointSlice that points it at
-// the VM's address. Both are labelled with LabelProxy and controlled by the
+// the VM's address. Both are labelled with v1alpha1.LabelProxy and controlled by the
 // Proxy, so they go with it. Both are claimed before either is written: a
 // Service or EndpointSlice of that name the operator did not make is never
 // modified, and neither is made beside it (an EndpointSlice of ours would
@@ -54,7 +55,7 @@ func (r *ProxyReconciler) ensureService(ctx context.Context, proxy *v1alpha1.Pro
 		slice.AddressType = discoveryv1.AddressTypeIPv4
 		// One endpoint per answering replica, none when none answers.
 		slice.Endpoints = []discoveryv1.Endpoint{}
-		for _, ip := range readyEndpoints(proxy)[port] {
+		for _, ip := range replica.ReadyEndpoints(proxy)[port] {
 			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
 				Addresses:  []string{ip},
 				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // An EndpointSlice has one port for all its endpoints. While the replicas
@@ -33,7 +34,7 @@ func rollingSliceName(proxy *v1alpha1.Proxy, port int32) string {
 // ensureRollingSlices writes the EndpointSlice of each old port an
 // answering replica listens on, and deletes the Proxy's others.
 func (r *ProxyReconciler) ensureRollingSlices(ctx context.Context, proxy *v1alpha1.Proxy) error {
-	byPort := readyEndpoints(proxy)
+	byPort := replica.ReadyEndpoints(proxy)
 	for port, ips := range byPort {
 		if port == proxy.Spec.Port {
 			continue
@@ -64,7 +65,7 @@ func (r *ProxyReconciler) ensureRollingSlices(ctx context.Context, proxy *v1alph
 		}
 	}
 	var list discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &list, client.InNamespace(proxy.Namespace), client.MatchingLabels{LabelProxy: proxy.Name},
+	if err := r.List(ctx, &list, client.InNamespace(proxy.Namespace), client.MatchingLabels{v1alpha1.LabelProxy: proxy.Name},
 		client.HasLabels{labelRollingPort}); err != nil {
 		return fmt.Errorf("listing the Proxy's EndpointSlices: %w", err)
 	}

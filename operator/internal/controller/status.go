@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // writeStatus derives the phase from the conditions and writes the status,
@@ -88,9 +89,9 @@ func (r *ProxyReconciler) setNotReadyUnlessServing(proxy *v1alpha1.Proxy, reason
 // setProgress records that the instance in role ro is on its way. While the
 // old instance serves, setNotReadyUnlessServing names the replacement.
 func (r *ProxyReconciler) setProgress(proxy *v1alpha1.Proxy, ro role, reason, msg string) {
-	if multi(proxy) {
+	if replica.Multi(proxy) {
 		// Only this replica's state: the others may answer.
-		sl := slot(proxy, ro.index)
+		sl := replica.Slot(proxy, ro.index)
 		if ro.repl && sl.Ready {
 			r.setReplica(proxy, ro.index, true, sl.Address, sl.Reason, "replacement: "+msg)
 			return

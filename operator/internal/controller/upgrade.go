@@ -10,22 +10,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
-// RollAnnotation replaces a Proxy's VM when its value changes: the way to
-// move a serving VM onto the cloud-init the running operator renders (a new
-// release's default template, an edited defaultAllowedClients), one Proxy
-// at a time, when the user chooses. Its value is part of the spec hash.
-const RollAnnotation = "egressproxies.io/roll"
-
-// rollChanged lets an edit of RollAnnotation through the Proxy watch, which
+// rollChanged lets an edit of v1alpha1.RollAnnotation through the Proxy watch, which
 // otherwise reacts to spec changes only.
 var rollChanged = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetAnnotations()[RollAnnotation] != e.ObjectNew.GetAnnotations()[RollAnnotation]
+		return e.ObjectOld.GetAnnotations()[v1alpha1.RollAnnotation] != e.ObjectNew.GetAnnotations()[v1alpha1.RollAnnotation]
 	},
 }
 
@@ -58,7 +53,7 @@ func adoptLegacyHashes(proxy *v1alpha1.Proxy, hash string, cloudInit []byte, use
 		}
 		switch {
 		case ref.SpecHash == legacy:
-			ref.SpecHash, ref.CloudInitHash = hash, cloudInitHash(cloudInit)
+			ref.SpecHash, ref.CloudInitHash = hash, replica.CloudInitHash(cloudInit)
 		case ref == s.Instance && !userCloudInit && s.ObservedGeneration == proxy.Generation:
 			ref.SpecHash, ref.CloudInitHash = hash, unknownCloudInit
 		}
@@ -91,11 +86,11 @@ func (r *ProxyReconciler) noteCloudInit(proxy *v1alpha1.Proxy, cloudInit []byte)
 	if inst == nil || inst.ProviderID == "" {
 		return
 	}
-	if inst.CloudInitHash == cloudInitHash(cloudInit) {
+	if inst.CloudInitHash == replica.CloudInitHash(cloudInit) {
 		r.setCondition(proxy, v1alpha1.ConditionCloudInitCurrent, true, v1alpha1.ReasonCloudInitCurrent,
 			fmt.Sprintf("instance %s runs the cloud-init the operator renders today", inst.Name))
 		return
 	}
 	r.setCondition(proxy, v1alpha1.ConditionCloudInitCurrent, false, v1alpha1.ReasonTemplateChanged,
-		fmt.Sprintf("instance %s was made from a cloud-init the operator no longer renders (a new default template or defaultAllowedClients); it keeps serving: set the annotation %s to a new value to replace it", inst.Name, RollAnnotation))
+		fmt.Sprintf("instance %s was made from a cloud-init the operator no longer renders (a new default template or defaultAllowedClients); it keeps serving: set the annotation %s to a new value to replace it", inst.Name, v1alpha1.RollAnnotation))
 }

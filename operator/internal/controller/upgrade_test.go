@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // An upgrade whose default template differs from the one the serving VM
@@ -57,7 +58,7 @@ func TestUpgradeWithANewTemplateReplacesNothing(t *testing.T) {
 	// The user rolls it: one replacement, the old VM deleted, current again.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got := get(t, p)
-		metav1.SetMetaDataAnnotation(&got.ObjectMeta, RollAnnotation, "2026-11-30")
+		metav1.SetMetaDataAnnotation(&got.ObjectMeta, v1alpha1.RollAnnotation, "2026-11-30")
 		return k8s.Update(context.Background(), got)
 	}); err != nil {
 		t.Fatal(err)
@@ -83,8 +84,8 @@ func TestAdoptLegacyHashes(t *testing.T) {
 		wantHash      string
 		wantCloudInit string
 	}{
-		{"nothing changed", rendered, false, false, hash, cloudInitHash(rendered)},
-		{"nothing changed, user cloud-init", rendered, true, false, hash, cloudInitHash(rendered)},
+		{"nothing changed", rendered, false, false, hash, replica.CloudInitHash(rendered)},
+		{"nothing changed, user cloud-init", rendered, true, false, hash, replica.CloudInitHash(rendered)},
 		{"only the template changed", []byte("old template"), false, false, hash, unknownCloudInit},
 		{"the spec changed during the upgrade", []byte("old template"), false, true, "", ""},
 		{"the user's cloud-init changed", []byte("old user data"), true, false, "", ""},

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
 )
 
 // rolled is what rollReplicas measured.
@@ -76,7 +75,7 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[controller.RollAnnotation] = rolling.UTC().Format(time.RFC3339)
+		p.Annotations[v1alpha1.RollAnnotation] = rolling.UTC().Format(time.RFC3339)
 	})
 	after := waitReplicas(ctx, t, k8s, key, old, 20*time.Minute)
 	out.roll = since(rolling)

@@ -1,4 +1,4 @@
-package controller
+package operation
 
 import (
 	"context"
@@ -9,16 +9,16 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
-func laneProxy(uid string) *v1alpha1.Proxy {
-	return &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-" + uid, UID: types.UID(uid), ResourceVersion: "7"}}
+// laneProxy is the object whose lane a test uses: a Proxy, known by its
+// key, UID and resourceVersion.
+func laneProxy(uid string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-" + uid, UID: types.UID(uid), ResourceVersion: "7"}}
 }
 
 // wakeOf waits for the operations' next wake and returns the Proxy it names.
-func wakeOf(t *testing.T, o *Operations) string {
+func wakeOf(t *testing.T, o *Runner) string {
 	t.Helper()
 	select {
 	case e := <-o.wake:
@@ -32,9 +32,9 @@ func wakeOf(t *testing.T, o *Operations) string {
 // One operation per Proxy at a time; its end wakes the Proxy; its result
 // is taken once, by the same call; the next ask starts it again.
 func TestOperationResultIsTakenOnceByItsCall(t *testing.T) {
-	o := newOperations()
+	o := New()
 	p := laneProxy("a")
-	get := call{methodGet, "r1/x"}
+	get := Call{MethodGet, "r1/x"}
 	gate := make(chan struct{})
 	var calls atomic.Int32
 	fn := func(context.Context) (string, error) {
@@ -43,24 +43,24 @@ func TestOperationResultIsTakenOnceByItsCall(t *testing.T) {
 		return "running", errors.New("probe refused")
 	}
 
-	if _, done, _ := await(context.Background(), o, p, "mem", get, fn); done {
+	if _, done, _ := Await(context.Background(), o, p, "mem", get, fn); done {
 		t.Fatal("done before the call ran")
 	}
-	if _, done, _ := await(context.Background(), o, p, "mem", call{methodCreate, "x"}, fn); done || !o.running(p.UID) {
+	if _, done, _ := Await(context.Background(), o, p, "mem", Call{MethodCreate, "x"}, fn); done || !o.Running(p.UID) {
 		t.Fatal("another call asked while one runs: want not done, still running")
 	}
 	close(gate)
 	if got := wakeOf(t, o); got != "ns/p-a" {
 		t.Fatalf("woke %s, want ns/p-a", got)
 	}
-	if rv, ended := o.startedAt(p.UID); !ended || rv != "7" {
+	if rv, ended := o.StartedAt(p.UID); !ended || rv != "7" {
 		t.Errorf("startedAt %q %v, want the resourceVersion the call started from", rv, ended)
 	}
-	v, done, err := await(context.Background(), o, p, "mem", get, fn)
+	v, done, err := Await(context.Background(), o, p, "mem", get, fn)
 	if !done || v != "running" || err == nil || err.Error() != "probe refused" {
 		t.Fatalf("result %q done %v err %v", v, done, err)
 	}
-	if _, done, _ := await(context.Background(), o, p, "mem", get, fn); done {
+	if _, done, _ := Await(context.Background(), o, p, "mem", get, fn); done {
 		t.Fatal("a result was taken twice")
 	}
 	wakeOf(t, o)
@@ -73,33 +73,33 @@ func TestOperationResultIsTakenOnceByItsCall(t *testing.T) {
 // lane, and starts its own; a Create's result is pinned meanwhile
 // (creating) and can be kept after a failed status write.
 func TestOtherCallDropsTheResultAndKeepRestoresIt(t *testing.T) {
-	o := newOperations()
+	o := New()
 	p := laneProxy("b")
-	create := call{methodCreate, "vm-1"}
+	create := Call{MethodCreate, "vm-1"}
 	ok := func(context.Context) (string, error) { return "made", nil }
-	if _, done, _ := await(context.Background(), o, p, "mem", create, ok); done {
+	if _, done, _ := Await(context.Background(), o, p, "mem", create, ok); done {
 		t.Fatal("done before the call ran")
 	}
 	wakeOf(t, o)
-	if name := o.creating(p.UID); name != "vm-1" {
+	if name := o.Creating(p.UID); name != "vm-1" {
 		t.Fatalf("creating %q, want vm-1 while its result waits", name)
 	}
-	v, done, _ := await(context.Background(), o, p, "mem", create, ok)
+	v, done, _ := Await(context.Background(), o, p, "mem", create, ok)
 	if !done || v != "made" {
 		t.Fatalf("Create result %q %v", v, done)
 	}
-	o.keep(p, p.UID, create, v, nil)
-	if name := o.creating(p.UID); name != "vm-1" {
+	o.Keep(p, p.UID, create, v, nil)
+	if name := o.Creating(p.UID); name != "vm-1" {
 		t.Fatalf("creating %q after keep, want vm-1", name)
 	}
-	if _, done, _ := await(context.Background(), o, p, "mem", call{methodFinalize, "b"}, ok); done {
+	if _, done, _ := Await(context.Background(), o, p, "mem", Call{MethodFinalize, "b"}, ok); done {
 		t.Fatal("the Finalize took the Create's result")
 	}
 	wakeOf(t, o)
-	if o.creating(p.UID) != "" {
+	if o.Creating(p.UID) != "" {
 		t.Error("the Create's result survived another call")
 	}
-	if _, done, _ := await(context.Background(), o, p, "mem", create, ok); done {
+	if _, done, _ := Await(context.Background(), o, p, "mem", create, ok); done {
 		t.Error("the dropped Create result was taken")
 	}
 }
@@ -107,9 +107,9 @@ func TestOtherCallDropsTheResultAndKeepRestoresIt(t *testing.T) {
 // Stopping the manager cancels the operations in flight and waits for
 // them; a retire of an instance already being retired is not started twice.
 func TestStopCancelsOperationsAndWaits(t *testing.T) {
-	o := newOperations()
+	o := New()
 	started, returned := make(chan struct{}), atomic.Bool{}
-	_, _, _ = await(context.Background(), o, laneProxy("c"), "mem", call{methodCreate, "vm"}, func(ctx context.Context) (string, error) {
+	_, _, _ = Await(context.Background(), o, laneProxy("c"), "mem", Call{MethodCreate, "vm"}, func(ctx context.Context) (string, error) {
 		close(started)
 		<-ctx.Done()
 		returned.Store(true)
@@ -118,7 +118,7 @@ func TestStopCancelsOperationsAndWaits(t *testing.T) {
 	var retires atomic.Int32
 	hold := make(chan struct{})
 	for range 2 {
-		o.retire(context.Background(), "mem", "r1/old", func(context.Context) { retires.Add(1); <-hold })
+		o.Retire(context.Background(), "mem", "r1/old", func(context.Context) { retires.Add(1); <-hold })
 	}
 	<-started
 	close(hold)

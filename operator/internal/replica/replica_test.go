@@ -1,4 +1,4 @@
-package controller
+package replica
 
 import (
 	"testing"
@@ -39,7 +39,7 @@ func TestReplicaZeroKeepsTheSpecHashOfEarlierReleases(t *testing.T) {
 	} {
 		p := base()
 		tc.edit(p)
-		if got := specHash(replicaSpec(p, 0), nil); got != tc.want {
+		if got := SpecHash(Spec(p, 0), nil); got != tc.want {
 			t.Errorf("%s: replica 0's spec hash %s, want %s", tc.name, got, tc.want)
 		}
 	}
@@ -47,20 +47,20 @@ func TestReplicaZeroKeepsTheSpecHashOfEarlierReleases(t *testing.T) {
 	p.Spec.Replicas, p.Spec.Placement.Zones = 3, []string{"z1", "z2"}
 	names := map[string]int{}
 	for k := range 3 {
-		names[replicaInstanceName(p, specHash(replicaSpec(p, k), nil), k)] = k
+		names[InstanceName(p, SpecHash(Spec(p, k), nil), k)] = k
 	}
 	if len(names) != 3 {
 		t.Errorf("replica VM names %v are not distinct", names)
 	}
-	if a, b := replicaSpec(p, 0).Spec.Placement.Zone, replicaSpec(p, 2).Spec.Placement.Zone; a != "z1" || b != "z1" || replicaSpec(p, 1).Spec.Placement.Zone != "z2" {
-		t.Errorf("zones of replicas 0, 1, 2: %s %s %s", a, replicaSpec(p, 1).Spec.Placement.Zone, b)
+	if a, b := Spec(p, 0).Spec.Placement.Zone, Spec(p, 2).Spec.Placement.Zone; a != "z1" || b != "z1" || Spec(p, 1).Spec.Placement.Zone != "z2" {
+		t.Errorf("zones of replicas 0, 1, 2: %s %s %s", a, Spec(p, 1).Spec.Placement.Zone, b)
 	}
 	// A pin moves only its own replica.
 	q := base()
 	q.Spec.Replicas, q.Spec.AddressPool, q.Spec.Addresses = 2, "pool", []v1alpha1.IPv4{"198.51.100.7", "198.51.100.8"}
 	r := q.DeepCopy()
 	r.Spec.Addresses[1] = "198.51.100.9"
-	if specHash(replicaSpec(q, 0), nil) != specHash(replicaSpec(r, 0), nil) || specHash(replicaSpec(q, 1), nil) == specHash(replicaSpec(r, 1), nil) {
+	if SpecHash(Spec(q, 0), nil) != SpecHash(Spec(r, 0), nil) || SpecHash(Spec(q, 1), nil) == SpecHash(Spec(r, 1), nil) {
 		t.Error("changing replica 1's pin must replace replica 1 only")
 	}
 }

@@ -1,4 +1,8 @@
-package controller
+// Package operation runs an object's provider calls in lanes of their own,
+// beside the reconcile workers: one operation at a time per lane, its end
+// reconciling the object at once, with a back-off after transient
+// failures. It knows objects only by their key, UID and resourceVersion.
+package operation
 
 import (
 	"context"
@@ -11,11 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 )
 
-// Operations runs the Proxies' provider calls in goroutines of their own,
+// Runner runs the Proxies' provider calls in goroutines of their own,
 // so that no reconcile waits for a backend. A full clone takes minutes, a
 // booting VM may swallow connections, a backend may hang until its call
 // timeout, and a provider entry's cap on calls in flight
@@ -42,7 +45,7 @@ import (
 //
 // Instances being retired (a replaced VM, an abandoned replacement) are
 // deleted beside the lanes, since nothing waits for them.
-type Operations struct {
+type Runner struct {
 	// wake receives the Proxy whose operation ended.
 	wake chan event.GenericEvent
 
@@ -50,9 +53,9 @@ type Operations struct {
 	lanes    map[types.UID]*operation
 	retiring map[string]bool // providerIDs
 	backoffs map[types.UID]laneBackoff
-	// backoffBase and backoffMax bound a lane's delay after transient
+	// backoffBase and BackoffMax bound a lane's delay after transient
 	// failures.
-	backoffBase, backoffMax time.Duration
+	backoffBase, BackoffMax time.Duration
 	// backoffsReset is closed (and replaced) when the back-offs are
 	// forgotten, ending the waits of the operations backing off.
 	backoffsReset chan struct{}
@@ -64,13 +67,13 @@ type Operations struct {
 	wg   sync.WaitGroup
 }
 
-// call names one operation: what it does and to what.
-type call struct {
-	method, arg string
+// Call names one operation: what it does and to what.
+type Call struct {
+	Method, Arg string
 }
 
 type operation struct {
-	call call
+	call Call
 	// rv is the Proxy's resourceVersion when the operation started: the
 	// reconcile that takes the result reads the Proxy from the API server
 	// when its cache holds another.
@@ -85,9 +88,11 @@ type operation struct {
 // behind by a reconcile that went another way, and is stale.
 const resultTTL = time.Minute
 
-func newOperations() *Operations {
+// New returns a Runner; the manager starts it (Start) and stops every
+// operation with itself.
+func New() *Runner {
 	base, stop := context.WithCancel(context.Background())
-	return &Operations{
+	return &Runner{
 		// Sends happen off the workers; the buffer only spares them a wait
 		// for the controller's source to read.
 		wake:          make(chan event.GenericEvent, 256),
@@ -95,7 +100,7 @@ func newOperations() *Operations {
 		retiring:      map[string]bool{},
 		backoffs:      map[types.UID]laneBackoff{},
 		backoffBase:   defaultBackoffBase,
-		backoffMax:    defaultBackoffMax,
+		BackoffMax:    defaultBackoffMax,
 		backoffsReset: make(chan struct{}),
 		base:          base,
 		stop:          stop,
@@ -105,7 +110,7 @@ func newOperations() *Operations {
 // Start runs until the manager stops, then cancels every operation and
 // waits for them: a provider returns within a second of its ctx ending
 // (contract §1.5).
-func (o *Operations) Start(ctx context.Context) error {
+func (o *Runner) Start(ctx context.Context) error {
 	<-ctx.Done()
 	o.stop()
 	o.wg.Wait()
@@ -114,28 +119,28 @@ func (o *Operations) Start(ctx context.Context) error {
 
 // NeedLeaderElection is false: operations start only on the leader, whose
 // reconciles start them, but every replica must end them at shutdown.
-func (o *Operations) NeedLeaderElection() bool { return false }
+func (o *Runner) NeedLeaderElection() bool { return false }
 
-// await returns the result of c for the Proxy once its operation has ended
+// Await returns the result of c for the Proxy once its operation has ended
 // (done), and starts fn for it when the Proxy's lane is free. While done is
 // false the caller returns; the operation's end reconciles the Proxy.
-func await[T any](ctx context.Context, o *Operations, proxy *v1alpha1.Proxy, provider string, c call, fn func(context.Context) (T, error)) (value T, done bool, err error) {
-	return awaitIn(ctx, o, proxy, proxy.UID, provider, c, fn)
+func Await[T any](ctx context.Context, o *Runner, obj client.Object, provider string, c Call, fn func(context.Context) (T, error)) (value T, done bool, err error) {
+	return AwaitIn(ctx, o, obj, obj.GetUID(), provider, c, fn)
 }
 
-// awaitIn is await in the lane named lane: a replica's (see lane()).
-func awaitIn[T any](ctx context.Context, o *Operations, proxy *v1alpha1.Proxy, lane types.UID, provider string, c call, fn func(context.Context) (T, error)) (value T, done bool, err error) {
+// AwaitIn is Await in the lane named lane: a replica's (see replica.Lane()).
+func AwaitIn[T any](ctx context.Context, o *Runner, obj client.Object, lane types.UID, provider string, c Call, fn func(context.Context) (T, error)) (value T, done bool, err error) {
 	if op := o.take(lane, c); op != nil {
 		value, _ = op.value.(T)
 		return value, true, op.err
 	}
-	o.start(ctx, proxy, lane, provider, c, func(ctx context.Context) (any, error) { return fn(ctx) })
+	o.start(ctx, obj, lane, provider, c, func(ctx context.Context) (any, error) { return fn(ctx) })
 	return value, false, nil
 }
 
 // take removes the Proxy's finished operation and returns it when it is c
 // and fresh; nil otherwise.
-func (o *Operations) take(uid types.UID, c call) *operation {
+func (o *Runner) take(uid types.UID, c Call) *operation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	op := o.lanes[uid]
@@ -149,23 +154,23 @@ func (o *Operations) take(uid types.UID, c call) *operation {
 	return op
 }
 
-// keep puts back a result its reconcile could not record (the status
+// Keep puts back a result its reconcile could not record (the status
 // write failed: a conflict with a spec change, say), unless the lane holds
 // another operation by now. The next reconcile takes it again: a Create's
 // VM is recorded before the target can move on, rather than left to the
 // garbage collector.
-func (o *Operations) keep(proxy *v1alpha1.Proxy, lane types.UID, c call, value any, err error) {
+func (o *Runner) Keep(obj client.Object, lane types.UID, c Call, value any, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.lanes[lane] == nil {
-		o.lanes[lane] = &operation{call: c, rv: proxy.ResourceVersion, finished: time.Now(), value: value, err: err}
+		o.lanes[lane] = &operation{call: c, rv: obj.GetResourceVersion(), finished: time.Now(), value: value, err: err}
 	}
 }
 
 // start runs fn in the Proxy's lane unless an operation occupies it. The
 // operation keeps ctx's values (the logger) but not its deadline or
 // cancellation: it outlives the reconcile that started it.
-func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane types.UID, provider string, c call, fn func(context.Context) (any, error)) {
+func (o *Runner) start(ctx context.Context, obj client.Object, lane types.UID, provider string, c Call, fn func(context.Context) (any, error)) {
 	o.mu.Lock()
 	if o.lanes[lane] != nil {
 		o.mu.Unlock()
@@ -181,18 +186,18 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane type
 	// And the back-offs long past: failures that far apart are not in a
 	// row, and a deleted Proxy's would stay for good.
 	for uid, b := range o.backoffs {
-		if time.Since(b.until) > o.backoffMax+resultTTL {
+		if time.Since(b.until) > o.BackoffMax+resultTTL {
 			delete(o.backoffs, uid)
 		}
 	}
-	op := &operation{call: c, rv: proxy.ResourceVersion}
+	op := &operation{call: c, rv: obj.GetResourceVersion()}
 	o.lanes[lane] = op
 	wait := time.Until(o.backoffs[lane].until)
 	reset := o.backoffsReset
 	o.wg.Add(1)
 	o.mu.Unlock()
 
-	key := client.ObjectKeyFromObject(proxy)
+	key := client.ObjectKeyFromObject(obj)
 	octx, cancel := o.context(ctx)
 	go func() {
 		defer o.wg.Done()
@@ -208,7 +213,7 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane type
 			}
 			t.Stop()
 		}
-		inFlight := metrics.OperationsInFlight.WithLabelValues(provider, c.method)
+		inFlight := metrics.OperationsInFlight.WithLabelValues(provider, c.Method)
 		inFlight.Inc()
 		v, err := fn(octx)
 		inFlight.Dec()
@@ -220,9 +225,9 @@ func (o *Operations) start(ctx context.Context, proxy *v1alpha1.Proxy, lane type
 	}()
 }
 
-// retire runs fn, a delete nothing waits for, unless one for providerID
+// Retire runs fn, a delete nothing waits for, unless one for providerID
 // runs already.
-func (o *Operations) retire(ctx context.Context, provider, providerID string, fn func(context.Context)) {
+func (o *Runner) Retire(ctx context.Context, provider, providerID string, fn func(context.Context)) {
 	o.mu.Lock()
 	if o.retiring[providerID] {
 		o.mu.Unlock()
@@ -236,7 +241,7 @@ func (o *Operations) retire(ctx context.Context, provider, providerID string, fn
 	go func() {
 		defer o.wg.Done()
 		defer cancel()
-		inFlight := metrics.OperationsInFlight.WithLabelValues(provider, methodDelete)
+		inFlight := metrics.OperationsInFlight.WithLabelValues(provider, MethodDelete)
 		inFlight.Inc()
 		fn(octx)
 		inFlight.Dec()
@@ -247,31 +252,36 @@ func (o *Operations) retire(ctx context.Context, provider, providerID string, fn
 }
 
 // context returns ctx's values under the operations' own cancellation.
-func (o *Operations) context(ctx context.Context) (context.Context, context.CancelFunc) {
+func (o *Runner) context(ctx context.Context) (context.Context, context.CancelFunc) {
 	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(o.base, cancel)
 	return octx, func() { stop(); cancel() }
 }
 
+// Wakes delivers the object of each operation that ended: a source of
+// the controller, which reconciles it at once.
+func (o *Runner) Wakes() <-chan event.GenericEvent { return o.wake }
+
 // notify reconciles the Proxy at once.
-func (o *Operations) notify(key client.ObjectKey) {
-	wake := event.GenericEvent{Object: &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+func (o *Runner) notify(key client.ObjectKey) {
+	// Only the key matters to the controller's handler.
+	wake := event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
 	select {
 	case o.wake <- wake:
 	case <-o.base.Done():
 	}
 }
 
-// running reports whether an operation of the Proxy runs now.
-func (o *Operations) running(uid types.UID) bool {
+// Running reports whether an operation of the Proxy runs now.
+func (o *Runner) Running(uid types.UID) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	op := o.lanes[uid]
 	return op != nil && op.finished.IsZero()
 }
 
-// busy reports whether an operation of any of the Proxy's lanes runs now.
-func (o *Operations) busy(uid types.UID) bool {
+// Busy reports whether an operation of any of the Proxy's lanes runs now.
+func (o *Runner) Busy(uid types.UID) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for key, op := range o.lanes {
@@ -282,20 +292,20 @@ func (o *Operations) busy(uid types.UID) bool {
 	return false
 }
 
-// creating returns the name of the instance a Create of the Proxy makes,
+// Creating returns the name of the instance a Create of the Proxy makes,
 // running or ended and not yet taken; "" when there is none.
-func (o *Operations) creating(uid types.UID) string {
+func (o *Runner) Creating(uid types.UID) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if op := o.lanes[uid]; op != nil && op.call.method == methodCreate {
-		return op.call.arg
+	if op := o.lanes[uid]; op != nil && op.call.Method == MethodCreate {
+		return op.call.Arg
 	}
 	return ""
 }
 
-// startedAt returns the resourceVersion the Proxy had when its finished,
+// StartedAt returns the resourceVersion the Proxy had when its finished,
 // untaken operation started.
-func (o *Operations) startedAt(uid types.UID) (string, bool) {
+func (o *Runner) StartedAt(uid types.UID) (string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	op := o.lanes[uid]
@@ -307,11 +317,11 @@ func (o *Operations) startedAt(uid types.UID) (string, bool) {
 
 // The methods an operation runs, as the in-flight metric names them.
 const (
-	methodCreate   = "Create"
-	methodGet      = "Get"
-	methodDelete   = "Delete"
-	methodFinalize = "Finalize"
-	// methodClear deletes every VM of a replica before it takes its
+	MethodCreate   = "Create"
+	MethodGet      = "Get"
+	MethodDelete   = "Delete"
+	MethodFinalize = "Finalize"
+	// MethodClear deletes every VM of a replica before it takes its
 	// static address (clear).
-	methodClear = "Clear"
+	MethodClear = "Clear"
 )

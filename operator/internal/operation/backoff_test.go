@@ -1,4 +1,4 @@
-package controller
+package operation
 
 import (
 	"context"
@@ -25,10 +25,10 @@ func TestBackoffDelayDoublesUpToItsCap(t *testing.T) {
 // error leaves the count alone, a success forgets it. The bounds checked
 // are lower bounds: a slow machine can only make the gaps longer.
 func TestTransientFailuresBackOff(t *testing.T) {
-	o := newOperations()
-	o.backoffBase, o.backoffMax = 50*time.Millisecond, time.Second
+	o := New()
+	o.backoffBase, o.BackoffMax = 50*time.Millisecond, time.Second
 	p := laneProxy("b")
-	get := call{methodGet, "r1/x"}
+	get := Call{MethodGet, "r1/x"}
 	var began, ended time.Time
 	run := func(err error) (gap time.Duration) {
 		t.Helper()
@@ -37,11 +37,11 @@ func TestTransientFailuresBackOff(t *testing.T) {
 			began = time.Now()
 			return "", err
 		}
-		if _, done, _ := await(context.Background(), o, p, "mem", get, fn); done {
+		if _, done, _ := Await(context.Background(), o, p, "mem", get, fn); done {
 			t.Fatal("done before the call ran")
 		}
 		wakeOf(t, o)
-		if _, done, _ := await(context.Background(), o, p, "mem", get, fn); !done {
+		if _, done, _ := Await(context.Background(), o, p, "mem", get, fn); !done {
 			t.Fatal("no result after the wake")
 		}
 		ended = time.Now()

@@ -1,4 +1,4 @@
-package controller
+package replica
 
 import (
 	"crypto/sha256"
@@ -10,14 +10,14 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
-// specHash identifies what the user asked a VM to be made from: the spec
+// SpecHash identifies what the user asked a VM to be made from: the spec
 // fields that reach the provider or the guest, the content of a cloud-init
 // Secret the user supplies, and the roll annotation. A change to any
 // replaces the VM. The default cloud-init the operator renders is not in
 // it: a new release's template, or an edited defaultAllowedClients, never
 // replaces a serving VM unasked (the CloudInitCurrent condition says so,
 // and the roll annotation replaces it when the user chooses).
-func specHash(proxy *v1alpha1.Proxy, userCloudInit []byte) string {
+func SpecHash(proxy *v1alpha1.Proxy, userCloudInit []byte) string {
 	spec := &proxy.Spec
 	clients := make([]string, 0, len(spec.AllowedClients))
 	for _, c := range spec.AllowedClients {
@@ -36,7 +36,7 @@ func specHash(proxy *v1alpha1.Proxy, userCloudInit []byte) string {
 		// it had before pools existed, and its VM.
 		AddressPool string          `json:",omitempty"`
 		Addresses   []v1alpha1.IPv4 `json:",omitempty"`
-	}{spec.Provider, spec.Placement, spec.Port, clients, userCloudInit != nil, proxy.Annotations[RollAnnotation], spec.AddressPool, spec.Addresses})
+	}{spec.Provider, spec.Placement, spec.Port, clients, userCloudInit != nil, proxy.Annotations[v1alpha1.RollAnnotation], spec.AddressPool, spec.Addresses})
 	h := sha256.New()
 	h.Write(fields)
 	h.Write([]byte{0})
@@ -44,8 +44,8 @@ func specHash(proxy *v1alpha1.Proxy, userCloudInit []byte) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// cloudInitHash identifies the exact cloud-init bytes a VM was made with.
-func cloudInitHash(cloudInit []byte) string {
+// CloudInitHash identifies the exact cloud-init bytes a VM was made with.
+func CloudInitHash(cloudInit []byte) string {
 	sum := sha256.Sum256(cloudInit)
 	return hex.EncodeToString(sum[:])[:16]
 }

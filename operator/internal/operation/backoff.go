@@ -1,4 +1,4 @@
-package controller
+package operation
 
 import (
 	"time"
@@ -35,24 +35,24 @@ type laneBackoff struct {
 // failures. A quota or permanent error leaves the count as it is: the
 // reconcile waits out its own class's delay (Timing.QuotaBackoff,
 // Timing.PermanentRetry). o.mu is held.
-func (o *Operations) backOff(lane types.UID, err error) {
+func (o *Runner) backOff(lane types.UID, err error) {
 	switch {
 	case err == nil:
 		delete(o.backoffs, lane)
 	case contract.ClassOf(err) == contract.ClassTransient:
 		b := o.backoffs[lane]
 		b.failures++
-		b.until = time.Now().Add(backoffDelay(o.backoffBase, o.backoffMax, b.failures))
+		b.until = time.Now().Add(backoffDelay(o.backoffBase, o.BackoffMax, b.failures))
 		o.backoffs[lane] = b
 	}
 }
 
-// resetBackoffs forgets every lane's failures and ends the waits of the
+// ResetBackoffs forgets every lane's failures and ends the waits of the
 // operations backing off: what failed them may be gone (a credential
 // Secret that appeared or was rotated; CredentialsWatcher), and a lane
 // that had failed nine times in a row would otherwise wait 25.6 s more
 // (a regression: a late Secret served 22 s after it appeared).
-func (o *Operations) resetBackoffs() {
+func (o *Runner) ResetBackoffs() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	clear(o.backoffs)

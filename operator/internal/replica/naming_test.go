@@ -1,4 +1,4 @@
-package controller
+package replica
 
 import (
 	"strings"
@@ -58,7 +58,7 @@ func TestInstanceName(t *testing.T) {
 func TestSpecHash(t *testing.T) {
 	base := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{Provider: "mem", Placement: v1alpha1.Placement{Region: "r1", MachineType: "small", Image: "debian-12"}, Port: 3128,
 		AllowedClients: []v1alpha1.CIDR{"10.1.0.0/16", "10.2.0.0/16"}}}
-	h := specHash(base, nil)
+	h := SpecHash(base, nil)
 	if len(h) != 16 {
 		t.Errorf("specHash %q: want 16 hex characters", h)
 	}
@@ -70,27 +70,27 @@ func TestSpecHash(t *testing.T) {
 		"image":           func(p *v1alpha1.Proxy) { p.Spec.Placement.Image = "debian-13" },
 		"port":            func(p *v1alpha1.Proxy) { p.Spec.Port = 8888 },
 		"allowed clients": func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = p.Spec.AllowedClients[:1] },
-		"roll":            func(p *v1alpha1.Proxy) { p.Annotations = map[string]string{RollAnnotation: "1"} },
+		"roll":            func(p *v1alpha1.Proxy) { p.Annotations = map[string]string{v1alpha1.RollAnnotation: "1"} },
 	}
 	for what, change := range changed {
 		p := base.DeepCopy()
 		change(p)
-		if specHash(p, nil) == h {
+		if SpecHash(p, nil) == h {
 			t.Errorf("a changed %s keeps the spec hash", what)
 		}
 	}
 	user := []byte("#cloud-config\n")
-	if specHash(base, user) == h || specHash(base, []byte{}) == h {
+	if SpecHash(base, user) == h || SpecHash(base, []byte{}) == h {
 		t.Error("a user-supplied cloud-init (even an empty one) keeps the spec hash of the default")
 	}
-	if specHash(base, []byte("#cloud-config\n\n")) == specHash(base, user) {
+	if SpecHash(base, []byte("#cloud-config\n\n")) == SpecHash(base, user) {
 		t.Error("a changed user-supplied cloud-init keeps the spec hash")
 	}
 	same := base.DeepCopy()
 	same.Labels = map[string]string{"team": "a"}
 	same.Annotations = map[string]string{"note": "x"}
 	same.Spec.AllowedClients = []v1alpha1.CIDR{"10.2.0.0/16", "10.1.0.0/16"}
-	if specHash(same, nil) != h {
+	if SpecHash(same, nil) != h {
 		t.Error("labels, another annotation or the order of allowedClients changed the spec hash")
 	}
 }

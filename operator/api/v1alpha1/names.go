@@ -1,0 +1,25 @@
+package v1alpha1
+
+// The names the operator puts on objects: they are part of the API, read
+// by users' tooling and by the operator's own packages alike.
+
+// Finalizer holds a Proxy until its VMs are gone.
+const Finalizer = "egressproxies.io/instances"
+
+// RollAnnotation replaces a Proxy's VM when its value changes: the way to
+// move a serving VM onto the cloud-init the running operator renders (a new
+// release's default template, an edited defaultAllowedClients), one Proxy
+// at a time, when the user chooses. Its value is part of the spec hash.
+const RollAnnotation = "egressproxies.io/roll"
+
+// LabelProxy marks the Services and EndpointSlices the operator creates
+// with the name of their Proxy. The manager's cache holds only objects
+// carrying it, so the operator neither lists nor watches every Service and
+// EndpointSlice in the cluster.
+const LabelProxy = "egressproxies.io/proxy"
+
+// The labels of a ProxyAddress, for listing by pool and by Proxy.
+const (
+	LabelPool     = "egressproxies.io/pool"
+	LabelProxyUID = "egressproxies.io/proxy-uid"
+)

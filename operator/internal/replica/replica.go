@@ -1,0 +1,230 @@
+// Package replica holds what the operator knows of a Proxy's replicas as
+// pure functions of the Proxy: how many it wants, where each one's VMs are
+// recorded in the status, the names and hashes its VMs are made with, its
+// lane of operations, and which replicas answer.
+//
+// Replica 0's VMs stay in status.instance and status.replacement, where
+// releases before replicas kept them: an upgraded operator finds a
+// one-replica Proxy's VM where it was, under the same name and spec hash,
+// and replaces nothing. Every other replica's VMs are in its entry of
+// status.replicas (docs/operator.md).
+package replica
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// Desired is spec.replicas; an object stored before the field
+// existed reads as one.
+func Desired(proxy *v1alpha1.Proxy) int {
+	if proxy.Spec.Replicas < 1 {
+		return 1
+	}
+	return int(proxy.Spec.Replicas)
+}
+
+// Multi reports whether the Proxy's readiness is per replica: it wants
+// more than one, or still has replicas beyond the first to remove.
+func Multi(proxy *v1alpha1.Proxy) bool {
+	if Desired(proxy) > 1 {
+		return true
+	}
+	for _, s := range proxy.Status.Replicas {
+		if s.Index > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Slot returns replica k's entry of status.replicas, adding it if missing.
+func Slot(proxy *v1alpha1.Proxy, k int) *v1alpha1.ReplicaStatus {
+	s := &proxy.Status
+	for i := range s.Replicas {
+		if int(s.Replicas[i].Index) == k {
+			return &s.Replicas[i]
+		}
+	}
+	s.Replicas = append(s.Replicas, v1alpha1.ReplicaStatus{Index: int32(k)})
+	slices.SortFunc(s.Replicas, func(a, b v1alpha1.ReplicaStatus) int { return int(a.Index - b.Index) })
+	return Slot(proxy, k)
+}
+
+// Refs returns where replica k's instance and replacement are recorded.
+func Refs(proxy *v1alpha1.Proxy, k int) (instance, replacement **v1alpha1.InstanceRef) {
+	if k == 0 {
+		return &proxy.Status.Instance, &proxy.Status.Replacement
+	}
+	sl := Slot(proxy, k)
+	return &sl.Instance, &sl.Replacement
+}
+
+// RefsIfAny returns replica k's instance and replacement, nil for a
+// replica without an entry (it adds none).
+func RefsIfAny(proxy *v1alpha1.Proxy, k int) (instance, replacement *v1alpha1.InstanceRef) {
+	if k == 0 {
+		return proxy.Status.Instance, proxy.Status.Replacement
+	}
+	for _, s := range proxy.Status.Replicas {
+		if int(s.Index) == k {
+			return s.Instance, s.Replacement
+		}
+	}
+	return nil, nil
+}
+
+// All are every instance the status records, of every replica.
+func All(proxy *v1alpha1.Proxy) []*v1alpha1.InstanceRef {
+	out := []*v1alpha1.InstanceRef{proxy.Status.Instance, proxy.Status.Replacement}
+	for _, s := range proxy.Status.Replicas {
+		if s.Index > 0 {
+			out = append(out, s.Instance, s.Replacement)
+		}
+	}
+	return out
+}
+
+// Lane is replica k's lane of operations: replica 0 keeps the Proxy's UID,
+// the lane of releases before replicas; each replica's calls then run
+// beside the others'.
+func Lane(proxy *v1alpha1.Proxy, k int) types.UID {
+	if k == 0 {
+		return proxy.UID
+	}
+	return types.UID(fmt.Sprintf("%s/%d", proxy.UID, k))
+}
+
+// Spec is the Proxy as replica k is made from it: its zone of
+// placement.zones and its pinned address. For replica 0 of a Proxy
+// without zones it is the Proxy itself, so its spec hash and its VM's name
+// are those of releases before replicas.
+func Spec(proxy *v1alpha1.Proxy, k int) *v1alpha1.Proxy {
+	spec := &proxy.Spec
+	if len(spec.Placement.Zones) == 0 && (k == 0 && len(spec.Addresses) <= 1) {
+		return proxy
+	}
+	p := proxy.DeepCopy()
+	if zones := spec.Placement.Zones; len(zones) > 0 {
+		p.Spec.Placement.Zone, p.Spec.Placement.Zones = zones[k%len(zones)], nil
+	}
+	p.Spec.Addresses = nil
+	if k < len(spec.Addresses) {
+		p.Spec.Addresses = spec.Addresses[k : k+1]
+	}
+	return p
+}
+
+// Placement is the placement replica k is created with.
+func Placement(proxy *v1alpha1.Proxy, k int) contract.Placement {
+	pl := Spec(proxy, k).Spec.Placement
+	return contract.Placement{Region: pl.Region, Zone: pl.Zone, MachineType: pl.MachineType, Image: pl.Image}
+}
+
+// InstanceName is replica k's VM name for spec hash hash: replica
+// 0's is instanceName's, unchanged.
+func InstanceName(proxy *v1alpha1.Proxy, hash string, k int) string {
+	if k == 0 {
+		return instanceName(proxy, hash)
+	}
+	return instanceName(proxy, fmt.Sprintf("%s/%d", hash, k))
+}
+
+// Ready reports whether replica k answers.
+func Ready(proxy *v1alpha1.Proxy, k int) bool {
+	if !Multi(proxy) {
+		return meta.IsStatusConditionTrue(proxy.Status.Conditions, v1alpha1.ConditionReady)
+	}
+	return Slot(proxy, k).Ready
+}
+
+// MayStartReplacement reports whether replica k may start its
+// replacement: no other replica is being replaced, none is coming up on
+// the new spec (replaced break-before-make, it has no replacement any
+// more, only a VM of the current spec that does not answer yet), and every
+// other one answers, unless k does not answer either (it serves nobody,
+// and waiting for the others could wait for ever). At most one replica is
+// out of service for a rollout at a time; a new spec whose VM never
+// answers halts the rollout.
+func MayStartReplacement(proxy *v1alpha1.Proxy, k int, user []byte) bool {
+	if !Multi(proxy) {
+		return true
+	}
+	selfReady := Ready(proxy, k)
+	for j := range Desired(proxy) {
+		if j == k {
+			continue
+		}
+		inst, repl := Refs(proxy, j)
+		if *repl != nil {
+			return false
+		}
+		if Ready(proxy, j) {
+			continue
+		}
+		if selfReady || (*inst != nil && (*inst).SpecHash == SpecHash(Spec(proxy, j), user)) {
+			return false
+		}
+	}
+	return true
+}
+
+// PortOf is the port ref's VM listens on: the one it was made with, or
+// spec.port for a VM made before the operator recorded it.
+func PortOf(proxy *v1alpha1.Proxy, ref *v1alpha1.InstanceRef) int32 {
+	if ref != nil && ref.Port != 0 {
+		return ref.Port
+	}
+	return proxy.Spec.Port
+}
+
+// ReadyEndpoints are the addresses the Service sends clients to, by the
+// port they listen on: the serving instance's for one replica (as before
+// replicas), and every answering replica's otherwise; none when none
+// answers. While replicas roll onto a new spec.port, the ones not
+// replaced yet are still served on the old port.
+func ReadyEndpoints(proxy *v1alpha1.Proxy) map[int32][]string {
+	out := map[int32][]string{}
+	if !Multi(proxy) {
+		out[proxy.Spec.Port] = []string{proxy.Status.Instance.IP}
+		return out
+	}
+	for k := range Desired(proxy) {
+		sl := Slot(proxy, k)
+		instance, _ := Refs(proxy, k)
+		if !sl.Ready || sl.Address == "" || *instance == nil {
+			continue
+		}
+		port := PortOf(proxy, *instance)
+		if !slices.Contains(out[port], sl.Address) {
+			out[port] = append(out[port], sl.Address)
+		}
+	}
+	return out
+}
+
+// EnsureSlots gives every wanted replica its entry before any pointer
+// into status.replicas is taken, so none moves under a holder.
+func EnsureSlots(proxy *v1alpha1.Proxy) {
+	for k := range Desired(proxy) {
+		Slot(proxy, k)
+	}
+}
+
+// DropSlot removes replica k's entry.
+func DropSlot(proxy *v1alpha1.Proxy, k int) {
+	s := &proxy.Status
+	out := s.Replicas[:0]
+	for _, sl := range s.Replicas {
+		if int(sl.Index) != k {
+			out = append(out, sl)
+		}
+	}
+	s.Replicas = out
+}
