@@ -20,6 +20,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
@@ -36,15 +37,6 @@ import (
 // indexAddressPool indexes Proxies by spec.addressPool, so a freed address
 // or a new pool wakes the Proxies waiting on that pool.
 const indexAddressPool = "spec.addressPool"
-
-// addressName is the ProxyAddress's name for an address of a provider
-// entry's pools: <provider>-192-0-2-10. Two pools of the entry that both
-// hand out the address meet at this one name (pool_overlap.go). Earlier
-// releases named it after the pool; those are found by their address
-// (holders), not by name.
-func addressName(provider string, a netip.Addr) string {
-	return provider + "-" + strings.ReplaceAll(a.String(), ".", "-")
-}
 
 // waitAddress says why the Proxy has no address yet.
 type waitAddress struct {
@@ -104,7 +96,7 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 		if err != nil {
 			return nil, nil, err
 		}
-		network, err := networkOf(mine)
+		network, err := addresses.NetworkOf(mine)
 		if err != nil {
 			w := r.waitFor(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("ProxyAddress %s: %v", mine.Name, err))
 			waits[k], firstWait = w, cmp.Or(firstWait, w)
@@ -216,7 +208,7 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 // first address of the pool no ProxyAddress of the provider entry in the
 // cache holds, moving on when the API server says it is taken (the cache
 // lags, or another replica got there first).
-func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork,
+func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn addresses.Pool,
 	mine []v1alpha1.ProxyAddress, pinned *netip.Addr, k int) (*v1alpha1.ProxyAddress, error) {
 	taken, err := r.holders(ctx, pool.Spec.Provider)
 	if err != nil {
@@ -229,7 +221,7 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 			taken[p.Addr()] = t.Name
 		}
 	}
-	candidates := pn.addrs
+	candidates := pn.Addrs
 	if pinned != nil {
 		if name, held := taken[*pinned]; held {
 			return r.pinnedHeld(ctx, proxy, name, *pinned, k)
@@ -262,7 +254,7 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken, fmt.Sprintf("spec.addresses[%d]: %s is taken", k, *pinned))
 	}
 	return nil, r.addressWait(proxy, v1alpha1.ReasonPoolExhausted,
-		fmt.Sprintf("AddressPool %s has no free address (%d addresses, all held); the Proxy waits until one is released", pool.Name, len(pn.addrs)))
+		fmt.Sprintf("AddressPool %s has no free address (%d addresses, all held); the Proxy waits until one is released", pool.Name, len(pn.Addrs)))
 }
 
 // holders maps each address the provider entry's ProxyAddresses in the
@@ -284,15 +276,15 @@ func (r *ProxyReconciler) holders(ctx context.Context, provider string) (map[net
 
 // newProxyAddress is the allocation of a to the Proxy's replica k, with the
 // pool's network copied: a later edit of the pool does not move a VM.
-func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork, a netip.Addr, k int) *v1alpha1.ProxyAddress {
-	n := pn.network(a)
+func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn addresses.Pool, a netip.Addr, k int) *v1alpha1.ProxyAddress {
+	n := pn.Network(a)
 	dns := make([]string, 0, len(n.DNS))
 	for _, d := range n.DNS {
 		dns = append(dns, d.String())
 	}
 	return &v1alpha1.ProxyAddress{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   addressName(pool.Spec.Provider, a),
+			Name:   addresses.Name(pool.Spec.Provider, a),
 			Labels: map[string]string{v1alpha1.LabelPool: pool.Name, v1alpha1.LabelProxyUID: string(proxy.UID)},
 		},
 		Spec: v1alpha1.ProxyAddressSpec{
@@ -301,27 +293,6 @@ func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolN
 			Proxy: v1alpha1.ProxyRef{Namespace: proxy.Namespace, Name: proxy.Name, UID: string(proxy.UID)},
 		},
 	}
-}
-
-// networkOf reads a ProxyAddress as the network a VM is given, checked as
-// every provider checks it.
-func networkOf(pa *v1alpha1.ProxyAddress) (contract.StaticNetwork, error) {
-	var n contract.StaticNetwork
-	var err error
-	if n.Address, err = netip.ParsePrefix(pa.Spec.Address); err != nil {
-		return n, fmt.Errorf("spec.address: %q is not an address with its prefix length", pa.Spec.Address)
-	}
-	if n.Gateway, err = netip.ParseAddr(pa.Spec.Gateway); err != nil {
-		return n, fmt.Errorf("spec.gateway: %q is not an IP address", pa.Spec.Gateway)
-	}
-	for i, d := range pa.Spec.DNS {
-		a, err := netip.ParseAddr(d)
-		if err != nil {
-			return n, fmt.Errorf("spec.dns[%d]: %q is not an IP address", i, d)
-		}
-		n.DNS = append(n.DNS, a)
-	}
-	return n, n.Validate()
 }
 
 // releaseUnused deletes the Proxy's ProxyAddresses not named in keep whose

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 )
 
 // One replica's address (allocate holds one per replica): the pool it
@@ -17,16 +18,16 @@ import (
 
 // usablePool reads the Proxy's pool and checks it may serve the Proxy; a
 // *waitAddress says why not.
-func (r *ProxyReconciler) usablePool(ctx context.Context, proxy *v1alpha1.Proxy) (*v1alpha1.AddressPool, poolNetwork, error) {
+func (r *ProxyReconciler) usablePool(ctx context.Context, proxy *v1alpha1.Proxy) (*v1alpha1.AddressPool, addresses.Pool, error) {
 	poolName := proxy.Spec.AddressPool
 	var pool v1alpha1.AddressPool
 	if err := r.Get(ctx, client.ObjectKey{Name: poolName}, &pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, poolNetwork{}, r.addressWait(proxy, v1alpha1.ReasonPoolNotFound, fmt.Sprintf("spec.addressPool: AddressPool %q not found", poolName))
+			return nil, addresses.Pool{}, r.addressWait(proxy, v1alpha1.ReasonPoolNotFound, fmt.Sprintf("spec.addressPool: AddressPool %q not found", poolName))
 		}
-		return nil, poolNetwork{}, err
+		return nil, addresses.Pool{}, err
 	}
-	pn, err := parsePool(&pool.Spec)
+	pn, err := addresses.Parse(&pool.Spec)
 	if err != nil {
 		return nil, pn, r.addressWait(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("AddressPool %q: %v", poolName, err))
 	}
@@ -42,20 +43,20 @@ func (r *ProxyReconciler) usablePool(ctx context.Context, proxy *v1alpha1.Proxy)
 	if err := r.List(ctx, &pools); err != nil {
 		return nil, pn, err
 	}
-	if o := overlapOf(&pool, pn, pools.Items); o != nil {
-		return nil, pn, r.addressWait(proxy, v1alpha1.ReasonPoolOverlaps, o.message(poolName, pool.Spec.Provider))
+	if o := addresses.OverlapOf(&pool, pn, pools.Items); o != nil {
+		return nil, pn, r.addressWait(proxy, v1alpha1.ReasonPoolOverlaps, o.Message(poolName, pool.Spec.Provider))
 	}
 	return &pool, pn, nil
 }
 
 // allocateReplica returns the ProxyAddress replica k holds, claiming one
 // (spec.addresses[k] when it pins one) if it holds none.
-func (r *ProxyReconciler) allocateReplica(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn poolNetwork,
+func (r *ProxyReconciler) allocateReplica(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn addresses.Pool,
 	held []v1alpha1.ProxyAddress, k int) (*v1alpha1.ProxyAddress, error) {
 	var pinned *netip.Addr
 	if k < len(proxy.Spec.Addresses) {
 		a, err := netip.ParseAddr(string(proxy.Spec.Addresses[k]))
-		if err != nil || !pn.contains(a) {
+		if err != nil || !pn.Contains(a) {
 			return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken,
 				fmt.Sprintf("spec.addresses[%d]: %s is not an address AddressPool %q hands out", k, proxy.Spec.Addresses[k], pool.Name))
 		}

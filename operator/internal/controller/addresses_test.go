@@ -19,6 +19,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 )
 
@@ -424,8 +425,8 @@ func TestAddressSamplesAreValid(t *testing.T) {
 	var pool v1alpha1.AddressPool
 	data, _ := os.ReadFile(filepath.Join("..", "..", "config", "samples", "addresspool.yaml"))
 	_ = yaml.Unmarshal(data, &pool)
-	if pn, err := parsePool(&pool.Spec); err != nil || len(pn.addrs) != 11+16+1 {
-		t.Errorf("sample pool: %d addresses, %v; want 28", len(pn.addrs), err)
+	if pn, err := addresses.Parse(&pool.Spec); err != nil || len(pn.Addrs) != 11+16+1 {
+		t.Errorf("sample pool: %d addresses, %v; want 28", len(pn.Addrs), err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 )
 
 // AddressPoolReconciler keeps each AddressPool's status: how many
@@ -91,22 +92,22 @@ func (r *AddressPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	status := pool.Status.DeepCopy()
 	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPoolValid,
 		Message: "every field parses, and no older pool of provider entry " + pool.Spec.Provider + " hands out its addresses", ObservedGeneration: pool.Generation}
-	pn, err := parsePool(&pool.Spec)
+	pn, err := addresses.Parse(&pool.Spec)
 	if err != nil {
 		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, v1alpha1.ReasonPoolInvalid, err.Error()
-	} else if o := overlapOf(&pool, pn, pools.Items); o != nil {
-		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, v1alpha1.ReasonPoolOverlaps, o.message(pool.Name, pool.Spec.Provider)
+	} else if o := addresses.OverlapOf(&pool, pn, pools.Items); o != nil {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, v1alpha1.ReasonPoolOverlaps, o.Message(pool.Name, pool.Spec.Provider)
 	}
 	unique := metav1.Condition{Type: v1alpha1.ConditionAddressesUnique, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAddressesUnique,
 		Message: "no address of the pool is held twice among provider entry " + pool.Spec.Provider + "'s ProxyAddresses", ObservedGeneration: pool.Generation}
-	if dups := duplicates(entry, pool.Name); len(dups) > 0 {
+	if dups := addresses.Duplicates(entry, pool.Name); len(dups) > 0 {
 		unique.Status, unique.Reason = metav1.ConditionFalse, v1alpha1.ReasonDuplicateAddress
 		unique.Message = strings.Join(dups, "; ") + ": two VMs may answer on each; the operator resolves none: delete one of the Proxies, or move it to another pool"
 	}
-	status.Total, status.Allocated = len(pn.addrs), len(held)
+	status.Total, status.Allocated = len(pn.Addrs), len(held)
 	inPool := 0
 	for _, h := range held {
-		if p, err := netip.ParsePrefix(h.Spec.Address); err == nil && pn.contains(p.Addr()) {
+		if p, err := netip.ParsePrefix(h.Spec.Address); err == nil && pn.Contains(p.Addr()) {
 			inPool++
 		}
 	}

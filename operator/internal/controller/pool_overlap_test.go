@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 )
 
 // poolCondition returns the pool's condition of the type, or the zero
@@ -80,7 +81,7 @@ func TestAnAddressIsLockedAcrossPoolsAndOldNames(t *testing.T) {
 		return c.Reason == v1alpha1.ReasonAddressPending && strings.Contains(c.Message, "old-holder")
 	})
 	for _, pa := range addressesOf(t, "lock") {
-		if pa.Name != addressName(testProvider, netip.MustParseAddr("198.51.100.231")) {
+		if pa.Name != addresses.Name(testProvider, netip.MustParseAddr("198.51.100.231")) {
 			t.Errorf("ProxyAddress %s of %s: want only %s-198-51-100-231, named after the provider entry", pa.Name, pa.Spec.Address, testProvider)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 )
 
 // The tests of spec.replicas: N VMs, one static address each, spread over
@@ -165,14 +166,14 @@ func TestReplicasSpreadEachOnItsOwnAddress(t *testing.T) {
 	if s.ReadyReplicas != 3 || got.Status.Phase != v1alpha1.PhaseReady {
 		t.Errorf("readyReplicas %d phase %s", s.ReadyReplicas, s.Phase)
 	}
-	pool, _ := parsePool(&v1alpha1.AddressPoolSpec{Addresses: []v1alpha1.PoolAddresses{"198.51.100.130-198.51.100.133"}, Prefix: 24, Gateway: "198.51.100.1"})
+	pool, _ := addresses.Parse(&v1alpha1.AddressPoolSpec{Addresses: []v1alpha1.PoolAddresses{"198.51.100.130-198.51.100.133"}, Prefix: 24, Gateway: "198.51.100.1"})
 	var ips, ids []string
 	for k := range 3 {
 		r := replicaOf(&s, k)
 		if !r.Ready || r.Instance == nil || r.Instance.ProviderID == "" {
 			t.Fatalf("replica %d: %+v", k, r)
 		}
-		if a, err := netip.ParseAddr(r.Address); err != nil || !pool.contains(a) || r.Instance.IP != r.Address {
+		if a, err := netip.ParseAddr(r.Address); err != nil || !pool.Contains(a) || r.Instance.IP != r.Address {
 			t.Errorf("replica %d answers at %q (VM %q), not an address of the pool", k, r.Address, r.Instance.IP)
 		}
 		ips, ids = append(ips, r.Address), append(ids, r.Instance.ProviderID)

@@ -1,4 +1,4 @@
-package controller
+package addresses
 
 import (
 	"fmt"
@@ -12,27 +12,27 @@ import (
 // An address is unique per provider entry, not per pool (docs/addresses.md):
 // one entry's pools may share a network, and two of them handing out one
 // address would put it on two VMs. The ProxyAddress's name is the entry's
-// and the address's (addressName), so even two overlapping pools cannot
+// and the address's (Name), so even two overlapping pools cannot
 // both allocate it; and of two overlapping pools the younger is refused,
 // so its Proxies say why rather than compete for the older one's
 // addresses. CEL sees one object at a time and cannot refuse the overlap
 // at admission.
 
-// overlap is an older pool of the same provider entry that hands out some
+// Overlap is an older pool of the same provider entry that hands out some
 // of pool's addresses, and those addresses.
-type overlap struct {
-	pool  string
-	addrs []netip.Addr
+type Overlap struct {
+	Pool  string
+	Addrs []netip.Addr
 }
 
-// overlapOf returns the first older pool of pool's provider entry whose
+// OverlapOf returns the first older pool of pool's provider entry whose
 // addresses meet pool's (pn), or nil. Older: created earlier, or at the
 // same second with a smaller name, so every reader refuses the same one
 // of two. A pool that does not parse hands out nothing and overlaps
 // nothing.
-func overlapOf(pool *v1alpha1.AddressPool, pn poolNetwork, pools []v1alpha1.AddressPool) *overlap {
+func OverlapOf(pool *v1alpha1.AddressPool, pn Pool, pools []v1alpha1.AddressPool) *Overlap {
 	mine := map[netip.Addr]bool{}
-	for _, a := range pn.addrs {
+	for _, a := range pn.Addrs {
 		mine[a] = true
 	}
 	older := slices.Clone(pools)
@@ -51,35 +51,35 @@ func overlapOf(pool *v1alpha1.AddressPool, pn poolNetwork, pools []v1alpha1.Addr
 		if other.Spec.Provider != pool.Spec.Provider || !other.DeletionTimestamp.IsZero() {
 			continue
 		}
-		on, err := parsePool(&other.Spec)
+		on, err := Parse(&other.Spec)
 		if err != nil {
 			continue
 		}
 		var shared []netip.Addr
-		for _, a := range on.addrs {
+		for _, a := range on.Addrs {
 			if mine[a] {
 				shared = append(shared, a)
 			}
 		}
 		if len(shared) > 0 {
 			slices.SortFunc(shared, netip.Addr.Compare)
-			return &overlap{pool: other.Name, addrs: shared}
+			return &Overlap{Pool: other.Name, Addrs: shared}
 		}
 	}
 	return nil
 }
 
-// message says which pools overlap where, for the younger pool's Valid
+// Message says which pools overlap where, for the younger pool's Valid
 // condition and its Proxies.
-func (o *overlap) message(pool, provider string) string {
+func (o *Overlap) Message(pool, provider string) string {
 	return fmt.Sprintf("spec.addresses: AddressPool %q hands out %s, which AddressPool %q (older, same provider entry %q) hands out too; "+
 		"an address is unique per provider entry, so this pool hands out none until the overlap is removed",
-		pool, ranges(o.addrs), o.pool, provider)
+		pool, Ranges(o.Addrs), o.Pool, provider)
 }
 
-// ranges writes sorted addresses as comma-separated ranges:
+// Ranges writes sorted addresses as comma-separated ranges:
 // 192.0.2.10-192.0.2.12, 192.0.2.20.
-func ranges(addrs []netip.Addr) string {
+func Ranges(addrs []netip.Addr) string {
 	var out []string
 	for i := 0; i < len(addrs); {
 		j := i
@@ -96,11 +96,11 @@ func ranges(addrs []netip.Addr) string {
 	return strings.Join(out, ", ")
 }
 
-// duplicates names each address of the given ProxyAddresses (one provider
+// Duplicates names each address of the given ProxyAddresses (one provider
 // entry's) that more than one of them holds, with its holders, for the
 // pools among them: the allocations overlapping pools made before the
 // overlap was refused, reported and never resolved by the operator.
-func duplicates(held []v1alpha1.ProxyAddress, pool string) []string {
+func Duplicates(held []v1alpha1.ProxyAddress, pool string) []string {
 	byAddr := map[netip.Addr][]*v1alpha1.ProxyAddress{}
 	for i := range held {
 		h := &held[i]

@@ -1,4 +1,4 @@
-package controller
+package addresses
 
 import (
 	"fmt"
@@ -13,12 +13,12 @@ func TestParsePool(t *testing.T) {
 		Addresses: []v1alpha1.PoolAddresses{"192.0.2.0/30", "192.0.2.9-192.0.2.11", "192.0.2.10", "192.0.2.255"},
 		Prefix:    24, Gateway: "192.0.2.1",
 	}
-	pn, err := parsePool(&spec)
+	pn, err := Parse(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// .0 is the network's, .1 the gateway, .255 the broadcast; .10 once.
-	if got, want := fmt.Sprint(pn.addrs), "[192.0.2.2 192.0.2.3 192.0.2.9 192.0.2.10 192.0.2.11]"; got != want {
+	if got, want := fmt.Sprint(pn.Addrs), "[192.0.2.2 192.0.2.3 192.0.2.9 192.0.2.10 192.0.2.11]"; got != want {
 		t.Errorf("addresses %s, want %s", got, want)
 	}
 	for _, tc := range []struct {
@@ -36,7 +36,7 @@ func TestParsePool(t *testing.T) {
 	} {
 		s := spec
 		tc.edit(&s)
-		if _, err := parsePool(&s); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Parse(&s); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
 	}

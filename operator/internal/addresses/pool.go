@@ -1,4 +1,9 @@
-package controller
+// Package addresses reads AddressPools and names their allocations: a
+// pool's addresses and network, the ProxyAddress name that is the lock on
+// an address, overlaps between one provider entry's pools and addresses
+// held twice (docs/addresses.md). It holds no client: the Proxy
+// reconciler allocates with what it says.
+package addresses
 
 import (
 	"fmt"
@@ -14,22 +19,22 @@ import (
 // is more than any install runs.
 const maxPoolAddresses = 4096
 
-// poolNetwork is an AddressPool read: its addresses in the order they are
+// Pool is an AddressPool read: its addresses in the order they are
 // handed out, and the network every one of them sits on.
-type poolNetwork struct {
-	addrs   []netip.Addr
+type Pool struct {
+	Addrs   []netip.Addr
 	prefix  int
 	gateway netip.Addr
 	dns     []netip.Addr
 }
 
-// parsePool reads a pool's spec, as far as the CRD's CEL rules cannot: a
+// Parse reads a pool's spec, as far as the CRD's CEL rules cannot: a
 // range's ends in order, every address on the gateway's network, the size
 // bounded. The gateway and the network's own and broadcast addresses (of
 // prefix) are skipped: no host can have them. Errors name the field and
 // the value.
-func parsePool(spec *v1alpha1.AddressPoolSpec) (poolNetwork, error) {
-	var pn poolNetwork
+func Parse(spec *v1alpha1.AddressPoolSpec) (Pool, error) {
+	var pn Pool
 	pn.prefix = int(spec.Prefix)
 	if pn.prefix < 8 || pn.prefix > 32 {
 		return pn, fmt.Errorf("spec.prefix: %d must be 8 to 32", spec.Prefix)
@@ -61,11 +66,11 @@ func parsePool(spec *v1alpha1.AddressPoolSpec) (poolNetwork, error) {
 		}
 		for a := first; ; a = a.Next() {
 			if hostAddress(a, network, gw) && !seen[a] {
-				if len(pn.addrs) == maxPoolAddresses {
+				if len(pn.Addrs) == maxPoolAddresses {
 					return pn, fmt.Errorf("spec.addresses: more than %d addresses", maxPoolAddresses)
 				}
 				seen[a] = true
-				pn.addrs = append(pn.addrs, a)
+				pn.Addrs = append(pn.Addrs, a)
 			}
 			if a == last {
 				break
@@ -126,9 +131,9 @@ func hostAddress(a netip.Addr, network netip.Prefix, gw netip.Addr) bool {
 	return true
 }
 
-// contains reports whether the pool hands out a.
-func (pn poolNetwork) contains(a netip.Addr) bool {
-	for _, b := range pn.addrs {
+// Contains reports whether the pool hands out a.
+func (pn Pool) Contains(a netip.Addr) bool {
+	for _, b := range pn.Addrs {
 		if a == b {
 			return true
 		}
@@ -136,7 +141,7 @@ func (pn poolNetwork) contains(a netip.Addr) bool {
 	return false
 }
 
-// network is what a VM on address a is given.
-func (pn poolNetwork) network(a netip.Addr) contract.StaticNetwork {
+// Network is what a VM on address a is given.
+func (pn Pool) Network(a netip.Addr) contract.StaticNetwork {
 	return contract.StaticNetwork{Address: netip.PrefixFrom(a, pn.prefix), Gateway: pn.gateway, DNS: pn.dns}
 }
