@@ -25,6 +25,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
@@ -108,7 +109,7 @@ func Run(ctx context.Context, o Options) error {
 	scheme := NewScheme()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(),
+		Cache:                   endpoints.CacheOptions(),
 		Metrics:                 metricsServer(o),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 )
 
@@ -22,7 +23,7 @@ import (
 // during a rollout; it stops at the test's end.
 func startSecondReplica(t *testing.T) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: testScheme, Cache: CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: testScheme, Cache: endpoints.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 		// The others serve on: the Service stops sending clients to this
 		// replica, and the clients it has get the drain, before its VM
 		// goes.
-		if err := r.ensureService(ctx, proxy); err != nil {
+		if err := r.publish.Ensure(ctx, proxy); err != nil {
 			return r.serviceError(ctx, proxy, ro, err)
 		}
 		if drain = r.drains.remaining(id, r.Timing.Drain); drain > 0 {

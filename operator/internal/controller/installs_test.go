@@ -28,6 +28,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
@@ -133,7 +134,7 @@ func startInstallOf(t *testing.T, c *cluster, reg providers.Registry, doc string
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(c.cfg, ctrl.Options{Scheme: c.scheme, Cache: CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := ctrl.NewManager(c.cfg, ctrl.Options{Scheme: c.scheme, Cache: endpoints.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
 		// Each install runs a controller named "proxy" in this one process.
 		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 )
 
 // The tests of what the operator may write in the cluster: only the
@@ -212,7 +213,7 @@ func TestPreviousReleasesObjectsAreAdopted(t *testing.T) {
 	create(t, svc)
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, OwnerReferences: owner, Labels: map[string]string{
-			discoveryv1.LabelServiceName: p.Name, discoveryv1.LabelManagedBy: managedBy,
+			discoveryv1.LabelServiceName: p.Name, discoveryv1.LabelManagedBy: endpoints.ManagedBy,
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.250"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},

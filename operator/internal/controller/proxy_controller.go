@@ -30,6 +30,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
@@ -66,6 +67,8 @@ type ProxyReconciler struct {
 	Requeue <-chan event.GenericEvent
 	// ops runs the provider calls beside the workers.
 	ops *operation.Runner
+	// publish writes the Proxy's Service and EndpointSlices.
+	publish *endpoints.Publisher
 	// drains times the VMs leaving the Service (drain.go).
 	drains drains
 	// probeFailures counts serving instances' failed probes (readiness.go).
@@ -138,6 +141,7 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.Timing = r.Timing.withDefaults()
 	r.Bounds = r.Bounds.withDefaults()
 	r.ops = operation.New()
+	r.publish = &endpoints.Publisher{Client: r.Client, Reader: r.APIReader, Scheme: r.Scheme}
 	r.ops.BackoffMax = r.Timing.Resync
 	if err := mgr.Add(r.ops); err != nil {
 		return err
@@ -502,7 +506,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 	if ro.repl {
 		old := s.Instance
 		s.Instance, s.Replacement = target, nil
-		if err := r.ensureService(ctx, proxy); err != nil {
+		if err := r.publish.Ensure(ctx, proxy); err != nil {
 			s.Instance, s.Replacement = old, target
 			return r.serviceError(ctx, proxy, ro, err)
 		}
@@ -514,7 +518,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		r.retire(ctx, proxy, entry, old, "replaced", r.Timing.Drain)
 		return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 	}
-	if err := r.ensureService(ctx, proxy); err != nil {
+	if err := r.publish.Ensure(ctx, proxy); err != nil {
 		return r.serviceError(ctx, proxy, ro, err)
 	}
 	wasReady := meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
@@ -535,7 +539,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 // Ready, and retries through the controller's back-off. One that is
 // someone else's is a conflict (reportConflict).
 func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Proxy, ro role, err error) (ctrl.Result, error) {
-	if conflict := asConflict(err); conflict != nil {
+	if conflict := endpoints.AsConflict(err); conflict != nil {
 		return r.reportConflict(ctx, proxy, conflict)
 	}
 	r.setProgress(proxy, ro, v1alpha1.ReasonServiceUnavailable, err.Error())

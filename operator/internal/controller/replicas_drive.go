@@ -12,6 +12,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
@@ -59,8 +60,8 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 	}
 	// The Service first: it stops sending clients to the replicas being
 	// removed before their VMs go, and none goes while it may still.
-	if err := r.ensureService(ctx, proxy); err != nil {
-		if conflict := asConflict(err); conflict != nil {
+	if err := r.publish.Ensure(ctx, proxy); err != nil {
+		if conflict := endpoints.AsConflict(err); conflict != nil {
 			return r.reportConflict(ctx, proxy, conflict)
 		}
 		errs = append(errs, err)
@@ -96,8 +97,8 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 	}
 	s.Endpoint = fmt.Sprintf("http://%s.%s.svc:%d", proxy.Name, proxy.Namespace, proxy.Spec.Port)
 	s.LastError = nil
-	if err := r.ensureService(ctx, proxy); err != nil {
-		if conflict := asConflict(err); conflict != nil {
+	if err := r.publish.Ensure(ctx, proxy); err != nil {
+		if conflict := endpoints.AsConflict(err); conflict != nil {
 			return r.reportConflict(ctx, proxy, conflict)
 		}
 		// The replica answers: a failed write of the Service (a stale

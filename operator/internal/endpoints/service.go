@@ -1,4 +1,8 @@
-package controller
+// Package endpoints publishes a Proxy: the selector-less Service of its
+// name and the EndpointSlices that point it at the replicas that answer,
+// written only when the Proxy controls them (a user's object of that name
+// is a ConflictError, left untouched).
+package endpoints
 
 import (
 	"context"
@@ -7,18 +11,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
-// managedBy marks the EndpointSlice as ours, so the EndpointSlice
-// controller leaves it alone.
-const managedBy = "egress-proxies-operator.egressproxies.io"
+// Publisher writes a Proxy's Service and EndpointSlices. Client is the
+// manager's (its cache holds only labelled objects, CacheOptions); Reader
+// reads the API server, for an object the cache lacks; Scheme sets the
+// Proxy as their controller.
+type Publisher struct {
+	Client client.Client
+	Reader client.Reader
+	Scheme *runtime.Scheme
+}
 
-// ensureService makes <proxy>.<namespace>.svc:<port> reach the serving
+// ManagedBy marks the EndpointSlice as ours, so the EndpointSlice
+// controller leaves it alone.
+const ManagedBy = "egress-proxies-operator.egressproxies.io"
+
+// Ensure makes <proxy>.<namespace>.svc:<port> reach the serving
 // instance: a selector-less Service and the EndpointSlice that points it at
 // the VM's address. Both are labelled with v1alpha1.LabelProxy and controlled by the
 // Proxy, so they go with it. Both are claimed before either is written: a
@@ -26,19 +42,19 @@ const managedBy = "egress-proxies-operator.egressproxies.io"
 // modified, and neither is made beside it (an EndpointSlice of ours would
 // feed the user's Service, a Service of ours would take the user's
 // endpoints).
-func (r *ProxyReconciler) ensureService(ctx context.Context, proxy *v1alpha1.Proxy) error {
+func (p *Publisher) Ensure(ctx context.Context, proxy *v1alpha1.Proxy) error {
 	port := proxy.Spec.Port
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: proxy.Name, Namespace: proxy.Namespace}}
-	svcExists, err := r.claim(ctx, proxy, svc, "Service")
+	svcExists, err := p.claim(ctx, proxy, svc, "Service")
 	if err != nil {
 		return err
 	}
 	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: proxy.Name, Namespace: proxy.Namespace}}
-	sliceExists, err := r.claim(ctx, proxy, slice, "EndpointSlice")
+	sliceExists, err := p.claim(ctx, proxy, slice, "EndpointSlice")
 	if err != nil {
 		return err
 	}
-	if err := r.write(ctx, proxy, svc, svcExists, func() {
+	if err := p.write(ctx, proxy, svc, svcExists, func() {
 		svc.Spec.Selector = nil
 		svc.Spec.Ports = []corev1.ServicePort{{
 			Name: "proxy", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(port),
@@ -46,12 +62,12 @@ func (r *ProxyReconciler) ensureService(ctx context.Context, proxy *v1alpha1.Pro
 	}); err != nil {
 		return fmt.Errorf("service %s: %w", proxy.Name, err)
 	}
-	if err := r.write(ctx, proxy, slice, sliceExists, func() {
+	if err := p.write(ctx, proxy, slice, sliceExists, func() {
 		if slice.Labels == nil {
 			slice.Labels = map[string]string{}
 		}
 		slice.Labels[discoveryv1.LabelServiceName] = proxy.Name
-		slice.Labels[discoveryv1.LabelManagedBy] = managedBy
+		slice.Labels[discoveryv1.LabelManagedBy] = ManagedBy
 		slice.AddressType = discoveryv1.AddressTypeIPv4
 		// One endpoint per answering replica, none when none answers.
 		slice.Endpoints = []discoveryv1.Endpoint{}
@@ -69,5 +85,5 @@ func (r *ProxyReconciler) ensureService(ctx context.Context, proxy *v1alpha1.Pro
 	}
 	// Also for one replica: a roll of a port may have been cut short by
 	// scaling down, and its old port's EndpointSlice must go.
-	return r.ensureRollingSlices(ctx, proxy)
+	return p.ensureRollingSlices(ctx, proxy)
 }

@@ -1,4 +1,4 @@
-package controller
+package endpoints
 
 import (
 	"context"
@@ -33,21 +33,21 @@ func rollingSliceName(proxy *v1alpha1.Proxy, port int32) string {
 
 // ensureRollingSlices writes the EndpointSlice of each old port an
 // answering replica listens on, and deletes the Proxy's others.
-func (r *ProxyReconciler) ensureRollingSlices(ctx context.Context, proxy *v1alpha1.Proxy) error {
+func (p *Publisher) ensureRollingSlices(ctx context.Context, proxy *v1alpha1.Proxy) error {
 	byPort := replica.ReadyEndpoints(proxy)
 	for port, ips := range byPort {
 		if port == proxy.Spec.Port {
 			continue
 		}
 		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: rollingSliceName(proxy, port), Namespace: proxy.Namespace}}
-		exists, err := r.claim(ctx, proxy, slice, "EndpointSlice")
+		exists, err := p.claim(ctx, proxy, slice, "EndpointSlice")
 		if err != nil {
 			return err
 		}
-		if err := r.write(ctx, proxy, slice, exists, func() {
+		if err := p.write(ctx, proxy, slice, exists, func() {
 			slice.Labels = map[string]string{
 				discoveryv1.LabelServiceName: proxy.Name,
-				discoveryv1.LabelManagedBy:   managedBy,
+				discoveryv1.LabelManagedBy:   ManagedBy,
 				labelRollingPort:             strconv.Itoa(int(port)),
 			}
 			slice.AddressType = discoveryv1.AddressTypeIPv4
@@ -65,7 +65,7 @@ func (r *ProxyReconciler) ensureRollingSlices(ctx context.Context, proxy *v1alph
 		}
 	}
 	var list discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &list, client.InNamespace(proxy.Namespace), client.MatchingLabels{v1alpha1.LabelProxy: proxy.Name},
+	if err := p.Client.List(ctx, &list, client.InNamespace(proxy.Namespace), client.MatchingLabels{v1alpha1.LabelProxy: proxy.Name},
 		client.HasLabels{labelRollingPort}); err != nil {
 		return fmt.Errorf("listing the Proxy's EndpointSlices: %w", err)
 	}
@@ -79,7 +79,7 @@ func (r *ProxyReconciler) ensureRollingSlices(ctx context.Context, proxy *v1alph
 			continue
 		}
 		uid := s.UID
-		if err := r.Delete(ctx, s, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		if err := p.Client.Delete(ctx, s, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting endpointslice %s: %w", s.Name, err)
 		}
 	}
