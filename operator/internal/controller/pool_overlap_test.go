@@ -61,21 +61,17 @@ func TestAnAddressIsLockedAcrossPoolsAndOldNames(t *testing.T) {
 	newPool(t, "lock", "198.51.100.230-198.51.100.231")
 	// An allocation of 198.51.100.230 by an earlier release, named after
 	// another pool of the same provider entry.
-	old := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: "gone-pool-198-51-100-230", Labels: map[string]string{v1alpha1.LabelPool: "gone-pool", v1alpha1.LabelProxyUID: "uid-of-an-old-holder"}},
-		Spec: v1alpha1.ProxyAddressSpec{Pool: "gone-pool", Provider: testProvider, Address: "198.51.100.230/24", Gateway: "198.51.100.1",
-			Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: "old-holder", UID: "uid-of-an-old-holder"}}}
-	if err := k8s.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(ctx, old) })
+	old := earlierAllocation(t, "gone-pool", "old-holder", "198.51.100.230")
 	eventually(t, "the cache holds the old allocation", func() bool {
 		return k8s.Get(ctx, client.ObjectKeyFromObject(old), &v1alpha1.ProxyAddress{}) == nil
 	})
-	pinned := newProxy(t, "lock-pinned", withPool("lock", "198.51.100.230"))
+	// First a Proxy taking any address: .230 is the pool's first, and
+	// only the old allocation keeps it from taking it.
 	free := newProxy(t, "lock-free", withPool("lock"))
 	if ip := allocated(t, free); ip != "198.51.100.231" {
 		t.Errorf("a Proxy of the pool got %s, want 198.51.100.231: .230 is held under its old name", ip)
 	}
+	pinned := newProxy(t, "lock-pinned", withPool("lock", "198.51.100.230"))
 	eventually(t, "the Proxy pinning the held address is told who holds it", func() bool {
 		c := addressCondition(get(t, pinned))
 		return c.Reason == v1alpha1.ReasonAddressPending && strings.Contains(c.Message, "old-holder")
@@ -93,16 +89,9 @@ func TestDuplicateAllocationsAreReportedNotResolved(t *testing.T) {
 	newPool(t, "dup-b", "198.51.100.241")
 	// What two overlapping pools of an earlier release left: one address,
 	// held twice, each ProxyAddress named after its own pool.
-	var made []*v1alpha1.ProxyAddress
-	for _, h := range []struct{ pool, proxy string }{{"dup-a", "first"}, {"dup-b", "second"}} {
-		pa := &v1alpha1.ProxyAddress{ObjectMeta: metav1.ObjectMeta{Name: h.pool + "-198-51-100-240", Labels: map[string]string{v1alpha1.LabelPool: h.pool, v1alpha1.LabelProxyUID: "uid-" + h.proxy}},
-			Spec: v1alpha1.ProxyAddressSpec{Pool: h.pool, Provider: testProvider, Address: "198.51.100.240/24", Gateway: "198.51.100.1",
-				Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: h.proxy, UID: "uid-" + h.proxy}}}
-		if err := k8s.Create(ctx, pa); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = k8s.Delete(ctx, pa) })
-		made = append(made, pa)
+	made := []*v1alpha1.ProxyAddress{
+		earlierAllocation(t, "dup-a", "first", "198.51.100.240"),
+		earlierAllocation(t, "dup-b", "second", "198.51.100.240"),
 	}
 	for _, pool := range []string{"dup-a", "dup-b"} {
 		eventually(t, pool+" reports the address held twice, naming both holders", func() bool {
@@ -116,4 +105,23 @@ func TestDuplicateAllocationsAreReportedNotResolved(t *testing.T) {
 			t.Errorf("ProxyAddress %s was resolved away: %v", pa.Name, err)
 		}
 	}
+}
+
+// earlierAllocation creates the ProxyAddress an earlier release made for
+// address a of pool to a Proxy of the test namespace named proxy: named
+// after the pool, as those releases named them.
+func earlierAllocation(t *testing.T, pool, proxy, a string) *v1alpha1.ProxyAddress {
+	t.Helper()
+	uid := "uid-of-" + proxy
+	pa := &v1alpha1.ProxyAddress{
+		ObjectMeta: metav1.ObjectMeta{Name: pool + "-" + strings.ReplaceAll(a, ".", "-"),
+			Labels: map[string]string{v1alpha1.LabelPool: pool, v1alpha1.LabelProxyUID: uid}},
+		Spec: v1alpha1.ProxyAddressSpec{Pool: pool, Provider: testProvider, Address: a + "/24", Gateway: "198.51.100.1",
+			Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: proxy, UID: uid}},
+	}
+	if err := k8s.Create(context.Background(), pa); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pa) })
+	return pa
 }
