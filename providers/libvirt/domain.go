@@ -252,8 +252,8 @@ func (p *Provider) address(ctx context.Context, dom *libvirt.Domain, want string
 }
 
 // domainXML is the definition of the instance's domain: the measured
-// shape that boots the proxy image under TCG (shared/notes/real-vm-e2e.md
-// §4): machine pc, virtio disk on the overlay, the seed on an IDE cdrom
+// shape that boots the proxy image under TCG (measured by make e2e and
+// make image-smoke, docs/testing.md): machine pc, virtio disk on the overlay, the seed on an IDE cdrom
 // (the cloud kernel has no AHCI, so not SATA), a virtio NIC on the
 // region's network, a serial console, the guest agent channel, virtio-rng
 // (entropy for a guest that boots without KVM), and no balloon.

@@ -19,7 +19,7 @@ import (
 
 // A Proxy with a static address is replaced break-before-make: the new VM
 // needs the address the old one holds, and two guests on one address
-// would answer in turn. Every VM of the replica is deleted first (clear),
+// would answer in turn. Every VM of the replica is deleted first (clearReplica),
 // the reconcile waits until the provider lists none of them, and only
 // then is the replacement made, on the same address (docs/addresses.md
 // states the outage and each crash point). A replacement onto another
@@ -35,7 +35,7 @@ func breaksBeforeMake(proxy *v1alpha1.Proxy, k int) bool {
 }
 
 // breakBeforeMake takes the current instance out of service, deletes
-// every VM of replica k (clear) and, once the provider lists none, makes
+// every VM of replica k (clearReplica) and, once the provider lists none, makes
 // the replacement the instance to create.
 func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int) (ctrl.Result, error) {
 	ro := role{index: k, repl: true}
@@ -67,7 +67,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 	if drain > 0 {
 		return ctrl.Result{RequeueAfter: drain}, nil
 	}
-	found, done, err := r.clear(ctx, proxy, entry, k, "Replace", "to make "+next.Name+" on its address")
+	found, done, err := r.clearReplica(ctx, proxy, entry, k, "Replace", "to make "+next.Name+" on its address")
 	switch {
 	case !done:
 		return r.awaitingOperation(), nil
@@ -83,13 +83,13 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 	return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 }
 
-// clear deletes every VM of replica k: each instance the provider lists
+// clearReplica deletes every VM of replica k: each instance the provider lists
 // under the Proxy's UID mark but the ones the status records for its other
 // replicas, recorded or not (a Create cut off after its power-on left no
 // ID to delete by). Replica k's VMs are all gone once found.left is empty;
 // done is false while the operation runs (its end reconciles the Proxy).
 // action and why go into the events of the VMs deleted.
-func (r *ProxyReconciler) clear(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string) (found swept, done bool, err error) {
+func (r *ProxyReconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string) (found swept, done bool, err error) {
 	own, spare := proxy.DeepCopy(), othersOf(proxy, k)
 	found, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, k), entry.Name, operation.Call{Method: operation.MethodClear, Arg: strconv.Itoa(k)}, func(ctx context.Context) (swept, error) {
 		return sweep(ctx, entry.Provider, own, spare)

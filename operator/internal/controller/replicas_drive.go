@@ -162,7 +162,7 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 		}
 		// Every VM of the replica, recorded or not: one a cut-off Create
 		// made holds the address as much as the recorded ones.
-		found, done, err := r.clear(ctx, proxy, entry, k, "ScaleDown", fmt.Sprintf("of removed replica %d", k))
+		found, done, err := r.clearReplica(ctx, proxy, entry, k, "ScaleDown", fmt.Sprintf("of removed replica %d", k))
 		if err != nil {
 			r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "ScaleDown",
 				fmt.Sprintf("deleting the VMs of removed replica %d: %s: %v", k, found.failed, err))

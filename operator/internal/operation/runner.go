@@ -322,6 +322,6 @@ const (
 	MethodDelete   = "Delete"
 	MethodFinalize = "Finalize"
 	// MethodClear deletes every VM of a replica before it takes its
-	// static address (clear).
+	// static address (the controller's clearReplica).
 	MethodClear = "Clear"
 )
