@@ -118,14 +118,14 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 				msgs = append(msgs, w.msg)
 			}
 		}
-		r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, firstWait.reason, strings.Join(msgs, "; "))
+		replica.SetCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, firstWait.reason, strings.Join(msgs, "; "))
 		return networks, waits, nil
 	}
 	msg := fmt.Sprintf("%s from AddressPool %s", networks[0].Address, poolName)
 	if n > 1 {
 		msg = fmt.Sprintf("%d addresses from AddressPool %s: %s", n, poolName, strings.Join(ips, ", "))
 	}
-	r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, true, v1alpha1.ReasonAddressesAllocated, msg)
+	replica.SetCondition(proxy, v1alpha1.ConditionAddressesAllocated, true, v1alpha1.ReasonAddressesAllocated, msg)
 	return networks, waits, nil
 }
 
@@ -363,7 +363,7 @@ func (r *ProxyReconciler) waitFor(proxy *v1alpha1.Proxy, reason, msg string) *wa
 	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, msg) {
 		r.event(proxy, corev1.EventTypeWarning, reason, "Allocate", msg)
 	}
-	r.setCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, reason, msg)
+	replica.SetCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, reason, msg)
 	return &waitAddress{reason: reason, msg: msg}
 }
 

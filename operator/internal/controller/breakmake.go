@@ -130,7 +130,7 @@ func othersOf(proxy *v1alpha1.Proxy, k int) map[string]bool {
 // it (the watches in SetupWithManager); the resync is a safety net.
 func (r *ProxyReconciler) awaitAddress(ctx context.Context, proxy *v1alpha1.Proxy, w *waitAddress) (ctrl.Result, error) {
 	if s := proxy.Status.Instance; s == nil || s.ProviderID == "" {
-		r.setNotReady(proxy, w.reason, w.msg)
+		replica.SetNotReady(proxy, w.reason, w.msg)
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}, r.writeStatus(ctx, proxy)
 }

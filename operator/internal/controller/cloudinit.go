@@ -16,6 +16,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // No rule on Secrets here: the generated ClusterRole reads none. Asking
@@ -62,18 +63,18 @@ func (r *ProxyReconciler) cloudInitError(ctx context.Context, proxy *v1alpha1.Pr
 			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonCloudInitForbidden, "ReadCloudInit", msg)
 		}
 		if serving {
-			r.setCondition(proxy, v1alpha1.ConditionProvisioned, false, v1alpha1.ReasonCloudInitForbidden, msg)
+			replica.SetCondition(proxy, v1alpha1.ConditionProvisioned, false, v1alpha1.ReasonCloudInitForbidden, msg)
 		} else {
-			r.setNotReady(proxy, v1alpha1.ReasonCloudInitForbidden, msg)
+			replica.SetNotReady(proxy, v1alpha1.ReasonCloudInitForbidden, msg)
 		}
 	case errors.As(err, &read):
 		proxy.Status.LastError = &v1alpha1.LastError{Class: string(contract.ClassTransient), Message: err.Error(), Time: metav1.Now()}
 		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonCloudInitUnavailable, "ReadCloudInit", err.Error())
 		if !serving {
-			r.setNotReady(proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
+			replica.SetNotReady(proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
 		}
 	default:
-		r.setNotReady(proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
+		replica.SetNotReady(proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
 }

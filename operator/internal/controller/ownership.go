@@ -9,6 +9,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // reportConflict keeps the Proxy not Ready while an object it needs is
@@ -20,6 +21,6 @@ func (r *ProxyReconciler) reportConflict(ctx context.Context, proxy *v1alpha1.Pr
 	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonServiceConflict || c.Message != msg {
 		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceConflict, "Serve", msg)
 	}
-	r.setNotReady(proxy, v1alpha1.ReasonServiceConflict, msg)
+	replica.SetNotReady(proxy, v1alpha1.ReasonServiceConflict, msg)
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}, r.writeStatus(ctx, proxy)
 }

@@ -222,14 +222,14 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	if !configured {
 		msg := r.notConfiguredMessage(&proxy)
-		r.setNotReady(&proxy, v1alpha1.ReasonProviderNotConfigured, msg)
+		replica.SetNotReady(&proxy, v1alpha1.ReasonProviderNotConfigured, msg)
 		r.event(&proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Configure", msg)
 		// Nothing to retry: the config is read at start, and a spec change
 		// reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
 	if reason, msg := r.refusal(&proxy); reason != "" {
-		r.setNotReady(&proxy, reason, msg)
+		replica.SetNotReady(&proxy, reason, msg)
 		r.event(&proxy, corev1.EventTypeWarning, reason, "Validate", msg)
 		// Nothing to retry: a spec change, or a restart with another
 		// config, reconciles again.
@@ -510,7 +510,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 			s.Instance, s.Replacement = old, target
 			return r.serviceError(ctx, proxy, ro, err)
 		}
-		r.markReady(proxy)
+		replica.MarkReady(proxy)
 		if err := r.writeStatus(ctx, proxy); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -522,7 +522,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		return r.serviceError(ctx, proxy, ro, err)
 	}
 	wasReady := meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)
-	r.markReady(proxy)
+	replica.MarkReady(proxy)
 	if err := r.writeStatus(ctx, proxy); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -667,7 +667,7 @@ func (r *ProxyReconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.
 	case replica.Multi(proxy):
 		r.setProgress(proxy, ro, reason, msg)
 	default:
-		r.setNotReadyUnlessServing(proxy, reason, msg)
+		replica.SetNotReadyUnlessServing(proxy, reason, msg)
 	}
 	if err := r.writeStatus(ctx, proxy); err != nil && retErr == nil {
 		retErr = err

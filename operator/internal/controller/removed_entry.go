@@ -10,6 +10,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // A Proxy whose provider entry is not in the providers config (it was
@@ -40,6 +41,6 @@ func (r *ProxyReconciler) finalizeWithoutEntry(ctx context.Context, proxy *v1alp
 		logf.FromContext(ctx).Info("provider is not configured; the deletion waits for it", "provider", proxy.Spec.Provider)
 		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Delete", msg)
 	}
-	r.setNotReady(proxy, v1alpha1.ReasonProviderNotConfigured, msg)
+	replica.SetNotReady(proxy, v1alpha1.ReasonProviderNotConfigured, msg)
 	return ctrl.Result{}, r.writeStatus(ctx, proxy)
 }

@@ -44,7 +44,7 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 			// No address yet: a replica that serves keeps serving, one
 			// without a VM says why it waits.
 			if inst, _ := replica.Refs(proxy, k); *inst == nil || (*inst).ProviderID == "" {
-				r.setReplica(proxy, k, false, "", w.reason, w.msg)
+				replica.SetReplica(proxy, k, false, "", w.reason, w.msg)
 			}
 			continue
 		}
@@ -89,7 +89,7 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 	}
 	inst := *instance
 	wasReady := replica.Slot(proxy, ro.index).Ready
-	r.setReplica(proxy, ro.index, true, inst.IP, v1alpha1.ReasonReady,
+	replica.SetReplica(proxy, ro.index, true, inst.IP, v1alpha1.ReasonReady,
 		fmt.Sprintf("instance %s answers at %s:%d", inst.Name, inst.IP, replica.PortOf(proxy, inst)))
 	s := &proxy.Status
 	if ro.index == 0 {
@@ -191,10 +191,10 @@ func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
 // setReplicaNotReady records that replica k does not answer, for reason.
 func (r *ProxyReconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reason, msg string) {
 	if !replica.Multi(proxy) {
-		r.setNotReady(proxy, reason, msg)
+		replica.SetNotReady(proxy, reason, msg)
 		return
 	}
-	r.setReplica(proxy, k, false, "", reason, msg)
+	replica.SetReplica(proxy, k, false, "", reason, msg)
 }
 
 // ofReplica names replica k in an event's note, for a Proxy of more than

@@ -15,6 +15,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // The phase in one word, from the conditions, the error and the instances;
@@ -55,7 +56,7 @@ func TestPhaseOf(t *testing.T) {
 		if tc.deleting {
 			p.DeletionTimestamp = &now
 		}
-		if got := phaseOf(p); got != tc.want {
+		if got := replica.Phase(p); got != tc.want {
 			t.Errorf("%s: phase %s, want %s", tc.name, got, tc.want)
 		}
 	}
@@ -101,7 +102,7 @@ func TestWriteStatusSkipsOnlyWhatTheCacheHolds(t *testing.T) {
 		}
 		// What writeStatus adds to every status (the replicas' summary),
 		// as a status it wrote earlier holds it.
-		(&ProxyReconciler{}).summarise(p)
+		replica.Summarise(p)
 		for i := range p.Status.Conditions {
 			p.Status.Conditions[i].LastTransitionTime = metav1.Unix(0, 0)
 		}

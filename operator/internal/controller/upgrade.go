@@ -87,10 +87,10 @@ func (r *ProxyReconciler) noteCloudInit(proxy *v1alpha1.Proxy, cloudInit []byte)
 		return
 	}
 	if inst.CloudInitHash == replica.CloudInitHash(cloudInit) {
-		r.setCondition(proxy, v1alpha1.ConditionCloudInitCurrent, true, v1alpha1.ReasonCloudInitCurrent,
+		replica.SetCondition(proxy, v1alpha1.ConditionCloudInitCurrent, true, v1alpha1.ReasonCloudInitCurrent,
 			fmt.Sprintf("instance %s runs the cloud-init the operator renders today", inst.Name))
 		return
 	}
-	r.setCondition(proxy, v1alpha1.ConditionCloudInitCurrent, false, v1alpha1.ReasonTemplateChanged,
+	replica.SetCondition(proxy, v1alpha1.ConditionCloudInitCurrent, false, v1alpha1.ReasonTemplateChanged,
 		fmt.Sprintf("instance %s was made from a cloud-init the operator no longer renders (a new default template or defaultAllowedClients); it keeps serving: set the annotation %s to a new value to replace it", inst.Name, v1alpha1.RollAnnotation))
 }
