@@ -38,3 +38,13 @@ func NetworkOf(pa *v1alpha1.ProxyAddress) (contract.StaticNetwork, error) {
 	}
 	return n, n.Validate()
 }
+
+// IPOf is the IP of a recorded address (a prefix, as ProxyAddresses and
+// InstanceRefs hold it): "" for none.
+func IPOf(address string) string {
+	p, err := netip.ParsePrefix(address)
+	if err != nil {
+		return ""
+	}
+	return p.Addr().String()
+}

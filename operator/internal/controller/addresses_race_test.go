@@ -14,6 +14,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 )
@@ -89,7 +90,7 @@ func TestTwoReplicasNeverHandOutAnAddressTwice(t *testing.T) {
 	eventually(t, "every Proxy holds exactly its own address", func() bool {
 		holders := map[string][]string{}
 		for _, pa := range addressesOf(t, "race") {
-			holders[pa.Spec.Proxy.Name] = append(holders[pa.Spec.Proxy.Name], ipOf(pa.Spec.Address))
+			holders[pa.Spec.Proxy.Name] = append(holders[pa.Spec.Proxy.Name], addresses.IPOf(pa.Spec.Address))
 		}
 		for _, p := range proxies {
 			if a := get(t, p).Status.Addresses; len(holders[p.Name]) != 1 || len(a) != 1 || holders[p.Name][0] != a[0] {

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
@@ -46,7 +46,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 		down = "this replica is out of the Service until the new one answers; the others serve"
 	}
 	r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
-		"replacing instance %s with %s on address %s: the old VM is deleted first, and %s", old.Name, next.Name, ipOf(next.Address), down))
+		"replacing instance %s with %s on address %s: the old VM is deleted first, and %s", old.Name, next.Name, addresses.IPOf(next.Address), down))
 	drain := time.Duration(0)
 	if id := old.ProviderID; id != "" && replica.Multi(proxy) {
 		// The others serve on: the Service stops sending clients to this
@@ -58,7 +58,7 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 		if drain = r.drains.remaining(id, r.Timing.Drain); drain > 0 {
 			r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
 				"replacing instance %s with %s on address %s: out of the Service, draining for %s before the old VM is deleted",
-				old.Name, next.Name, ipOf(next.Address), drain.Round(time.Second)))
+				old.Name, next.Name, addresses.IPOf(next.Address), drain.Round(time.Second)))
 		}
 	}
 	if err := r.writeStatus(ctx, proxy); err != nil {
@@ -97,7 +97,7 @@ func (r *ProxyReconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Prox
 	for _, inst := range found.deleted {
 		r.forget(inst.ProviderID)
 		r.event(proxy, corev1.EventTypeNormal, "Deleted", action,
-			fmt.Sprintf("deleted instance %s (%s) %s%s", inst.Name, inst.ProviderID, why, ofReplica(proxy, k)))
+			fmt.Sprintf("deleted instance %s (%s) %s%s", inst.Name, inst.ProviderID, why, replica.Describe(proxy, k)))
 	}
 	return found, done, err
 }
@@ -128,9 +128,9 @@ func othersOf(proxy *v1alpha1.Proxy, k int) map[string]bool {
 // Proxy that serves already keeps serving (its new pool is full, say);
 // one without a VM says why it waits. A freed address or a new pool wakes
 // it (the watches in SetupWithManager); the resync is a safety net.
-func (r *ProxyReconciler) awaitAddress(ctx context.Context, proxy *v1alpha1.Proxy, w *waitAddress) (ctrl.Result, error) {
+func (r *ProxyReconciler) awaitAddress(ctx context.Context, proxy *v1alpha1.Proxy, w *addresses.Wait) (ctrl.Result, error) {
 	if s := proxy.Status.Instance; s == nil || s.ProviderID == "" {
-		replica.SetNotReady(proxy, w.reason, w.msg)
+		replica.SetNotReady(proxy, w.Reason, w.Msg)
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}, r.writeStatus(ctx, proxy)
 }
@@ -142,13 +142,4 @@ func addressOf(n *contract.StaticNetwork) string {
 		return ""
 	}
 	return n.Address.String()
-}
-
-// ipOf is the IP of a recorded address: "" for none.
-func ipOf(address string) string {
-	p, err := netip.ParsePrefix(address)
-	if err != nil {
-		return ""
-	}
-	return p.Addr().String()
 }

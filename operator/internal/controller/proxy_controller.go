@@ -29,6 +29,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
@@ -69,6 +70,8 @@ type ProxyReconciler struct {
 	ops *operation.Runner
 	// publish writes the Proxy's Service and EndpointSlices.
 	publish *endpoints.Publisher
+	// allocator holds the Proxy's static addresses.
+	allocator *addresses.Allocator
 	// drains times the VMs leaving the Service (drain.go).
 	drains drains
 	// probeFailures counts serving instances' failed probes (readiness.go).
@@ -142,6 +145,7 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.Bounds = r.Bounds.withDefaults()
 	r.ops = operation.New()
 	r.publish = &endpoints.Publisher{Client: r.Client, Reader: r.APIReader, Scheme: r.Scheme}
+	r.allocator = &addresses.Allocator{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder}
 	r.ops.BackoffMax = r.Timing.Resync
 	if err := mgr.Add(r.ops); err != nil {
 		return err
@@ -240,8 +244,8 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	// The addresses come first: they are in the status before any VM
 	// exists, and no VM is made without its own.
-	networks, waits, err := r.allocate(ctx, &proxy)
-	if w := (*waitAddress)(nil); errors.As(err, &w) {
+	networks, waits, err := r.allocator.Allocate(ctx, &proxy)
+	if w := (*addresses.Wait)(nil); errors.As(err, &w) {
 		return r.awaitAddress(ctx, &proxy, w)
 	}
 	if err != nil {
@@ -348,7 +352,7 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 		}
 		s.Replacement = fresh()
 		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReplacing, "Replace",
-			fmt.Sprintf("spec changed: replacing instance %s with %s%s", s.Instance.Name, s.Replacement.Name, ofReplica(proxy, k)))
+			fmt.Sprintf("spec changed: replacing instance %s with %s%s", s.Instance.Name, s.Replacement.Name, replica.Describe(proxy, k)))
 		return rr
 	}
 }
@@ -417,7 +421,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		// After the write: a result kept after a failed write is taken
 		// again, and must not announce the VM twice.
 		target = ro.ref(proxy)
-		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)%s", target.Name, inst.ProviderID, ofReplica(proxy, ro.index)))
+		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)%s", target.Name, inst.ProviderID, replica.Describe(proxy, ro.index)))
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
 		providerID, port := target.ProviderID, replica.PortOf(proxy, target)
@@ -452,7 +456,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 
 	switch seen.inst.State {
 	case contract.StateRunning:
-		if want := ipOf(target.Address); want != "" && seen.inst.IP != want {
+		if want := addresses.IPOf(target.Address); want != "" && seen.inst.IP != want {
 			// The provider reports the allocated address only (contract
 			// §2.2); anything else is not the address users allow-listed.
 			r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning,
@@ -626,7 +630,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
 	// Every VM is gone: its addresses may go to another Proxy now.
-	if err := r.releaseAll(ctx, proxy); err != nil {
+	if err := r.allocator.ReleaseAll(ctx, proxy); err != nil {
 		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(proxy, v1alpha1.Finalizer)

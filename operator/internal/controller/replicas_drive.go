@@ -12,6 +12,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
@@ -25,7 +26,7 @@ import (
 // reconcileReplicas steps every wanted replica, removes the others, and
 // writes the Service and the status.
 func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, cloudInit, user []byte,
-	networks []*contract.StaticNetwork, waits []*waitAddress) (ctrl.Result, error) {
+	networks []*contract.StaticNetwork, waits []*addresses.Wait) (ctrl.Result, error) {
 	result := ctrl.Result{RequeueAfter: r.Timing.Resync}
 	merge := func(res ctrl.Result) {
 		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {
@@ -44,7 +45,7 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 			// No address yet: a replica that serves keeps serving, one
 			// without a VM says why it waits.
 			if inst, _ := replica.Refs(proxy, k); *inst == nil || (*inst).ProviderID == "" {
-				replica.SetReplica(proxy, k, false, "", w.reason, w.msg)
+				replica.SetReplica(proxy, k, false, "", w.Reason, w.Msg)
 			}
 			continue
 		}
@@ -195,15 +196,6 @@ func (r *ProxyReconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reaso
 		return
 	}
 	replica.SetReplica(proxy, k, false, "", reason, msg)
-}
-
-// ofReplica names replica k in an event's note, for a Proxy of more than
-// one replica.
-func ofReplica(proxy *v1alpha1.Proxy, k int) string {
-	if !replica.Multi(proxy) {
-		return ""
-	}
-	return fmt.Sprintf(" (replica %d)", k)
 }
 
 // staleForALane reports whether an operation of one of the Proxy's lanes

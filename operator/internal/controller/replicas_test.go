@@ -200,7 +200,7 @@ func TestReplicasSpreadEachOnItsOwnAddress(t *testing.T) {
 	}
 	byReplica := map[int32]string{}
 	for _, pa := range addressesOf(t, "rep-spread") {
-		byReplica[pa.Spec.Replica] = ipOf(pa.Spec.Address)
+		byReplica[pa.Spec.Replica] = addresses.IPOf(pa.Spec.Address)
 	}
 	if fmt.Sprint(byReplica) != fmt.Sprint(replicaAddresses(got)) {
 		t.Errorf("ProxyAddresses by replica %v, status %v", byReplica, replicaAddresses(got))
@@ -419,7 +419,7 @@ func TestScaleDownReleasesAddressesAfterTheVMs(t *testing.T) {
 	open()
 	eventually(t, "the removed replicas' addresses are released", func() bool {
 		pas := addressesOf(t, "rep-down")
-		return len(pas) == 1 && pas[0].Spec.Replica == 0 && ipOf(pas[0].Spec.Address) == keep.Address
+		return len(pas) == 1 && pas[0].Spec.Replica == 0 && addresses.IPOf(pas[0].Spec.Address) == keep.Address
 	})
 	got := readyN(t, p, 1)
 	if got.Status.Instance.ProviderID != keep.Instance.ProviderID || fmt.Sprint(got.Status.Addresses) != fmt.Sprint([]string{keep.Address}) {

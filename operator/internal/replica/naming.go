@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -64,4 +65,13 @@ func instanceName(proxy *v1alpha1.Proxy, hash string) string {
 	}
 	prefix = strings.ReplaceAll(prefix, ".", "-")
 	return prefix + "-" + suffix
+}
+
+// Describe names replica k in an event's note, for a Proxy of more than
+// one replica.
+func Describe(proxy *v1alpha1.Proxy, k int) string {
+	if !Multi(proxy) {
+		return ""
+	}
+	return fmt.Sprintf(" (replica %d)", k)
 }

@@ -1,4 +1,4 @@
-package controller
+package addresses
 
 import (
 	"cmp"
@@ -14,17 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
-// Static addresses (docs/addresses.md). A Proxy with spec.addressPool
+// Static addresses (docs/md). A Proxy with spec.addressPool
 // holds one ProxyAddress per replica; creating it is the allocation. Its
 // name is the provider entry's and the address's, so the API server lets
 // only one Proxy hold an address, whichever pool of the entry it comes
@@ -34,39 +32,56 @@ import (
 // its VMs gone, or, for an address the Proxy no longer wants, when no
 // instance in its status was made with it.
 
-// indexAddressPool indexes Proxies by spec.addressPool, so a freed address
-// or a new pool wakes the Proxies waiting on that pool.
-const indexAddressPool = "spec.addressPool"
-
-// waitAddress says why the Proxy has no address yet.
-type waitAddress struct {
-	reason, msg string
+// Allocator holds each Proxy's static addresses as ProxyAddresses: it
+// claims, keeps and releases them, and records on the Proxy why one waits
+// (its AddressesAllocated condition and events).
+type Allocator struct {
+	// Client reads pools and the entry's ProxyAddresses from the cache,
+	// and creates and deletes ProxyAddresses.
+	Client client.Client
+	// APIReader reads the Proxy's own ProxyAddresses and a pinned
+	// address's holder from the API server, ahead of the cache.
+	APIReader client.Reader
+	// Recorder records events on the Proxy; nil records none.
+	Recorder recorder.EventRecorder
 }
 
-func (w *waitAddress) Error() string { return w.msg }
+// event records an event on the Proxy.
+func (al *Allocator) event(proxy *v1alpha1.Proxy, eventType, reason, action, note string) {
+	if al.Recorder != nil {
+		al.Recorder.Eventf(proxy, nil, eventType, reason, action, "%s", note)
+	}
+}
+
+// Wait says why a Proxy, or one of its replicas, has no address yet.
+type Wait struct {
+	Reason, Msg string
+}
+
+func (w *Wait) Error() string { return w.Msg }
 
 // allocate makes sure each of the Proxy's replicas holds its static
 // address and returns the networks its VMs are made with, by replica
-// index: nil for a Proxy without a pool. An error that is a *waitAddress
+// index: nil for a Proxy without a pool. An error that is a *Wait
 // holds the whole Proxy (its pool is missing or invalid); waits[k] says
 // why replica k alone has no address yet (the pool is exhausted, its
 // pinned address is taken). The Proxy's own ProxyAddresses are read from
 // the API server, not the cache: one made by the last reconcile is found
 // even before the cache has it, and never allocated twice.
-func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (networks []*contract.StaticNetwork, waits []*waitAddress, err error) {
+func (al *Allocator) Allocate(ctx context.Context, proxy *v1alpha1.Proxy) (networks []*contract.StaticNetwork, waits []*Wait, err error) {
 	n := replica.Desired(proxy)
-	networks, waits = make([]*contract.StaticNetwork, n), make([]*waitAddress, n)
+	networks, waits = make([]*contract.StaticNetwork, n), make([]*Wait, n)
 	poolName := proxy.Spec.AddressPool
 	if poolName == "" {
 		if !mayHoldAddresses(proxy) {
 			// Never had a pool, or everything released: no read at all.
 			return networks, waits, nil
 		}
-		held, err := r.heldAddresses(ctx, proxy)
+		held, err := al.heldAddresses(ctx, proxy)
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := r.releaseUnused(ctx, proxy, held, nil); err != nil {
+		if err := al.releaseUnused(ctx, proxy, held, nil); err != nil {
 			return nil, nil, err
 		}
 		if len(held) == 0 || !anyInstanceAddress(proxy) {
@@ -75,20 +90,20 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 		}
 		return networks, waits, nil
 	}
-	held, err := r.heldAddresses(ctx, proxy)
+	held, err := al.heldAddresses(ctx, proxy)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, pn, err := r.usablePool(ctx, proxy)
+	pool, pn, err := al.usablePool(ctx, proxy)
 	if err != nil {
 		return nil, nil, err
 	}
 	keep := map[string]bool{}
 	var ips []string
-	var firstWait *waitAddress
+	var firstWait *Wait
 	for k := range n {
-		mine, err := r.allocateReplica(ctx, proxy, pool, pn, held, k)
-		if w := (*waitAddress)(nil); errors.As(err, &w) {
+		mine, err := al.allocateReplica(ctx, proxy, pool, pn, held, k)
+		if w := (*Wait)(nil); errors.As(err, &w) {
 			waits[k] = w
 			firstWait = cmp.Or(firstWait, w)
 			continue
@@ -96,9 +111,9 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 		if err != nil {
 			return nil, nil, err
 		}
-		network, err := addresses.NetworkOf(mine)
+		network, err := NetworkOf(mine)
 		if err != nil {
-			w := r.waitFor(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("ProxyAddress %s: %v", mine.Name, err))
+			w := al.waitFor(proxy, v1alpha1.ReasonPoolInvalid, fmt.Sprintf("ProxyAddress %s: %v", mine.Name, err))
 			waits[k], firstWait = w, cmp.Or(firstWait, w)
 			continue
 		}
@@ -106,7 +121,7 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 		networks[k] = &network
 		ips = append(ips, network.IP())
 	}
-	if err := r.releaseUnused(ctx, proxy, held, keep); err != nil {
+	if err := al.releaseUnused(ctx, proxy, held, keep); err != nil {
 		return nil, nil, err
 	}
 	proxy.Status.Addresses = ips
@@ -114,11 +129,11 @@ func (r *ProxyReconciler) allocate(ctx context.Context, proxy *v1alpha1.Proxy) (
 		// Every waiting replica's message, under the first one's reason.
 		var msgs []string
 		for _, w := range waits {
-			if w != nil && !slices.Contains(msgs, w.msg) {
-				msgs = append(msgs, w.msg)
+			if w != nil && !slices.Contains(msgs, w.Msg) {
+				msgs = append(msgs, w.Msg)
 			}
 		}
-		replica.SetCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, firstWait.reason, strings.Join(msgs, "; "))
+		replica.SetCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, firstWait.Reason, strings.Join(msgs, "; "))
 		return networks, waits, nil
 	}
 	msg := fmt.Sprintf("%s from AddressPool %s", networks[0].Address, poolName)
@@ -148,9 +163,9 @@ func anyInstanceAddress(proxy *v1alpha1.Proxy) bool {
 }
 
 // heldAddresses lists the Proxy's ProxyAddresses from the API server.
-func (r *ProxyReconciler) heldAddresses(ctx context.Context, proxy *v1alpha1.Proxy) ([]v1alpha1.ProxyAddress, error) {
+func (al *Allocator) heldAddresses(ctx context.Context, proxy *v1alpha1.Proxy) ([]v1alpha1.ProxyAddress, error) {
 	var list v1alpha1.ProxyAddressList
-	if err := r.APIReader.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelProxyUID: string(proxy.UID)}); err != nil {
+	if err := al.APIReader.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelProxyUID: string(proxy.UID)}); err != nil {
 		return nil, fmt.Errorf("listing the Proxy's ProxyAddresses: %w", err)
 	}
 	return list.Items, nil
@@ -191,7 +206,7 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 		}
 	}
 	for _, c := range candidates {
-		if slices.Contains(s.Addresses, ipOf(c.Spec.Address)) {
+		if slices.Contains(s.Addresses, IPOf(c.Spec.Address)) {
 			return c
 		}
 	}
@@ -208,9 +223,9 @@ func wanted(held []v1alpha1.ProxyAddress, pool string, pinned *netip.Addr, proxy
 // first address of the pool no ProxyAddress of the provider entry in the
 // cache holds, moving on when the API server says it is taken (the cache
 // lags, or another replica got there first).
-func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn addresses.Pool,
+func (al *Allocator) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn Pool,
 	mine []v1alpha1.ProxyAddress, pinned *netip.Addr, k int) (*v1alpha1.ProxyAddress, error) {
-	taken, err := r.holders(ctx, pool.Spec.Provider)
+	taken, err := al.Holders(ctx, pool.Spec.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +239,7 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 	candidates := pn.Addrs
 	if pinned != nil {
 		if name, held := taken[*pinned]; held {
-			return r.pinnedHeld(ctx, proxy, name, *pinned, k)
+			return al.pinnedHeld(ctx, proxy, name, *pinned, k)
 		}
 		candidates = []netip.Addr{*pinned}
 	} else {
@@ -238,7 +253,7 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 	}
 	for _, a := range candidates {
 		obj := newProxyAddress(proxy, pool, pn, a, k)
-		err := r.Create(ctx, obj)
+		err := al.Client.Create(ctx, obj)
 		if err == nil {
 			logf.FromContext(ctx).Info("allocated address", "pool", pool.Name, "address", obj.Spec.Address)
 			return obj, nil
@@ -247,22 +262,22 @@ func (r *ProxyReconciler) claimAddress(ctx context.Context, proxy *v1alpha1.Prox
 			return nil, fmt.Errorf("creating ProxyAddress %s: %w", obj.Name, err)
 		}
 		if pinned != nil {
-			return r.pinnedHeld(ctx, proxy, obj.Name, *pinned, k)
+			return al.pinnedHeld(ctx, proxy, obj.Name, *pinned, k)
 		}
 	}
 	if pinned != nil {
-		return nil, r.addressWait(proxy, v1alpha1.ReasonAddressTaken, fmt.Sprintf("spec.addresses[%d]: %s is taken", k, *pinned))
+		return nil, al.addressWait(proxy, v1alpha1.ReasonAddressTaken, fmt.Sprintf("spec.addresses[%d]: %s is taken", k, *pinned))
 	}
-	return nil, r.addressWait(proxy, v1alpha1.ReasonPoolExhausted,
+	return nil, al.addressWait(proxy, v1alpha1.ReasonPoolExhausted,
 		fmt.Sprintf("AddressPool %s has no free address (%d addresses, all held); the Proxy waits until one is released", pool.Name, len(pn.Addrs)))
 }
 
 // holders maps each address the provider entry's ProxyAddresses in the
 // cache hold, whichever pool they came from and however they are named,
 // to one holder's name.
-func (r *ProxyReconciler) holders(ctx context.Context, provider string) (map[netip.Addr]string, error) {
+func (al *Allocator) Holders(ctx context.Context, provider string) (map[netip.Addr]string, error) {
 	var all v1alpha1.ProxyAddressList
-	if err := r.List(ctx, &all); err != nil {
+	if err := al.Client.List(ctx, &all); err != nil {
 		return nil, fmt.Errorf("listing ProxyAddresses: %w", err)
 	}
 	out := map[netip.Addr]string{}
@@ -276,7 +291,7 @@ func (r *ProxyReconciler) holders(ctx context.Context, provider string) (map[net
 
 // newProxyAddress is the allocation of a to the Proxy's replica k, with the
 // pool's network copied: a later edit of the pool does not move a VM.
-func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn addresses.Pool, a netip.Addr, k int) *v1alpha1.ProxyAddress {
+func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn Pool, a netip.Addr, k int) *v1alpha1.ProxyAddress {
 	n := pn.Network(a)
 	dns := make([]string, 0, len(n.DNS))
 	for _, d := range n.DNS {
@@ -284,7 +299,7 @@ func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn addre
 	}
 	return &v1alpha1.ProxyAddress{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   addresses.Name(pool.Spec.Provider, a),
+			Name:   Name(pool.Spec.Provider, a),
 			Labels: map[string]string{v1alpha1.LabelPool: pool.Name, v1alpha1.LabelProxyUID: string(proxy.UID)},
 		},
 		Spec: v1alpha1.ProxyAddressSpec{
@@ -295,90 +310,18 @@ func newProxyAddress(proxy *v1alpha1.Proxy, pool *v1alpha1.AddressPool, pn addre
 	}
 }
 
-// releaseUnused deletes the Proxy's ProxyAddresses not named in keep whose
-// address no instance in its status, of any replica, was made with: the
-// address of a pool the Proxy left, or of a replica scaled away, is
-// released once its VM is gone (a replacement deletes the old VM before
-// the new one is made, and clears it from the status only then; a removed
-// replica's entry is dropped only once its VMs are gone).
-func (r *ProxyReconciler) releaseUnused(ctx context.Context, proxy *v1alpha1.Proxy, held []v1alpha1.ProxyAddress, keep map[string]bool) error {
-	inUse := map[string]bool{}
-	for _, ref := range replica.All(proxy) {
-		if ref != nil && ref.Address != "" {
-			inUse[ref.Address] = true
-		}
-	}
-	var errs []error
-	for i := range held {
-		h := &held[i]
-		if keep[h.Name] || inUse[h.Spec.Address] {
-			continue
-		}
-		if err := r.release(ctx, proxy, h); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// releaseAll deletes every ProxyAddress of the Proxy: its VMs are gone.
-func (r *ProxyReconciler) releaseAll(ctx context.Context, proxy *v1alpha1.Proxy) error {
-	held, err := r.heldAddresses(ctx, proxy)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for i := range held {
-		if err := r.release(ctx, proxy, &held[i]); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// release deletes one ProxyAddress, exactly the one read (its UID), so a
-// new allocation of the same address is never deleted by mistake.
-func (r *ProxyReconciler) release(ctx context.Context, proxy *v1alpha1.Proxy, pa *v1alpha1.ProxyAddress) error {
-	uid := pa.UID
-	err := r.Delete(ctx, pa, client.Preconditions{UID: &uid})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("releasing ProxyAddress %s: %w", pa.Name, err)
-	}
-	if err == nil {
-		logf.FromContext(ctx).Info("released address", "pool", pa.Spec.Pool, "address", pa.Spec.Address)
-		r.event(proxy, corev1.EventTypeNormal, "AddressReleased", "Release", fmt.Sprintf("released %s of AddressPool %s", pa.Spec.Address, pa.Spec.Pool))
-	}
-	return nil
-}
-
 // addressWait records why the Proxy has no address yet and returns it as
-// a *waitAddress; the event is sent when the reason or message is new.
-func (r *ProxyReconciler) addressWait(proxy *v1alpha1.Proxy, reason, msg string) error {
-	return r.waitFor(proxy, reason, msg)
+// a *Wait; the event is sent when the reason or message is new.
+func (al *Allocator) addressWait(proxy *v1alpha1.Proxy, reason, msg string) error {
+	return al.waitFor(proxy, reason, msg)
 }
 
-// waitFor is addressWait's *waitAddress.
-func (r *ProxyReconciler) waitFor(proxy *v1alpha1.Proxy, reason, msg string) *waitAddress {
+// waitFor is addressWait's *Wait.
+func (al *Allocator) waitFor(proxy *v1alpha1.Proxy, reason, msg string) *Wait {
 	// The condition joins every waiting replica's message.
 	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionAddressesAllocated); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, msg) {
-		r.event(proxy, corev1.EventTypeWarning, reason, "Allocate", msg)
+		al.event(proxy, corev1.EventTypeWarning, reason, "Allocate", msg)
 	}
 	replica.SetCondition(proxy, v1alpha1.ConditionAddressesAllocated, false, reason, msg)
-	return &waitAddress{reason: reason, msg: msg}
-}
-
-// proxiesOfPool maps an object to the Proxies of the pool poolOf names.
-func (r *ProxyReconciler) proxiesOfPool(poolOf func(client.Object) string) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list v1alpha1.ProxyList
-		if err := r.List(ctx, &list, client.MatchingFields{indexAddressPool: poolOf(o)}); err != nil {
-			logf.FromContext(ctx).Error(err, "listing the Proxies of a pool", "pool", poolOf(o))
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-		}
-		return out
-	}
+	return &Wait{Reason: reason, Msg: msg}
 }

@@ -1,0 +1,32 @@
+package controller
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+)
+
+// indexAddressPool indexes Proxies by spec.addressPool, so a freed address
+// or a new pool wakes the Proxies waiting on that pool.
+const indexAddressPool = "spec.addressPool"
+
+// proxiesOfPool maps an object to the Proxies of the pool poolOf names.
+func (r *ProxyReconciler) proxiesOfPool(poolOf func(client.Object) string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list v1alpha1.ProxyList
+		if err := r.List(ctx, &list, client.MatchingFields{indexAddressPool: poolOf(o)}); err != nil {
+			logf.FromContext(ctx).Error(err, "listing the Proxies of a pool", "pool", poolOf(o))
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, p := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+		return out
+	}
+}
