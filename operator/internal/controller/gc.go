@@ -51,7 +51,7 @@ const (
 
 // Start sweeps each provider every gc.interval until ctx ends.
 func (g *GarbageCollector) Start(ctx context.Context) error {
-	everyProvider(ctx, g.Providers, func(e *providers.Entry) time.Duration { return e.GC.Interval },
+	g.Providers.Every(ctx, func(e *providers.Entry) time.Duration { return e.GC.Interval },
 		func(ctx context.Context, e *providers.Entry) {
 			if _, err := g.Sweep(ctx, e); err != nil && ctx.Err() == nil {
 				logf.FromContext(ctx).Error(err, "garbage collection sweep failed", contract.LogKeyProvider, e.Name)

@@ -44,7 +44,7 @@ func (h *HealthChecker) Start(ctx context.Context) error {
 	if err := h.Prune(ctx); err != nil {
 		logf.FromContext(ctx).Error(err, "pruning ProviderHealths of removed providers")
 	}
-	everyProvider(ctx, h.Providers, func(e *providers.Entry) time.Duration { return e.CheckInterval },
+	h.Providers.Every(ctx, func(e *providers.Entry) time.Duration { return e.CheckInterval },
 		func(ctx context.Context, e *providers.Entry) {
 			if err := h.Check(ctx, e); err != nil && ctx.Err() == nil {
 				logf.FromContext(ctx).Error(err, "writing ProviderHealth", contract.LogKeyProvider, e.Name)
