@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -23,27 +24,31 @@ const (
 	defaultBackoffMax = time.Minute
 )
 
-// laneBackoff is a lane's transient failures in a row and when its next
-// operation may call the provider.
-type laneBackoff struct {
-	failures int
-	until    time.Time
-}
+// backoffJitter spreads the retries of lanes that failed together (a
+// backend that went away for all of them) by up to a fifth of each delay,
+// so they do not all call it again at the same instant.
+const backoffJitter = 0.2
 
 // backOff records how the lane's operation ended: a transient error
-// delays the next one, twice as long as the last; success forgets the
-// failures. A quota or permanent error leaves the count as it is: the
-// reconcile waits out its own class's delay (Timing.QuotaBackoff,
-// Timing.PermanentRetry). o.mu is held.
+// delays the next one, twice as long as the last (client-go's
+// flowcontrol.Backoff, jittered); success forgets the failures. A quota or
+// permanent error leaves the delay as it is: the reconcile waits out its
+// own class's delay (Timing.QuotaBackoff, Timing.PermanentRetry). o.mu is
+// held.
 func (o *Runner) backOff(lane types.UID, err error) {
 	switch {
 	case err == nil:
-		delete(o.backoffs, lane)
+		if o.backoff != nil {
+			o.backoff.Reset(string(lane))
+		}
+		delete(o.until, lane)
 	case contract.ClassOf(err) == contract.ClassTransient:
-		b := o.backoffs[lane]
-		b.failures++
-		b.until = time.Now().Add(backoffDelay(o.backoffBase, o.BackoffMax, b.failures))
-		o.backoffs[lane] = b
+		if o.backoff == nil {
+			o.backoff = flowcontrol.NewBackOffWithJitter(o.backoffBase, o.BackoffMax, backoffJitter)
+		}
+		now := time.Now()
+		o.backoff.Next(string(lane), now)
+		o.until[lane] = now.Add(o.backoff.Get(string(lane)))
 	}
 }
 
@@ -55,17 +60,8 @@ func (o *Runner) backOff(lane types.UID, err error) {
 func (o *Runner) ResetBackoffs() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	clear(o.backoffs)
+	o.backoff = nil
+	clear(o.until)
 	close(o.backoffsReset)
 	o.backoffsReset = make(chan struct{})
-}
-
-// backoffDelay is base doubled for each failure after the first, at most
-// max.
-func backoffDelay(base, maxDelay time.Duration, failures int) time.Duration {
-	d := base
-	for i := 1; i < failures && d < maxDelay; i++ {
-		d *= 2
-	}
-	return min(d, maxDelay)
 }

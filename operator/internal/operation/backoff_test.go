@@ -3,18 +3,41 @@ package operation
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
-func TestBackoffDelayDoublesUpToItsCap(t *testing.T) {
-	base, maxDelay := 100*time.Millisecond, time.Second
-	for failures, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 60: time.Second} {
-		if got := backoffDelay(base, maxDelay, failures); got != want {
-			t.Errorf("backoffDelay after %d failures = %v, want %v", failures, got, want)
+// Each transient failure in a row doubles the lane's delay, jittered by
+// at most backoffJitter of it, up to its cap; a quota error leaves it; a
+// success forgets it.
+func TestBackoffDoublesUpToItsCap(t *testing.T) {
+	o := New()
+	o.backoffBase, o.BackoffMax = 100*time.Millisecond, time.Second
+	lane := laneProxy("d").UID
+	transient := errors.New("connection reset")
+	low := o.backoffBase
+	for failures := 1; failures <= 6; failures++ {
+		o.backOff(lane, transient)
+		got := time.Until(o.until[lane])
+		// From the least the doubling gives to the most the jitter adds
+		// on each step, within the cap (less a moment for the clock).
+		high := min(time.Duration(float64(o.backoffBase)*math.Pow(2+backoffJitter, float64(failures-1))*(1+backoffJitter)), o.BackoffMax)
+		if got < min(low, o.BackoffMax)-50*time.Millisecond || got > high {
+			t.Errorf("after %d failures the lane waits %v, want %v to %v", failures, got, min(low, o.BackoffMax), high)
 		}
+		low *= 2
+	}
+	before := o.until[lane]
+	o.backOff(lane, contract.Quota(errors.New("no room")))
+	if o.until[lane] != before {
+		t.Error("a quota error moved the lane's back-off")
+	}
+	o.backOff(lane, nil)
+	if _, kept := o.until[lane]; kept || o.backoff.Get(string(lane)) != 0 {
+		t.Error("a success left the lane backing off")
 	}
 }
 
@@ -56,14 +79,14 @@ func TestTransientFailuresBackOff(t *testing.T) {
 	}
 	run(contract.Quota(errors.New("no room")))
 	o.mu.Lock()
-	failures := o.backoffs[p.UID].failures
+	delay := o.backoff.Get(string(p.UID))
 	o.mu.Unlock()
-	if failures != 3 {
-		t.Errorf("%d failures in a row after a quota error, want the 3 transient ones", failures)
+	if delay < 200*time.Millisecond {
+		t.Errorf("a delay of %v after a quota error, want the third transient failure's, at least 200ms", delay)
 	}
 	run(nil)
 	o.mu.Lock()
-	_, kept := o.backoffs[p.UID]
+	_, kept := o.until[p.UID]
 	o.mu.Unlock()
 	if kept {
 		t.Error("a success left the lane backing off")

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -52,7 +53,11 @@ type Runner struct {
 	mu       sync.Mutex
 	lanes    map[types.UID]*operation
 	retiring map[string]bool // providerIDs
-	backoffs map[types.UID]laneBackoff
+	// backoff is each lane's delay after transient failures in a row
+	// (made on the first, from backoffBase and BackoffMax), and until when
+	// its next operation waits.
+	backoff *flowcontrol.Backoff
+	until   map[types.UID]time.Time
 	// backoffBase and BackoffMax bound a lane's delay after transient
 	// failures.
 	backoffBase, BackoffMax time.Duration
@@ -98,7 +103,7 @@ func New() *Runner {
 		wake:          make(chan event.GenericEvent, 256),
 		lanes:         map[types.UID]*operation{},
 		retiring:      map[string]bool{},
-		backoffs:      map[types.UID]laneBackoff{},
+		until:         map[types.UID]time.Time{},
 		backoffBase:   defaultBackoffBase,
 		BackoffMax:    defaultBackoffMax,
 		backoffsReset: make(chan struct{}),
@@ -185,14 +190,17 @@ func (o *Runner) start(ctx context.Context, obj client.Object, lane types.UID, p
 	}
 	// And the back-offs long past: failures that far apart are not in a
 	// row, and a deleted Proxy's would stay for good.
-	for uid, b := range o.backoffs {
-		if time.Since(b.until) > o.BackoffMax+resultTTL {
-			delete(o.backoffs, uid)
+	for uid, until := range o.until {
+		if time.Since(until) > o.BackoffMax+resultTTL {
+			delete(o.until, uid)
 		}
+	}
+	if o.backoff != nil {
+		o.backoff.GC()
 	}
 	op := &operation{call: c, rv: obj.GetResourceVersion()}
 	o.lanes[lane] = op
-	wait := time.Until(o.backoffs[lane].until)
+	wait := time.Until(o.until[lane])
 	reset := o.backoffsReset
 	o.wg.Add(1)
 	o.mu.Unlock()
