@@ -59,7 +59,7 @@ test/%:
 # tests that race inside govmomi's simulator (identity_vsphere_test.go).
 test/operator:
 	cd operator && $(GO) test -race -count=1 ./...
-	cd operator && $(GO) test -count=1 -run 'OnOneVCenter' ./internal/controller/
+	cd operator && $(GO) test -count=1 -run 'OnOneVCenter' ./internal/controller/proxy/
 # vSphere's SharedListsAreFresh lists the folder while the rule's Create
 # runs, and govmomi v0.56.0's simulator races with itself there (a clone's
 # ctx.Update, simulator/folder.go:477, against the property collector's
@@ -90,7 +90,7 @@ deps/%:
 chaos: ## The operator SIGKILLed at random while pooled Proxies change: no address on two running VMs (slow, not in make test): make chaos [RUNS=5] [KILLS=20].
 	hack/chaos.sh $(or $(RUNS),5) $(or $(KILLS),20)
 
-mutation: $(GREMLINS) ## Mutation score of one package (slow, not in make test): make mutation MODULE=operator PKG=internal/controller [RUN=<go test -run regexp>].
+mutation: $(GREMLINS) ## Mutation score of one package (slow, not in make test): make mutation MODULE=operator PKG=internal/controller/proxy [RUN=<go test -run regexp>].
 	GREMLINS=$(GREMLINS) hack/mutation.sh '$(MODULE)' '$(PKG)' $(if $(value RUN),'$(value RUN)')
 # The pinned gremlins, built if missing; hack/mutation.sh run by hand asks here.
 gremlins-path: $(GREMLINS)

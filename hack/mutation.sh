@@ -7,9 +7,9 @@
 # and assignment operator is mutated in turn and the tests rerun; a mutant
 # the tests still pass on LIVED.
 #
-#   hack/mutation.sh operator internal/controller
+#   hack/mutation.sh operator internal/controller/proxy
 #   hack/mutation.sh contract/contracttest memprovider '^TestContract$'
-#   make mutation MODULE=operator PKG=internal/controller
+#   make mutation MODULE=operator PKG=internal/controller/proxy
 #
 # run-regexp restricts the tests of every run, the coverage run included,
 # to those `go test -run` would select (passed as GOFLAGS=-run=..., which

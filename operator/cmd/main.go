@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
@@ -30,9 +30,9 @@ func main() {
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
 	flag.StringVar(&o.CredentialsDir, "credentials-dir", "/etc/egress-proxies/credentials",
 		"Directory the credentials Secret is mounted at: a change of its files retries the Proxies waiting on a credential at once. Empty: not watched.")
-	flag.IntVar(&o.Bounds.Workers, "max-concurrent-reconciles", controller.DefaultWorkers, "How many Proxies reconcile at once; provider calls run beside these workers, capped per provider by limits.concurrency.")
-	flag.DurationVar(&o.Bounds.Deadline, "reconcile-timeout", controller.DefaultDeadline, "The deadline of one reconcile (its API server calls; provider calls are not bounded by it).")
-	flag.DurationVar(&o.Timing.Drain, "drain-period", controller.DefaultDrain, "How long a VM that served through a Proxy's Service keeps running after it left the Service's endpoints, before it is deleted (a replaced or scaled-away replica): new connections leave it, open ones may finish.")
+	flag.IntVar(&o.Bounds.Workers, "max-concurrent-reconciles", proxy.DefaultWorkers, "How many Proxies reconcile at once; provider calls run beside these workers, capped per provider by limits.concurrency.")
+	flag.DurationVar(&o.Bounds.Deadline, "reconcile-timeout", proxy.DefaultDeadline, "The deadline of one reconcile (its API server calls; provider calls are not bounded by it).")
+	flag.DurationVar(&o.Timing.Drain, "drain-period", proxy.DefaultDrain, "How long a VM that served through a Proxy's Service keeps running after it left the Service's endpoints, before it is deleted (a replaced or scaled-away replica): new connections leave it, open ones may finish.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -60,7 +60,7 @@ type Wait struct {
 
 func (w *Wait) Error() string { return w.Msg }
 
-// allocate makes sure each of the Proxy's replicas holds its static
+// Allocate makes sure each of the Proxy's replicas holds its static
 // address and returns the networks its VMs are made with, by replica
 // index: nil for a Proxy without a pool. An error that is a *Wait
 // holds the whole Proxy (its pool is missing or invalid); waits[k] says
@@ -272,7 +272,7 @@ func (al *Allocator) claimAddress(ctx context.Context, proxy *v1alpha1.Proxy, po
 		fmt.Sprintf("AddressPool %s has no free address (%d addresses, all held); the Proxy waits until one is released", pool.Name, len(pn.Addrs)))
 }
 
-// holders maps each address the provider entry's ProxyAddresses in the
+// Holders maps each address the provider entry's ProxyAddresses in the
 // cache hold, whichever pool they came from and however they are named,
 // to one holder's name.
 func (al *Allocator) Holders(ctx context.Context, provider string) (map[netip.Addr]string, error) {

@@ -71,4 +71,3 @@ func (al *Allocator) release(ctx context.Context, proxy *v1alpha1.Proxy, pa *v1a
 	}
 	return nil
 }
-

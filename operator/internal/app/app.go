@@ -24,7 +24,11 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/addresspool"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/credentials"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/gc"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/health"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
@@ -57,7 +61,7 @@ type Options struct {
 	// Prober checks proxies; nil is the real HTTP probe.
 	Prober probe.Prober
 	// Timing overrides the reconciler's waits; zero values are the defaults.
-	Timing controller.Timing
+	Timing proxy.Timing
 	// CredentialsDir is where the credentials Secret is mounted; a change
 	// of its files reconciles the Proxies that are not Ready and re-runs
 	// the providers' checks at once. Empty: not watched.
@@ -65,20 +69,20 @@ type Options struct {
 	// Bounds set how many Proxies reconcile at once
 	// (--max-concurrent-reconciles) and how long one reconcile may take
 	// (--reconcile-timeout); zero values are the defaults.
-	Bounds controller.Bounds
+	Bounds proxy.Bounds
 }
 
 // validate checks the options a person sets, naming the flag and value.
 func (o Options) validate() error {
 	var errs []error
 	if o.Bounds.Workers < 0 {
-		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles %d: must be positive (0 takes the default, %d)", o.Bounds.Workers, controller.DefaultWorkers))
+		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles %d: must be positive (0 takes the default, %d)", o.Bounds.Workers, proxy.DefaultWorkers))
 	}
 	if o.Timing.Drain < 0 {
-		errs = append(errs, fmt.Errorf("--drain-period %s: must be positive (0 takes the default, %s)", o.Timing.Drain, controller.DefaultDrain))
+		errs = append(errs, fmt.Errorf("--drain-period %s: must be positive (0 takes the default, %s)", o.Timing.Drain, proxy.DefaultDrain))
 	}
 	if o.Bounds.Deadline < 0 {
-		errs = append(errs, fmt.Errorf("--reconcile-timeout %s: must be positive (0 takes the default, %s)", o.Bounds.Deadline, controller.DefaultDeadline))
+		errs = append(errs, fmt.Errorf("--reconcile-timeout %s: must be positive (0 takes the default, %s)", o.Bounds.Deadline, proxy.DefaultDeadline))
 	}
 	return errors.Join(errs...)
 }
@@ -133,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	events := mgr.GetEventRecorder("egress-proxies-operator")
 	requeue := make(chan event.GenericEvent)
-	proxies := &controller.ProxyReconciler{
+	proxies := &proxy.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
 		Requeue: requeue, Bounds: o.Bounds,
@@ -141,18 +145,18 @@ func Run(ctx context.Context, o Options) error {
 	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
 	}
-	if err := (&controller.AddressPoolReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&addresspool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("address pool controller: %w", err)
 	}
-	if err := mgr.Add(&controller.GarbageCollector{Reader: mgr.GetAPIReader(), Providers: set, Recorder: events, Addresses: mgr.GetClient()}); err != nil {
+	if err := mgr.Add(&gc.Collector{Reader: mgr.GetAPIReader(), Providers: set, Recorder: events, Addresses: mgr.GetClient()}); err != nil {
 		return err
 	}
-	health := &controller.HealthChecker{Client: mgr.GetClient(), Providers: set}
-	if err := mgr.Add(health); err != nil {
+	checker := &health.Checker{Client: mgr.GetClient(), Providers: set}
+	if err := mgr.Add(checker); err != nil {
 		return err
 	}
 	if o.CredentialsDir != "" {
-		if err := mgr.Add(&controller.CredentialsWatcher{Dir: o.CredentialsDir, Client: mgr.GetClient(), Requeue: requeue, Health: health,
+		if err := mgr.Add(&credentials.Watcher{Dir: o.CredentialsDir, Client: mgr.GetClient(), Requeue: requeue, Health: checker,
 			ResetBackoffs: proxies.CredentialsChanged}); err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 )
 
 // Negative bounds stop the operator before it reads its config or reaches
@@ -18,8 +18,8 @@ func TestNegativeBoundsFailStart(t *testing.T) {
 	err := Run(context.Background(), Options{
 		ConfigPath: "/nonexistent/providers.yaml",
 		RestConfig: func() (*rest.Config, error) { reached = true; return nil, nil },
-		Bounds:     controller.Bounds{Workers: -1, Deadline: -time.Second},
-		Timing:     controller.Timing{Drain: -time.Second},
+		Bounds:     proxy.Bounds{Workers: -1, Deadline: -time.Second},
+		Timing:     proxy.Timing{Drain: -time.Second},
 	})
 	if err == nil || reached {
 		t.Fatalf("Run with negative bounds: %v (cluster reached: %v)", err, reached)

@@ -30,7 +30,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metricstest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe/probetest"
@@ -123,7 +123,7 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 			Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, network, standIn)
 			}, Timeout: time.Second},
-			Timing: controller.Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond},
+			Timing: proxy.Timing{Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond},
 		})
 	}()
 	t.Cleanup(func() {
@@ -169,19 +169,19 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 	if binding == nil {
 		t.Fatal("config/samples/proxy_cloudinit.yaml has no RoleBinding for its Secret")
 	}
-	proxy := &v1alpha1.Proxy{}
-	proxy.Name, proxy.Namespace = "egress-squid", "default"
+	egress := &v1alpha1.Proxy{}
+	egress.Name, egress.Namespace = "egress-squid", "default"
 	want := fmt.Sprintf("kubectl -n default create rolebinding %s --clusterrole=%s --serviceaccount=%s:%scontroller-manager",
-		controller.CloudInitReaderRole, controller.CloudInitReaderRole, in.Namespace, in.NamePrefix)
+		proxy.CloudInitReaderRole, proxy.CloudInitReaderRole, in.Namespace, in.NamePrefix)
 	eventually(t, "CloudInitForbidden naming the RoleBinding", func() bool {
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(proxy), proxy); err != nil {
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(egress), egress); err != nil {
 			return false
 		}
-		c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionReady)
+		c := meta.FindStatusCondition(egress.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonCloudInitForbidden && strings.Contains(c.Message, want)
 	})
-	if proxy.Status.Instance != nil {
-		t.Errorf("an instance %+v was begun without the cloud-init", proxy.Status.Instance)
+	if egress.Status.Instance != nil {
+		t.Errorf("an instance %+v was begun without the cloud-init", egress.Status.Instance)
 	}
 	eventually(t, "the CloudInitForbidden event", func() bool {
 		var list eventsv1.EventList
@@ -189,28 +189,28 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 			t.Fatal(err)
 		}
 		return slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
-			return e.Regarding.Name == proxy.Name && e.Reason == v1alpha1.ReasonCloudInitForbidden
+			return e.Regarding.Name == egress.Name && e.Reason == v1alpha1.ReasonCloudInitForbidden
 		})
 	})
 
 	// The admin binds the reader as the sample does: the Proxy goes on.
 	apply(t, admin, binding)
 	eventually(t, "the instance is created", func() bool {
-		return admin.Get(ctx, client.ObjectKeyFromObject(proxy), proxy) == nil &&
-			proxy.Status.Instance != nil && proxy.Status.Instance.ProviderID != ""
+		return admin.Get(ctx, client.ObjectKeyFromObject(egress), egress) == nil &&
+			egress.Status.Instance != nil && egress.Status.Instance.ProviderID != ""
 	})
-	if err := (memprovider.Control{Cloud: cloud}).ReportIP(ctx, proxy.Status.Instance.ProviderID, "192.0.2.10"); err != nil {
+	if err := (memprovider.Control{Cloud: cloud}).ReportIP(ctx, egress.Status.Instance.ProviderID, "192.0.2.10"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the Proxy is Ready with its Service", func() bool {
 		var svc corev1.Service
-		return admin.Get(ctx, client.ObjectKeyFromObject(proxy), proxy) == nil && proxy.Status.Phase == v1alpha1.PhaseReady &&
-			admin.Get(ctx, client.ObjectKeyFromObject(proxy), &svc) == nil && svc.Labels[v1alpha1.LabelProxy] == proxy.Name
+		return admin.Get(ctx, client.ObjectKeyFromObject(egress), egress) == nil && egress.Status.Phase == v1alpha1.PhaseReady &&
+			admin.Get(ctx, client.ObjectKeyFromObject(egress), &svc) == nil && svc.Labels[v1alpha1.LabelProxy] == egress.Name
 	})
 
-	_ = admin.Delete(ctx, proxy)
+	_ = admin.Delete(ctx, egress)
 	eventually(t, "the Proxy is deleted", func() bool {
-		return admin.Get(ctx, client.ObjectKeyFromObject(proxy), proxy) != nil
+		return admin.Get(ctx, client.ObjectKeyFromObject(egress), egress) != nil
 	})
 }
 
@@ -229,8 +229,8 @@ func TestShippedRolesReadSecretsOnlyWhereBound(t *testing.T) {
 	}
 	var reader rbacv1.ClusterRole
 	readYAML(t, filepath.Join(configDir, "rbac", "cloudinit_reader_role.yaml"), &reader)
-	if name := in.NamePrefix + reader.Name; name != controller.CloudInitReaderRole {
-		t.Errorf("the reader is installed as %s; the operator tells admins to bind %s", name, controller.CloudInitReaderRole)
+	if name := in.NamePrefix + reader.Name; name != proxy.CloudInitReaderRole {
+		t.Errorf("the reader is installed as %s; the operator tells admins to bind %s", name, proxy.CloudInitReaderRole)
 	}
 	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}
 	if !slices.EqualFunc(reader.Rules, want, func(a, b rbacv1.PolicyRule) bool {

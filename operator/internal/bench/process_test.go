@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metricstest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
@@ -90,14 +90,14 @@ func operatorProcess() int {
 		fmt.Fprintln(os.Stderr, childResync, err)
 		return 1
 	}
-	var bounds controller.Bounds
+	var bounds proxy.Bounds
 	if w := os.Getenv(childWorkers); w != "" {
 		if bounds.Workers, err = strconv.Atoi(w); err != nil {
 			fmt.Fprintln(os.Stderr, childWorkers, err)
 			return 1
 		}
 	}
-	timing := controller.Timing{Poll: poll, Resync: resync}
+	timing := proxy.Timing{Poll: poll, Resync: resync}
 	if q := os.Getenv(childQuotaBackoff); q != "" {
 		if timing.QuotaBackoff, err = time.ParseDuration(q); err != nil {
 			fmt.Fprintln(os.Stderr, childQuotaBackoff, err)

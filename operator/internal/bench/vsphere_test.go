@@ -21,7 +21,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 )
@@ -152,7 +152,7 @@ func startInProcess(b *testing.B) (stop func()) {
 		err := app.Run(ctx, app.Options{ConfigPath: providersConfig, Registry: devsim.Registry(), MetricsAddr: "0", ProbeAddr: "0",
 			RestConfig: func() (*rest.Config, error) { return restConfig, nil },
 			Prober:     probe.HTTPProxy{Dial: devsim.Dialer(standIn)},
-			Timing:     controller.Timing{Poll: poll, Resync: time.Second},
+			Timing:     proxy.Timing{Poll: poll, Resync: time.Second},
 		})
 		if err != nil && ctx.Err() == nil {
 			b.Error("operator:", err)

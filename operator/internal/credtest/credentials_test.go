@@ -27,7 +27,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
-	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/secretvolume"
@@ -217,7 +217,7 @@ providers:
 			Prober: prober,
 			// Polls shorter than the default 5 s keep the test short; the
 			// wait after a permanent error keeps its default, 30 min.
-			Timing:         controller.Timing{Poll: 200 * time.Millisecond},
+			Timing:         proxy.Timing{Poll: 200 * time.Millisecond},
 			CredentialsDir: dir,
 		})
 	}()

@@ -6,7 +6,7 @@ import (
 )
 
 // OperationsInFlight is the number of provider operations the Proxy
-// reconciler runs beside its workers (controller.Operations), by provider
+// reconciler runs beside its workers (operation.Runner), by provider
 // entry and operation. Those waiting for a slot under the entry's
 // limits.concurrency count too: a gauge that stays high names the backend
 // that is slow.

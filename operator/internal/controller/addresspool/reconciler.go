@@ -1,4 +1,6 @@
-package controller
+// Package addresspool reports each AddressPool's addresses, holders and
+// overlaps in its status (docs/addresses.md).
+package addresspool
 
 import (
 	"context"
@@ -18,13 +20,13 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 )
 
-// AddressPoolReconciler keeps each AddressPool's status: how many
+// Reconciler keeps each AddressPool's status: how many
 // addresses it hands out, how many are held, whether its fields parse and
 // it overlaps no older pool of its provider entry (Valid, naming the field
 // and the value, or both pools and the range), and whether any of its
 // addresses is held twice (AddressesUnique). The counts feed kubectl's
 // columns and the egressproxies_pool_addresses metric.
-type AddressPoolReconciler struct {
+type Reconciler struct {
 	client.Client
 }
 
@@ -33,7 +35,7 @@ type AddressPoolReconciler struct {
 // SetupWithManager reconciles a provider entry's pools on a change of any
 // of them (an overlap involves two) and on every allocation or release of
 // one of its addresses (a duplicate may involve another pool's).
-func (r *AddressPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AddressPool{}).
 		Watches(&v1alpha1.AddressPool{}, handler.EnqueueRequestsFromMapFunc(r.poolsOf(func(o client.Object) string {
@@ -48,7 +50,7 @@ func (r *AddressPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // poolsOf maps an object to every pool of the provider entry providerOf
 // names.
-func (r *AddressPoolReconciler) poolsOf(providerOf func(client.Object) string) handler.MapFunc {
+func (r *Reconciler) poolsOf(providerOf func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var pools v1alpha1.AddressPoolList
 		if err := r.List(ctx, &pools); err != nil {
@@ -67,7 +69,7 @@ func (r *AddressPoolReconciler) poolsOf(providerOf func(client.Object) string) h
 
 // Reconcile counts one pool's addresses and checks it against its
 // provider entry's other pools and allocations.
-func (r *AddressPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pool v1alpha1.AddressPool
 	if err := r.Get(ctx, req.NamespacedName, &pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -119,6 +121,9 @@ func (r *AddressPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if equality.Semantic.DeepEqual(*status, pool.Status) {
 		return ctrl.Result{}, nil
 	}
+	// A merge patch of the status from the pool as read, conditional on
+	// its resourceVersion: a pool changed since is reconciled again.
+	before := pool.DeepCopy()
 	pool.Status = *status
-	return ctrl.Result{}, r.Status().Update(ctx, &pool)
+	return ctrl.Result{}, r.Status().Patch(ctx, &pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }

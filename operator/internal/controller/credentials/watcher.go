@@ -1,27 +1,24 @@
-package controller
+// Package credentials watches the mounted credential files and acts when
+// they change (docs/architecture.md, "The operator's packages").
+package credentials
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
-// DefaultCredentialsPoll is how often the CredentialsWatcher looks at the
+// DefaultPoll is how often the Watcher looks at the
 // credentials directory.
-const DefaultCredentialsPoll = 2 * time.Second
+const DefaultPoll = 2 * time.Second
 
-// CredentialsWatcher acts when the mounted credential files change — a
+// Watcher acts when the mounted credential files change — a
 // Secret created after the Proxies that need it, a rotated password —
 // rather than leaving each waiting Proxy to its back-off (up to 30 min
 // after a credential the backend refused): it reconciles again every
@@ -36,38 +33,39 @@ const DefaultCredentialsPoll = 2 * time.Second
 //
 // Files a provider reads outside Dir are still read again on the
 // provider's next call; only this shortcut misses them.
-type CredentialsWatcher struct {
+type Watcher struct {
 	// Dir is where the credentials Secret is mounted
 	// (/etc/egress-proxies/credentials).
 	Dir string
-	// Poll is the time between two looks; DefaultCredentialsPoll if zero.
+	// Poll is the time between two looks; DefaultPoll if zero.
 	Poll time.Duration
 	// Client lists the Proxies to reconcile again.
 	Client client.Reader
-	// Requeue takes one event per Proxy to reconcile; the ProxyReconciler's
+	// Requeue takes one event per Proxy to reconcile; the Proxy reconciler's
 	// Requeue reads it.
 	Requeue chan<- event.GenericEvent
-	// Health runs every provider's checks again; nil skips them.
-	Health *HealthChecker
+	// Health runs every provider's checks again (health.Checker); nil
+	// skips them.
+	Health interface{ CheckAll(context.Context) }
 	// ResetBackoffs forgets the Proxies' back-offs after transient
 	// failures, so that the reconciles Requeue starts call the provider at
-	// once (ProxyReconciler.CredentialsChanged); nil leaves them.
+	// once (proxy.Reconciler.CredentialsChanged); nil leaves them.
 	ResetBackoffs func()
 }
 
 // NeedLeaderElection keeps the watcher with the controller and the health
 // checker it drives, on the leader.
-func (w *CredentialsWatcher) NeedLeaderElection() bool { return true }
+func (w *Watcher) NeedLeaderElection() bool { return true }
 
 // Start looks at Dir every Poll until ctx ends, and acts on each change.
 // The state at start is the baseline: every Proxy reconciles at start
 // anyway.
-func (w *CredentialsWatcher) Start(ctx context.Context) error {
+func (w *Watcher) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithValues("dir", w.Dir)
 	ctx = logf.IntoContext(ctx, log)
 	poll := w.Poll
 	if poll == 0 {
-		poll = DefaultCredentialsPoll
+		poll = DefaultPoll
 	}
 	last := dirState(w.Dir)
 	log.Info("watching the credential files")
@@ -90,7 +88,7 @@ func (w *CredentialsWatcher) Start(ctx context.Context) error {
 // not Ready (or is being deleted: its finalizer may wait on the same
 // credential) and runs every provider's checks. Ready Proxies are left
 // alone: their provider reads the new files on its next call.
-func (w *CredentialsWatcher) changed(ctx context.Context) {
+func (w *Watcher) changed(ctx context.Context) {
 	log := logf.FromContext(ctx)
 	if w.ResetBackoffs != nil {
 		w.ResetBackoffs()
@@ -114,51 +112,6 @@ func (w *CredentialsWatcher) changed(ctx context.Context) {
 	}
 	log.Info("credential files changed: reconciling the Proxies that are not Ready and checking the providers", "proxies", n)
 	if w.Health != nil {
-		w.Health.checkAll(ctx)
+		w.Health.CheckAll(ctx)
 	}
-}
-
-// checkAll runs one check round of every provider now, side by side, and
-// waits for them.
-func (h *HealthChecker) checkAll(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, e := range h.Providers.All() {
-		wg.Go(func() {
-			if err := h.Check(ctx, e); err != nil && ctx.Err() == nil {
-				logf.FromContext(ctx).Error(err, "writing ProviderHealth", contract.LogKeyProvider, e.Name)
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// CredentialsChanged forgets every Proxy's back-off after transient
-// failures and wakes the operations waiting one out: the
-// CredentialsWatcher calls it when the credential files change, before it
-// reconciles the Proxies that are not Ready.
-func (r *ProxyReconciler) CredentialsChanged() {
-	if r.ops != nil {
-		r.ops.ResetBackoffs()
-	}
-}
-
-// requeueSource is where the controller hears the watcher's events. A
-// reconciler without a watcher gets a channel nothing writes to.
-func (r *ProxyReconciler) requeueSource() source.Source {
-	ch := r.Requeue
-	if ch == nil {
-		ch = make(chan event.GenericEvent)
-	}
-	return source.Channel(ch, &handler.EnqueueRequestForObject{})
-}
-
-// credentialsReason is the condition reason for a provider error: a
-// credential file that cannot be used gets a reason of its own, found by
-// type whatever the provider wrapped around it, so the Proxy says what to
-// fix rather than BackendUnavailable or ProviderError.
-func credentialsReason(err error, reason string) string {
-	if errors.As(err, new(*contract.CredentialError)) {
-		return v1alpha1.ReasonCredentialsUnavailable
-	}
-	return reason
 }

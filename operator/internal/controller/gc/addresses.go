@@ -1,4 +1,4 @@
-package controller
+package gc
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 
 // listAddresses lists every ProxyAddress; none when addresses are not
 // collected.
-func (g *GarbageCollector) listAddresses(ctx context.Context) ([]v1alpha1.ProxyAddress, error) {
+func (g *Collector) listAddresses(ctx context.Context) ([]v1alpha1.ProxyAddress, error) {
 	if g.Addresses == nil {
 		return nil, nil
 	}
@@ -36,7 +36,7 @@ func (g *GarbageCollector) listAddresses(ctx context.Context) ([]v1alpha1.ProxyA
 // releaseOrphanAddresses deletes the entry's ProxyAddresses whose Proxy is
 // not in byUID and whose Proxy's UID no listed instance carries, in any
 // state: a VM being deleted still holds its address.
-func (g *GarbageCollector) releaseOrphanAddresses(ctx context.Context, e *providers.Entry, addrs []v1alpha1.ProxyAddress,
+func (g *Collector) releaseOrphanAddresses(ctx context.Context, e *providers.Entry, addrs []v1alpha1.ProxyAddress,
 	byUID map[string]*v1alpha1.Proxy, instances []contract.Instance) {
 	log := logf.FromContext(ctx)
 	holding := map[string]bool{}

@@ -1,4 +1,6 @@
-package controller
+// Package gc deletes the VMs and releases the addresses no Proxy wants
+// (docs/operator.md, "Garbage collection").
+package gc
 
 import (
 	"context"
@@ -19,7 +21,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
-// GarbageCollector deletes instances that nothing owns (docs/architecture.md, Principles):
+// Collector deletes instances that nothing owns (docs/architecture.md, Principles):
 // per provider entry, every gc.interval, it lists the instances this
 // install and entry made (marked with the entry's Owner) and deletes each
 // that is older than gc.minAge and is neither its Proxy's current instance
@@ -27,7 +29,7 @@ import (
 // marks of v0.1, which name no owner, are deleted only when their Proxy is
 // in this cluster, on this entry, and no longer wants them. It runs on the
 // leader only.
-type GarbageCollector struct {
+type Collector struct {
 	// Reader reads Proxies straight from the API server, not a cache that
 	// may lag the status write that records a new instance.
 	Reader    client.Reader
@@ -42,15 +44,15 @@ type GarbageCollector struct {
 
 // The passes of a sweep, as the metric's pass label and the logs name them.
 const (
-	// passOwned sweeps the instances marked with the entry's Owner.
-	passOwned = "owned"
-	// passLegacy sweeps the instances marked LegacyManagedValue: made by
+	// PassOwned sweeps the instances marked with the entry's Owner.
+	PassOwned = "owned"
+	// PassLegacy sweeps the instances marked LegacyManagedValue: made by
 	// some install before marks named one, maybe another cluster's.
-	passLegacy = "legacy"
+	PassLegacy = "legacy"
 )
 
 // Start sweeps each provider every gc.interval until ctx ends.
-func (g *GarbageCollector) Start(ctx context.Context) error {
+func (g *Collector) Start(ctx context.Context) error {
 	g.Providers.Every(ctx, func(e *providers.Entry) time.Duration { return e.GC.Interval },
 		func(ctx context.Context, e *providers.Entry) {
 			if _, err := g.Sweep(ctx, e); err != nil && ctx.Err() == nil {
@@ -61,14 +63,14 @@ func (g *GarbageCollector) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection keeps sweeps to one replica.
-func (g *GarbageCollector) NeedLeaderElection() bool { return true }
+func (g *Collector) NeedLeaderElection() bool { return true }
 
 // Sweep runs one sweep over one provider entry and returns the instances
 // it deleted: the owned pass, then the legacy pass, each over its own
 // list. A list that fails skips its pass only; a partial list
 // (list-partial: omit-unreachable) is swept for what it holds: an unread
 // location is never taken for an empty one.
-func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]contract.Instance, error) {
+func (g *Collector) Sweep(ctx context.Context, e *providers.Entry) ([]contract.Instance, error) {
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)
 	ctx = logf.IntoContext(ctx, log)
 	if e.Owner == "" {
@@ -95,8 +97,8 @@ func (g *GarbageCollector) Sweep(ctx context.Context, e *providers.Entry) ([]con
 	for i := range proxies.Items {
 		byUID[string(proxies.Items[i].UID)] = &proxies.Items[i]
 	}
-	deleted := g.collect(ctx, e, passOwned, e.Owner, owned, byUID, whyCollect)
-	deleted = append(deleted, g.collect(ctx, e, passLegacy, contract.LegacyManagedValue, legacy, byUID, whyCollectLegacy)...)
+	deleted := g.collect(ctx, e, PassOwned, e.Owner, owned, byUID, whyCollect)
+	deleted = append(deleted, g.collect(ctx, e, PassLegacy, contract.LegacyManagedValue, legacy, byUID, whyCollectLegacy)...)
 	if ownedErr == nil && legacyErr == nil && addrErr == nil {
 		// Only complete lists prove that no VM holds an address.
 		g.releaseOrphanAddresses(ctx, e, addrs, byUID, append(owned, legacy...))
@@ -117,7 +119,7 @@ func listMarked(ctx context.Context, e *providers.Entry, value string) ([]contra
 func usable(err error) bool { return err == nil || errors.Is(err, contract.ErrPartialList) }
 
 // collect deletes the instances of one pass that why says should go.
-func (g *GarbageCollector) collect(ctx context.Context, e *providers.Entry, pass, mark string, found []contract.Instance,
+func (g *Collector) collect(ctx context.Context, e *providers.Entry, pass, mark string, found []contract.Instance,
 	byUID map[string]*v1alpha1.Proxy, why func(contract.Instance, *v1alpha1.Proxy, string) string) []contract.Instance {
 	log := logf.FromContext(ctx).WithValues("pass", pass)
 	now := time.Now

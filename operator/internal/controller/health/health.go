@@ -1,4 +1,6 @@
-package controller
+// Package health keeps one ProviderHealth per configured provider entry
+// (docs/operator.md).
+package health
 
 import (
 	"context"
@@ -7,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -22,15 +24,15 @@ import (
 // CheckTimeout bounds one check round of one provider.
 const CheckTimeout = 30 * time.Second
 
-// HealthChecker keeps one ProviderHealth per configured provider up to
+// Checker keeps one ProviderHealth per configured provider up to
 // date: it runs the provider's Checker every checkInterval, and deletes the
 // ProviderHealth of a provider no longer in the config.
-type HealthChecker struct {
+type Checker struct {
 	Client    client.Client
 	Providers *providers.Set
 
 	// rounds holds a *sync.Mutex per provider name: a round run on demand
-	// (checkAll) waits for a periodic one in flight, so the older results
+	// (CheckAll) waits for a periodic one in flight, so the older results
 	// never overwrite the newer.
 	rounds sync.Map
 }
@@ -40,7 +42,7 @@ type HealthChecker struct {
 
 // Start prunes stale ProviderHealths, then checks each provider on its own
 // interval until ctx ends.
-func (h *HealthChecker) Start(ctx context.Context) error {
+func (h *Checker) Start(ctx context.Context) error {
 	if err := h.Prune(ctx); err != nil {
 		logf.FromContext(ctx).Error(err, "pruning ProviderHealths of removed providers")
 	}
@@ -54,10 +56,10 @@ func (h *HealthChecker) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection keeps checks to one replica.
-func (h *HealthChecker) NeedLeaderElection() bool { return true }
+func (h *Checker) NeedLeaderElection() bool { return true }
 
 // Prune deletes the ProviderHealth of every provider not configured.
-func (h *HealthChecker) Prune(ctx context.Context) error {
+func (h *Checker) Prune(ctx context.Context) error {
 	var list v1alpha1.ProviderHealthList
 	if err := h.Client.List(ctx, &list); err != nil {
 		return err
@@ -73,7 +75,7 @@ func (h *HealthChecker) Prune(ctx context.Context) error {
 }
 
 // Check runs one check round of e and writes its ProviderHealth.
-func (h *HealthChecker) Check(ctx context.Context, e *providers.Entry) error {
+func (h *Checker) Check(ctx context.Context, e *providers.Entry) error {
 	round, _ := h.rounds.LoadOrStore(e.Name, &sync.Mutex{})
 	round.(*sync.Mutex).Lock()
 	defer round.(*sync.Mutex).Unlock()
@@ -84,13 +86,22 @@ func (h *HealthChecker) Check(ctx context.Context, e *providers.Entry) error {
 		cancel()
 	}
 	ph := &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: e.Name}}
-	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(ph), ph); apierrors.IsNotFound(err) {
-		if err := h.Client.Create(ctx, ph); err != nil {
-			return err
-		}
-	} else if err != nil {
+	record := func() error { h.record(ph, e, results); return nil }
+	res, err := controllerutil.CreateOrPatch(ctx, h.Client, ph, record)
+	if err != nil || res != controllerutil.OperationResultCreated {
 		return err
 	}
+	// The API server drops the status of an object created with one (it
+	// is a subresource): the first round writes it now.
+	before := ph.DeepCopy()
+	h.record(ph, e, results)
+	return h.Client.Status().Patch(ctx, ph, client.MergeFrom(before))
+}
+
+// record writes one round's results into ph's status: lastTransitionTime,
+// of each check and of Ready, moves only when the outcome changes; and
+// sets the check_ok series.
+func (h *Checker) record(ph *v1alpha1.ProviderHealth, e *providers.Entry, results []contract.CheckResult) {
 	now := metav1.Now()
 	previous := map[string]v1alpha1.ProviderCheck{}
 	for _, c := range ph.Status.Checks {
@@ -123,5 +134,18 @@ func (h *HealthChecker) Check(ctx context.Context, e *providers.Entry) error {
 		cond.Message = "failing: " + strings.Join(failed, ", ")
 	}
 	meta.SetStatusCondition(&ph.Status.Conditions, cond)
-	return h.Client.Status().Update(ctx, ph)
+}
+
+// CheckAll runs one check round of every provider now, side by side, and
+// waits for them.
+func (h *Checker) CheckAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range h.Providers.All() {
+		wg.Go(func() {
+			if err := h.Check(ctx, e); err != nil && ctx.Err() == nil {
+				logf.FromContext(ctx).Error(err, "writing ProviderHealth", contract.LogKeyProvider, e.Name)
+			}
+		})
+	}
+	wg.Wait()
 }

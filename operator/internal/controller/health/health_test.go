@@ -1,4 +1,4 @@
-package controller
+package health
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
@@ -77,7 +78,7 @@ func backdate(t *testing.T, ph *v1alpha1.ProviderHealth) {
 func TestProviderHealthIsWrittenAndUpdated(t *testing.T) {
 	ctx := context.Background()
 	entry, _ := set.Get(testProvider)
-	h := &HealthChecker{Client: k8s, Providers: set}
+	h := &Checker{Client: k8s, Providers: set}
 
 	if err := h.Check(ctx, entry); err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestProviderHealthOfAProviderWithoutChecks(t *testing.T) {
 	ctx := context.Background()
 	mem, _ := set.Get(testProvider)
 	entry := &providers.Entry{Name: "unchecked", Type: "memory", Provider: struct{ contract.Provider }{mem.Provider}}
-	h := &HealthChecker{Client: k8s, Providers: providers.NewSet(entry)}
+	h := &Checker{Client: k8s, Providers: providers.NewSet(entry)}
 	if err := h.Check(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestProviderHealthOfAProviderWithoutChecks(t *testing.T) {
 func TestProviderHealthOfARemovedProviderIsPruned(t *testing.T) {
 	ctx := context.Background()
 	entry, _ := set.Get(testProvider)
-	h := &HealthChecker{Client: k8s, Providers: set}
+	h := &Checker{Client: k8s, Providers: set}
 	if err := h.Check(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestHealthCheckerStart(t *testing.T) {
 	mem, _ := set.Get(testProvider)
 	good := &providers.Entry{Name: testProvider, Type: mem.Type, Provider: mem.Provider, CheckInterval: 20 * time.Millisecond}
 	bad := &providers.Entry{Name: "Not_A_Valid_Name", Type: mem.Type, Provider: mem.Provider, CheckInterval: 20 * time.Millisecond}
-	h := &HealthChecker{Client: listFails{k8s}, Providers: providers.NewSet(good, bad)}
+	h := &Checker{Client: listFails{k8s}, Providers: providers.NewSet(good, bad)}
 	if !h.NeedLeaderElection() {
 		t.Error("the health checker runs on every replica; want the leader only")
 	}
@@ -225,13 +226,13 @@ func TestHealthCheckerStart(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- h.Start(ctx) }()
-	eventually(t, "a check round of "+testProvider, func() bool {
+	controllertest.Eventually(t, "a check round of "+testProvider, func() bool {
 		return !readHealth(t, testProvider).Status.Checks[0].LastCheckTime.Equal(&longAgo)
 	})
-	eventually(t, "the failed prune is logged", func() bool {
+	controllertest.Eventually(t, "the failed prune is logged", func() bool {
 		return logLines(`"msg"="pruning ProviderHealths of removed providers"`, "the API server is away") > 0
 	})
-	eventually(t, "the ProviderHealth it cannot write is logged", func() bool {
+	controllertest.Eventually(t, "the ProviderHealth it cannot write is logged", func() bool {
 		return logLines(`"msg"="writing ProviderHealth"`, `"provider"="Not_A_Valid_Name"`) > 0
 	})
 	cancel()

@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func startSecondReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&ProxyReconciler{
+	if err := (&Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: testScheme, Recorder: mgr.GetEventRecorder("egress-proxies-operator"),
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {

@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,6 +19,8 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/gc"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 )
 
@@ -348,8 +349,8 @@ func TestGarbageCollectorReleasesOrphanedAddresses(t *testing.T) {
 		return pa
 	}
 	orphan, holding := mk("gc-198-51-100-9", goneUID), mk("gc-198-51-100-8", vmUID)
-	gc := &GarbageCollector{Reader: k8s, Providers: set, Addresses: k8s}
-	if _, err := gc.Sweep(ctx, entry); err != nil {
+	collector := &gc.Collector{Reader: k8s, Providers: set, Addresses: k8s}
+	if _, err := collector.Sweep(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(orphan), &v1alpha1.ProxyAddress{}); !apierrors.IsNotFound(err) {
@@ -410,7 +411,7 @@ func TestAddressSamplesAreValid(t *testing.T) {
 		file string
 		obj  client.Object
 	}{{"addresspool.yaml", &v1alpha1.AddressPool{}}, {"proxy_addresspool.yaml", &v1alpha1.Proxy{}}, {"proxy_replicas.yaml", &v1alpha1.Proxy{}}} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", sample.file))
+		data, err := os.ReadFile(controllertest.Path("config", "samples", sample.file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -423,7 +424,7 @@ func TestAddressSamplesAreValid(t *testing.T) {
 	}
 	// And the pool parses as the controller reads it.
 	var pool v1alpha1.AddressPool
-	data, _ := os.ReadFile(filepath.Join("..", "..", "config", "samples", "addresspool.yaml"))
+	data, _ := os.ReadFile(controllertest.Path("config", "samples", "addresspool.yaml"))
 	_ = yaml.Unmarshal(data, &pool)
 	if pn, err := addresses.Parse(&pool.Spec); err != nil || len(pn.Addrs) != 11+16+1 {
 		t.Errorf("sample pool: %d addresses, %v; want 28", len(pn.Addrs), err)

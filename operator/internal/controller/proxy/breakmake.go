@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -37,7 +36,7 @@ func breaksBeforeMake(proxy *v1alpha1.Proxy, k int) bool {
 // breakBeforeMake takes the current instance out of service, deletes
 // every VM of replica k (clearReplica) and, once the provider lists none, makes
 // the replacement the instance to create.
-func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int) (ctrl.Result, error) {
+func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int) (ctrl.Result, error) {
 	ro := role{index: k, repl: true}
 	instance, replacement := replica.Refs(proxy, k)
 	old, next := *instance, *replacement
@@ -89,15 +88,14 @@ func (r *ProxyReconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.P
 // ID to delete by). Replica k's VMs are all gone once found.left is empty;
 // done is false while the operation runs (its end reconciles the Proxy).
 // action and why go into the events of the VMs deleted.
-func (r *ProxyReconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string) (found swept, done bool, err error) {
+func (r *Reconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string) (found swept, done bool, err error) {
 	own, spare := proxy.DeepCopy(), othersOf(proxy, k)
 	found, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, k), entry.Name, operation.Call{Method: operation.MethodClear, Arg: strconv.Itoa(k)}, func(ctx context.Context) (swept, error) {
 		return sweep(ctx, entry.Provider, own, spare)
 	})
 	for _, inst := range found.deleted {
 		r.forget(inst.ProviderID)
-		r.event(proxy, corev1.EventTypeNormal, "Deleted", action,
-			fmt.Sprintf("deleted instance %s (%s) %s%s", inst.Name, inst.ProviderID, why, replica.Describe(proxy, k)))
+		r.record(proxy, instanceDeleted(action, inst.Name, inst.ProviderID, " "+why+replica.Describe(proxy, k)))
 	}
 	return found, done, err
 }
@@ -128,7 +126,7 @@ func othersOf(proxy *v1alpha1.Proxy, k int) map[string]bool {
 // Proxy that serves already keeps serving (its new pool is full, say);
 // one without a VM says why it waits. A freed address or a new pool wakes
 // it (the watches in SetupWithManager); the resync is a safety net.
-func (r *ProxyReconciler) awaitAddress(ctx context.Context, proxy *v1alpha1.Proxy, w *addresses.Wait) (ctrl.Result, error) {
+func (r *Reconciler) awaitAddress(ctx context.Context, proxy *v1alpha1.Proxy, w *addresses.Wait) (ctrl.Result, error) {
 	if s := proxy.Status.Instance; s == nil || s.ProviderID == "" {
 		replica.SetNotReady(proxy, w.Reason, w.Msg)
 	}

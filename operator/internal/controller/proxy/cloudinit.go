@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,14 +52,14 @@ func (e *secretReadError) Unwrap() error { return e.err }
 //     (its VM answers) and says so on Provisioned.
 //   - Anything else is the API server failing for now: a serving Proxy
 //     stays Ready; the error goes to status.lastError and an event.
-func (r *ProxyReconciler) cloudInitError(ctx context.Context, proxy *v1alpha1.Proxy, err error) (ctrl.Result, error) {
+func (r *Reconciler) cloudInitError(ctx context.Context, proxy *v1alpha1.Proxy, err error) (ctrl.Result, error) {
 	serving := meta.IsStatusConditionTrue(proxy.Status.Conditions, v1alpha1.ConditionReady)
 	var read *secretReadError
 	switch {
 	case errors.As(err, &read) && apierrors.IsForbidden(read.err):
 		msg := r.forbiddenMessage(ctx, proxy, read.name)
 		if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionProvisioned); c == nil || c.Reason != v1alpha1.ReasonCloudInitForbidden {
-			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonCloudInitForbidden, "ReadCloudInit", msg)
+			r.record(proxy, cloudInitForbidden(msg))
 		}
 		if serving {
 			replica.SetCondition(proxy, v1alpha1.ConditionProvisioned, false, v1alpha1.ReasonCloudInitForbidden, msg)
@@ -69,7 +68,7 @@ func (r *ProxyReconciler) cloudInitError(ctx context.Context, proxy *v1alpha1.Pr
 		}
 	case errors.As(err, &read):
 		proxy.Status.LastError = &v1alpha1.LastError{Class: string(contract.ClassTransient), Message: err.Error(), Time: metav1.Now()}
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonCloudInitUnavailable, "ReadCloudInit", err.Error())
+		r.record(proxy, cloudInitUnavailable(err))
 		if !serving {
 			replica.SetNotReady(proxy, v1alpha1.ReasonCloudInitUnavailable, err.Error())
 		}
@@ -81,7 +80,7 @@ func (r *ProxyReconciler) cloudInitError(ctx context.Context, proxy *v1alpha1.Pr
 
 // forbiddenMessage names the RoleBinding that lets the operator read the
 // Proxy's cloud-init Secret, as a command to run.
-func (r *ProxyReconciler) forbiddenMessage(ctx context.Context, proxy *v1alpha1.Proxy, secret string) string {
+func (r *Reconciler) forbiddenMessage(ctx context.Context, proxy *v1alpha1.Proxy, secret string) string {
 	subject := "--serviceaccount=<the operator's namespace>:<its ServiceAccount>"
 	if name := r.self.get(ctx, r); name != "" {
 		if sa, ok := strings.CutPrefix(name, "system:serviceaccount:"); ok {
@@ -104,7 +103,7 @@ type selfName struct {
 	name string
 }
 
-func (s *selfName) get(ctx context.Context, r *ProxyReconciler) string {
+func (s *selfName) get(ctx context.Context, r *Reconciler) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.name == "" {

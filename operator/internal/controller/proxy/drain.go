@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func (d *drains) remaining(providerID string, period time.Duration) time.Duratio
 
 // forget drops what the reconciler keeps in memory of a VM once it is
 // deleted: its drain and its failed probes in a row (readiness.go).
-func (r *ProxyReconciler) forget(providerID string) {
+func (r *Reconciler) forget(providerID string) {
 	r.drains.done(providerID)
 	r.probeFailures.answered(providerID)
 }

@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/gc"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/health"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 )
@@ -109,7 +111,7 @@ func TestTwoEntriesOnOneBackendDeleteNothingOfEachOther(t *testing.T) {
 		}
 	}
 
-	h := &HealthChecker{Client: c.client, Providers: in.set}
+	h := &health.Checker{Client: c.client, Providers: in.set}
 	if err := h.Check(ctx, in.entry(t, "blue")); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestLegacyMarksAreAdoptedOnlyForThisClustersProxies(t *testing.T) {
 	ofNoProxyHere := markedVM(t, cloud, ctl, "v01-of-another-cluster", contract.LegacyManagedValue, anotherUID)
 	leftoverOfQ := markedVM(t, cloud, ctl, "q-v01-leftover", contract.LegacyManagedValue, string(q.UID))
 	metric := func() float64 {
-		return testutil.ToFloat64(metrics.GCDeletions.WithLabelValues("lab", "superseded", passLegacy))
+		return testutil.ToFloat64(metrics.GCDeletions.WithLabelValues("lab", "superseded", gc.PassLegacy))
 	}
 	before := metric()
 	if got := providerIDs(in.sweepLater(t, "lab")); !slices.Equal(got, []string{leftoverOfP}) {

@@ -8,7 +8,7 @@
 
 //go:build !race
 
-package controller
+package proxy
 
 import (
 	"context"

@@ -1,11 +1,10 @@
-package controller
+package proxy
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,20 +13,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/gc"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
@@ -81,10 +79,7 @@ type cluster struct {
 // its end, with the CRDs installed and kube-system created.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
+	env := controllertest.Environment()
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting a control plane: %v", err)
@@ -94,9 +89,7 @@ func startCluster(t *testing.T) *cluster {
 			t.Errorf("stopping a control plane: %v", err)
 		}
 	})
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	scheme := controllertest.Scheme()
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +145,7 @@ func startInstallOf(t *testing.T, c *cluster, reg providers.Registry, doc string
 			e.Provider = wrap(e)
 		}
 	}
-	if err := (&ProxyReconciler{
+	if err := (&Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: c.scheme, Recorder: mgr.GetEventRecorder("egress-proxies-operator"),
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		Prober: probe.HTTPProxy{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -195,9 +188,9 @@ func (in *install) entry(t *testing.T, name string) *providers.Entry {
 func (in *install) sweepLater(t *testing.T, name string) []contract.Instance {
 	t.Helper()
 	e := in.entry(t, name)
-	gc := &GarbageCollector{Reader: in.cluster.client, Providers: in.set,
+	collector := &gc.Collector{Reader: in.cluster.client, Providers: in.set,
 		Now: func() time.Time { return time.Now().Add(e.GC.MinAge + time.Hour) }}
-	deleted, err := gc.Sweep(context.Background(), e)
+	deleted, err := collector.Sweep(context.Background(), e)
 	if err != nil {
 		t.Fatalf("install %s: sweep of %s: %v", in.id, name, err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type observed struct {
 // Terminated until a Delete completes it (its deleting mark, for up to
 // taskTimeout+callTimeout). An instance that does not carry the Proxy's
 // UID is neither probed nor deleted (the reconcile says so: notOwned).
-func (r *ProxyReconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32) observed {
+func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32) observed {
 	seen := observed{inst: inst}
 	if !carriesUID(inst, uid) {
 		return seen

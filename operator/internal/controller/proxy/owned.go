@@ -1,11 +1,10 @@
-package controller
+package proxy
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -27,11 +26,11 @@ func carriesUID(inst contract.Instance, uid string) bool { return inst.UID == ui
 // with another Proxy's instance: a clear condition and an event, and a long
 // wait, since only a person can sort it out. The instance is neither
 // recorded in status, nor served, nor deleted.
-func (r *ProxyReconciler) notOwned(ctx context.Context, proxy *v1alpha1.Proxy, ro role, op string, inst contract.Instance) (ctrl.Result, error) {
+func (r *Reconciler) notOwned(ctx context.Context, proxy *v1alpha1.Proxy, ro role, op string, inst contract.Instance) (ctrl.Result, error) {
 	msg := fmt.Sprintf("%s returned instance %s (%s) carrying Proxy UID %q, not this Proxy's %q: it is not this Proxy's, so it is neither used nor deleted; "+
 		"delete it or change the Proxy's spec to make a new instance", op, inst.Name, inst.ProviderID, inst.UID, proxy.UID)
 	logf.FromContext(ctx).Info("instance is not this Proxy's; leaving it alone", "providerID", inst.ProviderID, "instanceUID", inst.UID, "proxyUID", proxy.UID)
-	r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceNotOwned, op, msg)
+	r.record(proxy, notOwned(op, msg))
 	r.setProgress(proxy, ro, v1alpha1.ReasonInstanceNotOwned, msg)
 	return ctrl.Result{RequeueAfter: r.Timing.PermanentRetry}, r.writeStatus(ctx, proxy)
 }
@@ -55,19 +54,19 @@ func ownInstances(ctx context.Context, proxy *v1alpha1.Proxy, list []contract.In
 // mayRetire reads the instance ref names back before retire deletes it by
 // providerID: it may be gone already (done), or the providerID may now
 // name another Proxy's instance (left alone, with an event).
-func (r *ProxyReconciler) mayRetire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string) bool {
+func (r *Reconciler) mayRetire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string) bool {
 	inst, err := entry.Provider.Get(ctx, ref.ProviderID)
 	switch {
 	case errors.Is(err, contract.ErrNotFound):
 		logf.FromContext(ctx).Info("the retired instance is gone already", contract.LogKeyInstance, ref.Name, "providerID", ref.ProviderID, "why", why)
 		return false
 	case err != nil:
-		r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "Delete",
-			fmt.Sprintf("reading instance %s (%s) before deleting it: %v; the garbage collector will retry", ref.Name, why, err))
+		r.record(proxy, deleteFailed("Delete",
+			fmt.Sprintf("reading instance %s (%s) before deleting it: %v; the garbage collector will retry", ref.Name, why, err)))
 		return false
 	case !carriesUID(inst, string(proxy.UID)):
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceNotOwned, "Delete",
-			fmt.Sprintf("not deleting instance %s (%s, %s): it carries Proxy UID %q, not this Proxy's %q", ref.Name, ref.ProviderID, why, inst.UID, proxy.UID))
+		r.record(proxy, notOwned("Delete",
+			fmt.Sprintf("not deleting instance %s (%s, %s): it carries Proxy UID %q, not this Proxy's %q", ref.Name, ref.ProviderID, why, inst.UID, proxy.UID)))
 		return false
 	}
 	return true

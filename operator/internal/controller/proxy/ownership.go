@@ -1,9 +1,8 @@
-package controller
+package proxy
 
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -16,10 +15,10 @@ import (
 // someone else's, and looks again at each resync: the object is not in
 // the cache, so its removal sends no event. The event is sent when the
 // conflict is new, not at every look.
-func (r *ProxyReconciler) reportConflict(ctx context.Context, proxy *v1alpha1.Proxy, conflict *endpoints.ConflictError) (ctrl.Result, error) {
+func (r *Reconciler) reportConflict(ctx context.Context, proxy *v1alpha1.Proxy, conflict *endpoints.ConflictError) (ctrl.Result, error) {
 	msg := conflict.Error()
 	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonServiceConflict || c.Message != msg {
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceConflict, "Serve", msg)
+		r.record(proxy, serviceConflict(msg))
 	}
 	replica.SetNotReady(proxy, v1alpha1.ReasonServiceConflict, msg)
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}, r.writeStatus(ctx, proxy)

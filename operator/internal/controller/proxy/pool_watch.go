@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 const indexAddressPool = "spec.addressPool"
 
 // proxiesOfPool maps an object to the Proxies of the pool poolOf names.
-func (r *ProxyReconciler) proxiesOfPool(poolOf func(client.Object) string) handler.MapFunc {
+func (r *Reconciler) proxiesOfPool(poolOf func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list v1alpha1.ProxyList
 		if err := r.List(ctx, &list, client.MatchingFields{indexAddressPool: poolOf(o)}); err != nil {

@@ -1,6 +1,6 @@
 // Package controller holds the operator's reconcilers and runnables: the
 // Proxy reconciler, the garbage collector and the health checker.
-package controller
+package proxy
 
 import (
 	"context"
@@ -38,9 +38,9 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
-// ProxyReconciler makes each Proxy's VM exist, run, answer, and be
+// Reconciler makes each Proxy's VM exist, run, answer, and be
 // reachable through a Service; and removes it when the Proxy goes.
-type ProxyReconciler struct {
+type Reconciler struct {
 	client.Client
 	// APIReader reads straight from the API server: cloud-init Secrets, so
 	// the operator neither caches nor watches every Secret in the cluster
@@ -140,7 +140,7 @@ func (t Timing) withDefaults() Timing {
 // bounds the field index's set-up).
 // The owned objects' creation is the reconciler's own doing: reacting to
 // it would only reconcile again on a stale copy.
-func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.Timing = r.Timing.withDefaults()
 	r.Bounds = r.Bounds.withDefaults()
 	r.ops = operation.New()
@@ -191,7 +191,7 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 // after every step that changed the world, so a crash anywhere resumes
 // without a duplicate VM: the instance name is deterministic, and Create
 // finds what an interrupted attempt made.
-func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	result, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
 		// The cache has not seen our last write yet. Try again shortly
@@ -203,7 +203,7 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	return result, err
 }
 
-func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var proxy v1alpha1.Proxy
 	if err := r.Get(ctx, req.NamespacedName, &proxy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -215,26 +215,25 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	ctx = withStatusBase(ctx, &proxy)
 	entry, configured := r.Providers.Get(proxy.Spec.Provider)
 	if !proxy.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &proxy, entry)
 	}
-	if controllerutil.AddFinalizer(&proxy, v1alpha1.Finalizer) {
-		if err := r.Update(ctx, &proxy); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := r.patchFinalizer(ctx, &proxy, controllerutil.AddFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	if !configured {
 		msg := r.notConfiguredMessage(&proxy)
 		replica.SetNotReady(&proxy, v1alpha1.ReasonProviderNotConfigured, msg)
-		r.event(&proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Configure", msg)
+		r.record(&proxy, providerNotConfigured("Configure", msg))
 		// Nothing to retry: the config is read at start, and a spec change
 		// reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
 	if reason, msg := r.refusal(&proxy); reason != "" {
 		replica.SetNotReady(&proxy, reason, msg)
-		r.event(&proxy, corev1.EventTypeWarning, reason, "Validate", msg)
+		r.record(&proxy, refused(reason, msg))
 		// Nothing to retry: a spec change, or a restart with another
 		// config, reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
@@ -262,7 +261,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if userCloudInit {
 		user = cloudInit
 	}
-	adoptLegacyHashes(&proxy, replica.SpecHash(&proxy, user), cloudInit, userCloudInit)
+	replica.AdoptLegacyHashes(&proxy, replica.SpecHash(&proxy, user), cloudInit, userCloudInit)
 	if !replica.Multi(&proxy) {
 		r.noteCloudInit(&proxy, cloudInit)
 		return r.step(ctx, &proxy, entry, 0, cloudInit, user, networks[0])
@@ -272,7 +271,7 @@ func (r *ProxyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 // step takes replica k one step towards its spec: the instance it works
 // on (target), then its replacement break-before-make, or drive.
-func (r *ProxyReconciler) step(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, cloudInit, user []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
+func (r *Reconciler) step(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, cloudInit, user []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
 	hash := replica.SpecHash(replica.Spec(proxy, k), user)
 	ro := r.target(ctx, proxy, entry, k, hash, cloudInit, user, network)
 	if k == 0 && replica.Multi(proxy) {
@@ -308,7 +307,7 @@ func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
 // target returns the instance the reconcile works on: the current one, or
 // the replacement for a changed spec. An abandoned replacement (the spec
 // changed again, or back) is deleted.
-func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, hash string, cloudInit, user []byte,
+func (r *Reconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, hash string, cloudInit, user []byte,
 	network *contract.StaticNetwork) role {
 	// Asked before the refs are taken: it may add replicas' entries.
 	mayReplace := replica.MayStartReplacement(proxy, k, user)
@@ -351,8 +350,7 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 			r.retire(ctx, proxy, entry, s.Replacement, "the spec changed again", 0)
 		}
 		s.Replacement = fresh()
-		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReplacing, "Replace",
-			fmt.Sprintf("spec changed: replacing instance %s with %s%s", s.Instance.Name, s.Replacement.Name, replica.Describe(proxy, k)))
+		r.record(proxy, replacing(s.Instance.Name, s.Replacement.Name, replica.Describe(proxy, k)))
 		return rr
 	}
 }
@@ -361,7 +359,7 @@ func (r *ProxyReconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, ent
 // probe it, and make it serve. Each provider call is an operation (await):
 // the reconcile that starts it returns at once, and the one its end wakes
 // goes on with the result.
-func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, cloudInit []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
+func (r *Reconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, cloudInit []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
 	target := ro.ref(proxy)
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, entry.Name, contract.LogKeyInstance, target.Name)
 	ctx = logf.IntoContext(ctx, log)
@@ -421,7 +419,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		// After the write: a result kept after a failed write is taken
 		// again, and must not announce the VM twice.
 		target = ro.ref(proxy)
-		r.event(proxy, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created instance %s (%s)%s", target.Name, inst.ProviderID, replica.Describe(proxy, ro.index)))
+		r.record(proxy, instanceCreated(target.Name, inst.ProviderID, replica.Describe(proxy, ro.index)))
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
 		providerID, port := target.ProviderID, replica.PortOf(proxy, target)
@@ -439,7 +437,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		}
 		if errors.Is(err, contract.ErrNotFound) {
 			msg := fmt.Sprintf("instance %s (%s) no longer exists; creating it again", target.Name, target.ProviderID)
-			r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceGone, "Recreate", msg)
+			r.record(proxy, instanceGone(msg))
 			log.Info("instance gone; recreating", "providerID", target.ProviderID)
 			*target = v1alpha1.InstanceRef{Name: target.Name, SpecHash: target.SpecHash, CloudInitHash: replica.CloudInitHash(cloudInit), Address: target.Address, Port: target.Port}
 			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, msg)
@@ -467,7 +465,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 	case contract.StateStopped:
 		// The operation deleted it already (look).
 		msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonInstanceStopped, "Recreate", msg)
+		r.record(proxy, instanceStopped(msg))
 		if seen.deleteErr != nil {
 			return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
 		}
@@ -489,7 +487,7 @@ func (r *ProxyReconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entr
 // operation that found it running probed it) and makes it the serving
 // instance: a replacement takes over and the instance it replaces is
 // deleted.
-func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, probed error) (ctrl.Result, error) {
+func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, probed error) (ctrl.Result, error) {
 	s := &proxy.Status
 	target := ro.ref(proxy)
 	if err := probed; err != nil {
@@ -518,7 +516,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 		if err := r.writeStatus(ctx, proxy); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.event(proxy, corev1.EventTypeNormal, "Replaced", "Replace", fmt.Sprintf("instance %s (%s) now serves; deleting %s", target.Name, target.IP, old.Name))
+		r.record(proxy, replaced(target.Name, target.IP, "", old.Name))
 		r.retire(ctx, proxy, entry, old, "replaced", r.Timing.Drain)
 		return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 	}
@@ -533,7 +531,7 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 	// After the write: a reconcile on a stale copy loses the write with a
 	// conflict and must not announce Ready a second time.
 	if !wasReady {
-		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReady, "Serve", fmt.Sprintf("proxy answers at %s:%d", target.IP, proxy.Spec.Port))
+		r.record(proxy, answers("proxy", target.IP, proxy.Spec.Port))
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 }
@@ -542,12 +540,12 @@ func (r *ProxyReconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entr
 // written (a full ClusterIP range, say), so the Proxy says why it is not
 // Ready, and retries through the controller's back-off. One that is
 // someone else's is a conflict (reportConflict).
-func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Proxy, ro role, err error) (ctrl.Result, error) {
+func (r *Reconciler) serviceError(ctx context.Context, proxy *v1alpha1.Proxy, ro role, err error) (ctrl.Result, error) {
 	if conflict := endpoints.AsConflict(err); conflict != nil {
 		return r.reportConflict(ctx, proxy, conflict)
 	}
 	r.setProgress(proxy, ro, v1alpha1.ReasonServiceUnavailable, err.Error())
-	r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, "Serve", err.Error())
+	r.record(proxy, serviceUnavailable(err))
 	if werr := r.writeStatus(ctx, proxy); werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
@@ -559,7 +557,7 @@ func (r *ProxyReconciler) serviceError(ctx context.Context, proxy *v1alpha1.Prox
 // nothing waits for it. A failure is only an event: the instance is
 // neither current nor pending, so the garbage collector deletes it later.
 // An instance that served through the Service drains first (drain.go).
-func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string, drain time.Duration) {
+func (r *Reconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string, drain time.Duration) {
 	if ref.ProviderID == "" {
 		return
 	}
@@ -572,12 +570,12 @@ func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, ent
 			return
 		}
 		if err := entry.Provider.Delete(ctx, providerID); err != nil {
-			r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "Delete",
-				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, err))
+			r.record(proxy, deleteFailed("Delete",
+				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, err)))
 			return
 		}
 		r.forget(providerID)
-		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted instance %s (%s)", name, why))
+		r.record(proxy, instanceDeleted("Delete", name, why, ""))
 	})
 }
 
@@ -586,7 +584,7 @@ func (r *ProxyReconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, ent
 // wake), so polling meanwhile only spends the workers' time (a thousand
 // Proxies queued for a provider were reconciled 25,000 times a second at
 // a 20 ms poll; the fleet benchmark, docs/performance.md). The resync period is a backstop.
-func (r *ProxyReconciler) awaitingOperation() ctrl.Result {
+func (r *Reconciler) awaitingOperation() ctrl.Result {
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}
 }
 
@@ -596,7 +594,7 @@ func (r *ProxyReconciler) awaitingOperation() ctrl.Result {
 // provider entry it waits (finalizeWithoutEntry). The deletion is one
 // operation (sweep); it waits for the Proxy's operation in flight, so a
 // Create still running has made its instance before the list.
-func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(proxy, v1alpha1.Finalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -620,7 +618,7 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	}
 	for _, inst := range found.deleted {
 		r.forget(inst.ProviderID)
-		r.event(proxy, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleting instance %s (%s)", inst.Name, inst.ProviderID))
+		r.record(proxy, instanceDeleting(inst.Name, inst.ProviderID))
 	}
 	if err != nil {
 		return r.providerError(ctx, proxy, found.failed, err)
@@ -633,20 +631,19 @@ func (r *ProxyReconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, e
 	if err := r.allocator.ReleaseAll(ctx, proxy); err != nil {
 		return ctrl.Result{}, err
 	}
-	controllerutil.RemoveFinalizer(proxy, v1alpha1.Finalizer)
 	log.Info("all instances deleted; releasing the Proxy")
-	return ctrl.Result{}, r.Update(ctx, proxy)
+	return ctrl.Result{}, r.patchFinalizer(ctx, proxy, controllerutil.RemoveFinalizer)
 }
 
 // providerError records err on the Proxy and decides when to try again, by
 // class (contract §5).
-func (r *ProxyReconciler) providerError(ctx context.Context, proxy *v1alpha1.Proxy, op string, err error) (ctrl.Result, error) {
+func (r *Reconciler) providerError(ctx context.Context, proxy *v1alpha1.Proxy, op string, err error) (ctrl.Result, error) {
 	return r.providerErrorFor(ctx, proxy, roleInstance, op, err)
 }
 
 // providerErrorFor is providerError met by the instance in role ro: with
 // more than one replica, only that replica is not ready for it.
-func (r *ProxyReconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.Proxy, ro role, op string, err error) (ctrl.Result, error) {
+func (r *Reconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.Proxy, ro role, op string, err error) (ctrl.Result, error) {
 	class := contract.ClassOf(err)
 	msg := fmt.Sprintf("%s: %v", op, err)
 	proxy.Status.LastError = &v1alpha1.LastError{Class: string(class), Message: msg, Time: metav1.Now()}
@@ -656,10 +653,10 @@ func (r *ProxyReconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.
 	switch class {
 	case contract.ClassQuota:
 		reason, result = v1alpha1.ReasonQuotaExceeded, ctrl.Result{RequeueAfter: r.Timing.QuotaBackoff}
-		r.event(proxy, corev1.EventTypeWarning, reason, op, msg)
+		r.record(proxy, providerFailed(reason, op, msg))
 	case contract.ClassPermanent:
 		reason, result = v1alpha1.ReasonProviderError, ctrl.Result{RequeueAfter: r.Timing.PermanentRetry}
-		r.event(proxy, corev1.EventTypeWarning, reason, op, msg)
+		r.record(proxy, providerFailed(reason, op, msg))
 	default:
 		// Transient (a NotFound here is unexpected and treated alike): the
 		// controller's rate limiter backs off exponentially.
@@ -681,7 +678,7 @@ func (r *ProxyReconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.
 
 // cloudInit returns the user's cloud-init from the referenced Secret
 // (user is true), or the default proxy cloud-init the operator renders.
-func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) (data []byte, user bool, err error) {
+func (r *Reconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) (data []byte, user bool, err error) {
 	if ref := proxy.Spec.CloudInit; ref != nil {
 		var secret corev1.Secret
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
@@ -700,12 +697,21 @@ func (r *ProxyReconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) 
 	return data, false, err
 }
 
-// event records an event on the Proxy; note is never CloudInit or a
-// credential.
-func (r *ProxyReconciler) event(proxy *v1alpha1.Proxy, eventType, reason, action, note string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(proxy, nil, eventType, reason, action, "%s", note)
+// patchFinalizer adds or removes (change) the operator's finalizer by a
+// merge patch conditional on the Proxy's resourceVersion, as read: the
+// finalizers of a Proxy changed since are never overwritten, and the
+// conflict reconciles it again. A change that changes nothing writes
+// nothing.
+func (r *Reconciler) patchFinalizer(ctx context.Context, proxy *v1alpha1.Proxy, change func(client.Object, string) bool) error {
+	before := proxy.DeepCopy()
+	if !change(proxy, v1alpha1.Finalizer) {
+		return nil
 	}
+	if err := r.Patch(ctx, proxy, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	rebase(ctx, proxy)
+	return nil
 }
 
 // observe copies what the provider said about an instance into its ref.

@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"slices"
@@ -89,7 +89,7 @@ func waitProbed(t *testing.T) {
 // Proxy's sweep), drops that VM's failed probes in a row and its drain,
 // and only that VM's. The call sites themselves are not driven here.
 func TestForgetDropsOneVMsState(t *testing.T) {
-	var r ProxyReconciler
+	var r Reconciler
 	r.probeFailures.failed("dc0/gone")
 	r.drains.remaining("dc0/gone", time.Minute)
 	r.probeFailures.failed("dc0/kept")

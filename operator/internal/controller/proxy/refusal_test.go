@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"net/netip"
@@ -10,49 +10,11 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
-func TestCoversAll(t *testing.T) {
-	parse := func(cidrs ...string) []netip.Prefix {
-		var out []netip.Prefix
-		for _, c := range cidrs {
-			out = append(out, netip.MustParsePrefix(c))
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		cidrs  []string
-		v4, v6 bool
-	}{
-		{[]string{"0.0.0.0/1", "128.0.0.0/1"}, true, false},
-		{[]string{"128.0.0.0/1", "0.0.0.0/1"}, true, false},
-		{[]string{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/2"}, true, false},
-		{[]string{"0.0.0.0/1", "128.0.0.0/2", "224.0.0.0/3"}, false, false}, // 192/3 missing
-		{[]string{"0.0.0.0/1", "0.0.0.0/2", "128.0.0.0/1"}, true, false},    // overlapping
-		{[]string{"0.0.0.0/1"}, false, false},
-		{[]string{"128.0.0.0/1"}, false, false},
-		{[]string{"10.0.0.0/8"}, false, false},
-		{[]string{"::/1", "8000::/1"}, false, true},
-		{[]string{"::/1", "8000::/2"}, false, false},
-		{[]string{"0.0.0.0/0"}, true, false},
-		{nil, false, false},
-	} {
-		p := parse(tc.cidrs...)
-		if got := coversAll(p, true); got != tc.v4 {
-			t.Errorf("coversAll(%v, IPv4) = %v", tc.cidrs, got)
-		}
-		if got := coversAll(p, false); got != tc.v6 {
-			t.Errorf("coversAll(%v, IPv6) = %v", tc.cidrs, got)
-		}
-	}
-	if got := lastAddr(netip.MustParsePrefix("10.1.2.0/23")); got != netip.MustParseAddr("10.1.3.255") {
-		t.Errorf("lastAddr(10.1.2.0/23) = %v", got)
-	}
-}
-
 // What admission could not refuse — a Proxy from before the CRD's rules,
 // the defaults, the config's allowedClientsWithin — is refused before any
 // backend call, naming the field and the value.
 func TestRefusal(t *testing.T) {
-	r := &ProxyReconciler{DefaultAllowedClients: []string{"10.0.0.0/8"}}
+	r := &Reconciler{DefaultAllowedClients: []string{"10.0.0.0/8"}}
 	proxy := func(name string, clients ...v1alpha1.CIDR) *v1alpha1.Proxy {
 		return &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ProxySpec{AllowedClients: clients}}
 	}

@@ -1,10 +1,9 @@
-package controller
+package proxy
 
 import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -23,7 +22,7 @@ import (
 
 // notConfiguredMessage says why a live Proxy on an unconfigured entry is
 // not served, and that its VMs are kept.
-func (r *ProxyReconciler) notConfiguredMessage(proxy *v1alpha1.Proxy) string {
+func (r *Reconciler) notConfiguredMessage(proxy *v1alpha1.Proxy) string {
 	return fmt.Sprintf("provider %q is not in the operator's providers config (configured: %v); its VMs, if any, are kept until the entry is configured again",
 		proxy.Spec.Provider, r.Providers.Names())
 }
@@ -33,13 +32,13 @@ func (r *ProxyReconciler) notConfiguredMessage(proxy *v1alpha1.Proxy) string {
 // for. Nothing is requeued: the config is read at start, so only a restart
 // with the entry back (which reconciles every Proxy) or the finalizer's
 // removal by hand can move it on.
-func (r *ProxyReconciler) finalizeWithoutEntry(ctx context.Context, proxy *v1alpha1.Proxy) (ctrl.Result, error) {
+func (r *Reconciler) finalizeWithoutEntry(ctx context.Context, proxy *v1alpha1.Proxy) (ctrl.Result, error) {
 	msg := fmt.Sprintf("provider %q is not in the operator's providers config (configured: %v): the deletion waits, keeping its VMs, "+
 		"until the entry is configured again and the operator restarted, or the finalizer %s is removed by hand, which leaves its VMs behind",
 		proxy.Spec.Provider, r.Providers.Names(), v1alpha1.Finalizer)
 	if c := meta.FindStatusCondition(proxy.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg {
 		logf.FromContext(ctx).Info("provider is not configured; the deletion waits for it", "provider", proxy.Spec.Provider)
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotConfigured, "Delete", msg)
+		r.record(proxy, providerNotConfigured("Delete", msg))
 	}
 	replica.SetNotReady(proxy, v1alpha1.ReasonProviderNotConfigured, msg)
 	return ctrl.Result{}, r.writeStatus(ctx, proxy)

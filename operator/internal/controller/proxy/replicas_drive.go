@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -25,7 +24,7 @@ import (
 
 // reconcileReplicas steps every wanted replica, removes the others, and
 // writes the Service and the status.
-func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, cloudInit, user []byte,
+func (r *Reconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, cloudInit, user []byte,
 	networks []*contract.StaticNetwork, waits []*addresses.Wait) (ctrl.Result, error) {
 	result := ctrl.Result{RequeueAfter: r.Timing.Resync}
 	merge := func(res ctrl.Result) {
@@ -81,7 +80,7 @@ func (r *ProxyReconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1
 // serveReplica makes a running, answering instance its replica's serving
 // one: a replacement takes over (the old VM is deleted), and the Service
 // points at every replica that answers.
-func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role) (ctrl.Result, error) {
+func (r *Reconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role) (ctrl.Result, error) {
 	instance, replacement := replica.Refs(proxy, ro.index)
 	var old *v1alpha1.InstanceRef
 	if ro.repl {
@@ -106,7 +105,7 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 		// cache's conflict, say) says nothing about it, and must not take
 		// it out of service or let another replica's replacement start.
 		// Nothing is recorded; the next reconcile serves it again.
-		r.event(proxy, corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, "Serve", err.Error())
+		r.record(proxy, serviceUnavailable(err))
 		return ctrl.Result{}, err
 	}
 	if err := r.writeStatus(ctx, proxy); err != nil {
@@ -114,12 +113,10 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 	}
 	switch {
 	case old != nil:
-		r.event(proxy, corev1.EventTypeNormal, "Replaced", "Replace",
-			fmt.Sprintf("instance %s (%s) now serves replica %d; deleting %s", inst.Name, inst.IP, ro.index, old.Name))
+		r.record(proxy, replaced(inst.Name, inst.IP, fmt.Sprintf(" replica %d", ro.index), old.Name))
 		r.retire(ctx, proxy, entry, old, "replaced", r.Timing.Drain)
 	case !wasReady:
-		r.event(proxy, corev1.EventTypeNormal, v1alpha1.ReasonReady, "Serve",
-			fmt.Sprintf("replica %d answers at %s:%d", ro.index, inst.IP, replica.PortOf(proxy, inst)))
+		r.record(proxy, answers(fmt.Sprintf("replica %d", ro.index), inst.IP, replica.PortOf(proxy, inst)))
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 }
@@ -128,7 +125,7 @@ func (r *ProxyReconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Prox
 // highest index first, and drops a replica's entry once the provider no
 // longer finds its VMs: only then is its address released (allocate's
 // releaseUnused finds no instance made with it).
-func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) ctrl.Result {
+func (r *Reconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) ctrl.Result {
 	n := replica.Desired(proxy)
 	var extra []int
 	for _, sl := range proxy.Status.Replicas {
@@ -165,8 +162,7 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 		// made holds the address as much as the recorded ones.
 		found, done, err := r.clearReplica(ctx, proxy, entry, k, "ScaleDown", fmt.Sprintf("of removed replica %d", k))
 		if err != nil {
-			r.event(proxy, corev1.EventTypeWarning, "DeleteFailed", "ScaleDown",
-				fmt.Sprintf("deleting the VMs of removed replica %d: %s: %v", k, found.failed, err))
+			r.record(proxy, deleteFailed("ScaleDown", fmt.Sprintf("deleting the VMs of removed replica %d: %s: %v", k, found.failed, err)))
 		}
 		gone := done && err == nil && len(found.left) == 0
 		if !gone {
@@ -174,8 +170,7 @@ func (r *ProxyReconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Pr
 			continue
 		}
 		replica.DropSlot(proxy, k)
-		r.event(proxy, corev1.EventTypeNormal, "ReplicaRemoved", "ScaleDown",
-			fmt.Sprintf("replica %d removed: its VMs are gone, its address is released", k))
+		r.record(proxy, replicaRemoved(k))
 		result = ctrl.Result{RequeueAfter: time.Millisecond}
 	}
 	return result
@@ -190,7 +185,7 @@ func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
 }
 
 // setReplicaNotReady records that replica k does not answer, for reason.
-func (r *ProxyReconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reason, msg string) {
+func (r *Reconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reason, msg string) {
 	if !replica.Multi(proxy) {
 		replica.SetNotReady(proxy, reason, msg)
 		return
@@ -200,7 +195,7 @@ func (r *ProxyReconciler) setReplicaNotReady(proxy *v1alpha1.Proxy, k int, reaso
 
 // staleForALane reports whether an operation of one of the Proxy's lanes
 // ended since a status the cache may not hold yet.
-func (r *ProxyReconciler) staleForALane(proxy *v1alpha1.Proxy) bool {
+func (r *Reconciler) staleForALane(proxy *v1alpha1.Proxy) bool {
 	n := replica.Desired(proxy)
 	for _, sl := range proxy.Status.Replicas {
 		n = max(n, int(sl.Index)+1)

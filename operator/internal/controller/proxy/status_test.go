@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -62,22 +61,12 @@ func TestPhaseOf(t *testing.T) {
 	}
 }
 
-// statusClient is a client whose Get answers from a fixed copy (the cache)
-// and whose status writes are counted and fail as a test says. Any other
-// call panics.
+// statusClient is a client whose status patches are counted and kept,
+// and fail as a test says. Any other call panics.
 type statusClient struct {
 	client.Client
-	cached    *v1alpha1.Proxy // nil: not in the cache
-	writes    int
-	updateErr error
-}
-
-func (c *statusClient) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	if c.cached == nil {
-		return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("proxies").GroupResource(), key.Name)
-	}
-	c.cached.DeepCopyInto(obj.(*v1alpha1.Proxy))
-	return nil
+	patches  []string
+	patchErr error // what each patch returns
 }
 
 func (c *statusClient) Status() client.SubResourceWriter { return statusWriter{c: c} }
@@ -87,17 +76,23 @@ type statusWriter struct {
 	c *statusClient
 }
 
-func (w statusWriter) Update(context.Context, client.Object, ...client.SubResourceUpdateOption) error {
-	w.c.writes++
-	return w.c.updateErr
+func (w statusWriter) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
+	data, err := patch.Data(obj)
+	w.c.patches = append(w.c.patches, string(data))
+	if err != nil {
+		return err
+	}
+	return w.c.patchErr
 }
 
-// writeStatus skips only a write the cache shows is done already: the same
-// Proxy (by UID, not only by name) with the same status.
-func TestWriteStatusSkipsOnlyWhatTheCacheHolds(t *testing.T) {
+// writeStatus skips only a write the API server holds already, as this
+// reconcile last saw it (read, or written back); any other is a patch of
+// what changed, conditional on that resourceVersion. Outside a reconcile of
+// that Proxy (another UID under the name) it writes nothing.
+func TestWriteStatusSkipsOnlyWhatTheAPIServerHolds(t *testing.T) {
 	proxy := func(uid string, phase v1alpha1.ProxyPhase) *v1alpha1.Proxy {
 		p := &v1alpha1.Proxy{
-			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: testNamespace, UID: types.UID(uid), Generation: 2},
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: testNamespace, UID: types.UID(uid), Generation: 2, ResourceVersion: "7"},
 			Status:     v1alpha1.ProxyStatus{Phase: phase, ObservedGeneration: 2},
 		}
 		// What writeStatus adds to every status (the replicas' summary),
@@ -109,24 +104,42 @@ func TestWriteStatusSkipsOnlyWhatTheCacheHolds(t *testing.T) {
 		return p
 	}
 	for _, tc := range []struct {
-		name   string
-		cached *v1alpha1.Proxy
-		writes int
+		name    string
+		read    *v1alpha1.Proxy
+		patches int
+		fails   bool
 	}{
-		{"the cache holds that status", proxy("uid-1", v1alpha1.PhasePending), 0},
-		{"the cache holds another status", proxy("uid-1", v1alpha1.PhaseReady), 1},
-		{"the cache holds a former Proxy of that name, with that status", proxy("uid-0", v1alpha1.PhasePending), 1},
-		{"not in the cache", nil, 1},
+		{"the API server holds that status", proxy("uid-1", v1alpha1.PhasePending), 0, false},
+		{"the API server holds another status", proxy("uid-1", v1alpha1.PhaseReady), 1, false},
+		{"a former Proxy of that name was read", proxy("uid-0", v1alpha1.PhasePending), 0, true},
+		{"outside a reconcile", nil, 0, true},
 	} {
-		c := &statusClient{cached: tc.cached}
-		r := &ProxyReconciler{Client: c}
+		c := &statusClient{}
+		r := &Reconciler{Client: c}
+		ctx := context.Background()
+		if tc.read != nil {
+			ctx = withStatusBase(ctx, tc.read)
+		}
 		p := proxy("uid-1", "")
 		p.Status.ObservedGeneration = 0
-		if err := r.writeStatus(context.Background(), p); err != nil {
-			t.Fatal(err)
+		err := r.writeStatus(ctx, p)
+		if (err != nil) != tc.fails {
+			t.Errorf("%s: error %v, want one: %v", tc.name, err, tc.fails)
 		}
-		if c.writes != tc.writes || p.Status.Phase != v1alpha1.PhasePending || p.Status.ObservedGeneration != 2 {
-			t.Errorf("%s: %d writes of phase %q generation %d, want %d of Pending, 2", tc.name, c.writes, p.Status.Phase, p.Status.ObservedGeneration, tc.writes)
+		if len(c.patches) != tc.patches || p.Status.Phase != v1alpha1.PhasePending || p.Status.ObservedGeneration != 2 {
+			t.Errorf("%s: %d patches of phase %q generation %d, want %d of Pending, 2", tc.name, len(c.patches), p.Status.Phase, p.Status.ObservedGeneration, tc.patches)
+		}
+		for _, patch := range c.patches {
+			if !strings.Contains(patch, `"resourceVersion":"7"`) || !strings.Contains(patch, `"phase":"Pending"`) {
+				t.Errorf("%s: patch %s, want the phase, conditional on resourceVersion 7", tc.name, patch)
+			}
+		}
+		// A second write of the same status, after the first, sends nothing.
+		if err == nil {
+			n := len(c.patches)
+			if err := r.writeStatus(ctx, p); err != nil || len(c.patches) != n {
+				t.Errorf("%s: writing the same status again: %v, %d patches, want none", tc.name, err, len(c.patches)-n)
+			}
 		}
 	}
 }
@@ -154,8 +167,8 @@ func TestReadyProxyResyncWritesNothing(t *testing.T) {
 	}
 }
 
-// statusUpdates is the API server's count of Proxy status updates
-// (apiserver_request_total, verb PUT, subresource status).
+// statusUpdates is the API server's count of Proxy status writes
+// (apiserver_request_total, verb PUT or PATCH, subresource status).
 func statusUpdates(t *testing.T) float64 {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(restConfig)
@@ -169,7 +182,7 @@ func statusUpdates(t *testing.T) float64 {
 	var n float64
 	for _, line := range strings.Split(string(raw), "\n") {
 		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="proxies"`) ||
-			!strings.Contains(line, `subresource="status"`) || !strings.Contains(line, `verb="PUT"`) {
+			!strings.Contains(line, `subresource="status"`) || !strings.Contains(line, `verb="PUT"`) && !strings.Contains(line, `verb="PATCH"`) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)

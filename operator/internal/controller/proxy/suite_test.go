@@ -1,11 +1,10 @@
-package controller
+package proxy
 
 import (
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,14 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -34,6 +30,8 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/addresspool"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe/probetest"
@@ -135,31 +133,12 @@ func (b *logBuffer) all() string {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
-		os.Exit(1)
-	}
 	logf.SetLogger(funcr.New(logs.write, funcr.Options{Verbosity: 10}))
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		os.Exit(1)
-	}
-	code := run(m, cfg)
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	os.Exit(code)
+	controllertest.Main(m, run)
 }
 
 func run(m *testing.M, cfg *rest.Config) int {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	scheme := controllertest.Scheme()
 	restConfig, testScheme = cfg, scheme
 	var err error
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
@@ -229,7 +208,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := (&ProxyReconciler{
+	if err := (&Reconciler{
 		Client: countingReads{mgr.GetClient()}, APIReader: hangingSecrets{apiReader}, Scheme: scheme, Recorder: eventRecorder,
 		Providers: set, DefaultAllowedClients: []string{"10.0.0.0/8"},
 		// Every VM's address leads to the local stand-in: the probe runs
@@ -244,7 +223,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := (&AddressPoolReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&addresspool.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -494,13 +473,7 @@ func logLines(parts ...string) int {
 // eventually polls cond for up to 20 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	controllertest.Eventually(t, what, cond)
 }
 
 // bootGuest waits for ref's instance to exist and plays its guest

@@ -1,4 +1,4 @@
-package controller
+package proxy
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestUpgradeWithANewTemplateReplacesNothing(t *testing.T) {
 	oldTemplate := []byte("#cloud-config\n# rendered by the v0.1 template\n")
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got := get(t, p)
-		got.Status.Instance.SpecHash = legacySpecHash(&got.Spec, oldTemplate)
+		got.Status.Instance.SpecHash = replica.LegacySpecHash(&got.Spec, oldTemplate)
 		got.Status.Instance.CloudInitHash = ""
 		return k8s.Status().Update(context.Background(), got)
 	}); err != nil {
@@ -51,8 +51,8 @@ func TestUpgradeWithANewTemplateReplacesNothing(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	got := get(t, p)
-	if got.Status.Instance.CloudInitHash != unknownCloudInit || got.Status.Instance.Name != served.Name {
-		t.Errorf("carried-over instance %+v, want %s with cloudInitHash %q", got.Status.Instance, served.Name, unknownCloudInit)
+	if got.Status.Instance.CloudInitHash != replica.UnknownCloudInit || got.Status.Instance.Name != served.Name {
+		t.Errorf("carried-over instance %+v, want %s with cloudInitHash %q", got.Status.Instance, served.Name, replica.UnknownCloudInit)
 	}
 
 	// The user rolls it: one replacement, the old VM deleted, current again.
@@ -86,7 +86,7 @@ func TestAdoptLegacyHashes(t *testing.T) {
 	}{
 		{"nothing changed", rendered, false, false, hash, replica.CloudInitHash(rendered)},
 		{"nothing changed, user cloud-init", rendered, true, false, hash, replica.CloudInitHash(rendered)},
-		{"only the template changed", []byte("old template"), false, false, hash, unknownCloudInit},
+		{"only the template changed", []byte("old template"), false, false, hash, replica.UnknownCloudInit},
 		{"the spec changed during the upgrade", []byte("old template"), false, true, "", ""},
 		{"the user's cloud-init changed", []byte("old user data"), true, false, "", ""},
 	} {
@@ -95,9 +95,9 @@ func TestAdoptLegacyHashes(t *testing.T) {
 		if tc.generationMov {
 			p.Generation = 3
 		}
-		legacy := legacySpecHash(&p.Spec, tc.storedFrom)
+		legacy := replica.LegacySpecHash(&p.Spec, tc.storedFrom)
 		p.Status.Instance = &v1alpha1.InstanceRef{Name: "vm", SpecHash: legacy}
-		adoptLegacyHashes(p, hash, rendered, tc.user)
+		replica.AdoptLegacyHashes(p, hash, rendered, tc.user)
 		want := tc.wantHash
 		if want == "" {
 			want = legacy
@@ -108,7 +108,7 @@ func TestAdoptLegacyHashes(t *testing.T) {
 	}
 	// An instance this release recorded is never touched.
 	p := &v1alpha1.Proxy{Status: v1alpha1.ProxyStatus{Instance: &v1alpha1.InstanceRef{SpecHash: "h1", CloudInitHash: "c1"}}}
-	adoptLegacyHashes(p, hash, rendered, false)
+	replica.AdoptLegacyHashes(p, hash, rendered, false)
 	if p.Status.Instance.SpecHash != "h1" {
 		t.Errorf("a current instance was re-hashed: %+v", p.Status.Instance)
 	}
