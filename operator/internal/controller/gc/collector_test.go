@@ -1,0 +1,246 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+)
+
+// stubOwner is the owner of the stub entries.
+const stubOwner = "c0ffee12-stub"
+
+// stubProvider answers ListByTag with what a test sets and records
+// deletes: for the sweeps the reference provider cannot produce (an
+// instance without a creation time, a partial list) and a decision table
+// that needs exact ages. list is what the entry's owner mark lists,
+// legacy what v0.1's mark lists.
+type stubProvider struct {
+	mu        sync.Mutex
+	list      []contract.Instance
+	legacy    []contract.Instance
+	listErr   error
+	deleteErr map[string]error
+	deleted   []string
+}
+
+func (s *stubProvider) Create(context.Context, contract.CreateRequest) (contract.Instance, error) {
+	return contract.Instance{}, contract.Permanentf("stub: no Create")
+}
+
+func (s *stubProvider) Get(context.Context, string) (contract.Instance, error) {
+	return contract.Instance{}, contract.NotFound(errors.New("stub: no Get"))
+}
+
+func (s *stubProvider) Delete(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.deleteErr[id]; err != nil {
+		return err
+	}
+	s.deleted = append(s.deleted, id)
+	return nil
+}
+
+func (s *stubProvider) deletedIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.deleted)
+}
+
+func (s *stubProvider) ListByTag(_ context.Context, key, value string) ([]contract.Instance, error) {
+	switch {
+	case key == contract.LabelManaged && value == stubOwner:
+		return slices.Clone(s.list), s.listErr
+	case key == contract.LabelManaged && value == contract.LegacyManagedValue:
+		return slices.Clone(s.legacy), s.listErr
+	}
+	return nil, fmt.Errorf("stub: the garbage collector lists %s=%s, want the managed mark valued %s or %s", key, value, stubOwner, contract.LegacyManagedValue)
+}
+
+// proxyLister is a client.Reader holding a fixed list of Proxies, whose
+// status a test writes as it likes (the reconciler would overwrite it on
+// the API server).
+type proxyLister struct {
+	items []v1alpha1.Proxy
+	err   error
+}
+
+func (l proxyLister) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("proxyLister: no Get")
+}
+
+func (l proxyLister) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	if l.err != nil {
+		return l.err
+	}
+	list.(*v1alpha1.ProxyList).Items = slices.Clone(l.items)
+	return nil
+}
+
+// The garbage collector's decision for each kind of instance: whose it is,
+// whether its Proxy still wants it (by providerID, or by name while its
+// Create is in flight), how old it is, its state.
+func TestGarbageCollectorDecisions(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	const minAge = time.Hour
+	old, young := now.Add(-minAge-time.Second), now.Add(-minAge+time.Second)
+	owner := func(name, uid, provider string, instance, replacement *v1alpha1.InstanceRef) v1alpha1.Proxy {
+		return v1alpha1.Proxy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Proxy"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, UID: types.UID(uid)},
+			Spec:       v1alpha1.ProxySpec{Provider: provider},
+			Status:     v1alpha1.ProxyStatus{Instance: instance, Replacement: replacement},
+		}
+	}
+	proxies := []v1alpha1.Proxy{
+		owner("gc-serving", "uid-serving", "stub",
+			&v1alpha1.InstanceRef{Name: "serving-a", ProviderID: "r/serving-a"},
+			&v1alpha1.InstanceRef{Name: "serving-b", ProviderID: "r/serving-b"}),
+		owner("gc-pending", "uid-pending", "stub",
+			&v1alpha1.InstanceRef{Name: "pending-a"},
+			&v1alpha1.InstanceRef{Name: "pending-b"}),
+		owner("gc-elsewhere", "uid-elsewhere", "other", nil, nil),
+	}
+	inst := func(id, uid string, created time.Time, state contract.State) contract.Instance {
+		_, name, _ := strings.Cut(id, "/")
+		return contract.Instance{ProviderID: id, Name: name, UID: uid, CreatedAt: created, State: state}
+	}
+	stub := &stubProvider{
+		list: []contract.Instance{
+			inst("r/orphan-old", "uid-gone", old, contract.StateRunning),
+			inst("r/orphan-at-min-age", "uid-gone", now.Add(-minAge), contract.StateRunning),
+			inst("r/orphan-young", "uid-gone", young, contract.StateRunning),
+			inst("r/orphan-no-time", "uid-gone", time.Time{}, contract.StateRunning),
+			inst("r/orphan-terminated", "uid-gone", old, contract.StateTerminated),
+			inst("r/orphan-undeletable", "uid-gone", old, contract.StateStopped),
+			inst("r/serving-a", "uid-serving", old, contract.StateRunning),
+			inst("r/serving-b", "uid-serving", old, contract.StateProvisioning),
+			// Named like the serving instance, but not it: the providerID
+			// is recorded, so only the providerID counts.
+			inst("r2/serving-a", "uid-serving", old, contract.StateRunning),
+			inst("r/pending-a", "uid-pending", old, contract.StateProvisioning),
+			inst("r/pending-b", "uid-pending", old, contract.StateProvisioning),
+			inst("r/pending-c", "uid-pending", old, contract.StateRunning),
+			inst("r/elsewhere", "uid-elsewhere", old, contract.StateRunning),
+		},
+		deleteErr: map[string]error{"r/orphan-undeletable": errors.New("stub: the backend refused")},
+	}
+	entry := &providers.Entry{Name: "stub", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: minAge}}
+	collector := &Collector{Reader: proxyLister{items: proxies}, Providers: providers.NewSet(entry), Recorder: eventRecorder,
+		Now: func() time.Time { return now }}
+	metric := func(reason string) float64 {
+		return testutil.ToFloat64(metrics.GCDeletions.WithLabelValues("stub", reason, PassOwned))
+	}
+	before := map[string]float64{}
+	for _, reason := range []string{"orphan", "superseded", "wrong-provider"} {
+		before[reason] = metric(reason)
+	}
+
+	swept, err := collector.Sweep(ctx, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range swept {
+		ids = append(ids, d.ProviderID)
+	}
+	want := []string{"r/orphan-old", "r/orphan-at-min-age", "r2/serving-a", "r/pending-c", "r/elsewhere"}
+	if !slices.Equal(ids, want) || !slices.Equal(stub.deletedIDs(), want) {
+		t.Errorf("swept %v, deleted %v; want %v", ids, stub.deletedIDs(), want)
+	}
+	for reason, n := range map[string]float64{"orphan": 2, "superseded": 2, "wrong-provider": 1} {
+		if got := metric(reason) - before[reason]; got != n {
+			t.Errorf("gc deletions{%s} grew by %v, want %v", reason, got, n)
+		}
+	}
+	// Each owner that is still there hears of it; an orphan has none.
+	for _, p := range []*v1alpha1.Proxy{&proxies[0], &proxies[1], &proxies[2]} {
+		controllertest.Eventually(t, "a GarbageCollected event on "+p.Name, func() bool {
+			return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, "GarbageCollected: deleted instance ") })
+		})
+	}
+}
+
+// A sweep that cannot list the instances, or the Proxies, deletes nothing;
+// a partial list (list-partial: omit-unreachable) is swept for what it
+// holds, and the sweep says it was partial.
+func TestGarbageCollectorListFailures(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	orphan := contract.Instance{ProviderID: "r/orphan", Name: "orphan", UID: "uid-gone", CreatedAt: now.Add(-2 * time.Hour), State: contract.StateRunning}
+	sweep := func(listErr, proxiesErr error) ([]string, []contract.Instance, error) {
+		stub := &stubProvider{list: []contract.Instance{orphan}, listErr: listErr}
+		entry := &providers.Entry{Name: "stub", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
+		collector := &Collector{Reader: proxyLister{err: proxiesErr}, Providers: providers.NewSet(entry)}
+		swept, err := collector.Sweep(ctx, entry)
+		return stub.deletedIDs(), swept, err
+	}
+
+	unreachable := fmt.Errorf("region r2 unreachable: %w", contract.ErrPartialList)
+	deleted, swept, err := sweep(unreachable, nil)
+	if !errors.Is(err, contract.ErrPartialList) || len(swept) != 1 || !slices.Equal(deleted, []string{orphan.ProviderID}) {
+		t.Errorf("partial list: swept %v, deleted %v, error %v; want the listed orphan deleted and the partial list reported", swept, deleted, err)
+	}
+	for what, errs := range map[string][2]error{
+		"the instances": {errors.New("503 unavailable"), nil},
+		"the Proxies":   {nil, errors.New("the API server is away")},
+	} {
+		deleted, swept, err := sweep(errs[0], errs[1])
+		if err == nil || len(swept) != 0 || len(deleted) != 0 {
+			t.Errorf("listing %s failed: swept %v, deleted %v, error %v; want nothing deleted and the error", what, swept, deleted, err)
+		}
+	}
+}
+
+// Start sweeps every provider at once and on its interval, logs a failed
+// sweep naming its provider (and only a failed one), and returns when ctx
+// ends.
+func TestGarbageCollectorStart(t *testing.T) {
+	old := contract.Instance{ProviderID: "r/orphan", Name: "orphan", UID: "uid-gone", CreatedAt: time.Now().Add(-2 * time.Hour), State: contract.StateRunning}
+	fine := &stubProvider{list: []contract.Instance{old}}
+	broken := &stubProvider{listErr: errors.New("stub: 503 unavailable")}
+	set := providers.NewSet(
+		&providers.Entry{Name: "gc-fine", Type: "stub", Owner: stubOwner, Provider: fine, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
+		&providers.Entry{Name: "gc-broken", Type: "stub", Owner: stubOwner, Provider: broken, GC: providers.GC{MinAge: time.Hour, Interval: 20 * time.Millisecond}},
+	)
+	collector := &Collector{Reader: proxyLister{}, Providers: set}
+	if !collector.NeedLeaderElection() {
+		t.Error("the garbage collector runs on every replica; want the leader only")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- collector.Start(ctx) }()
+	controllertest.Eventually(t, "the orphan is swept, twice (the backend keeps listing it)", func() bool { return len(fine.deletedIDs()) >= 2 })
+	failed := `"msg"="garbage collection sweep failed"`
+	controllertest.Eventually(t, "the failed sweep is logged", func() bool { return logLines(failed, `"provider"="gc-broken"`) > 0 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+	if n := logLines(failed, `"provider"="gc-fine"`); n > 0 {
+		t.Errorf("%d sweep failures logged for the provider whose sweeps succeed", n)
+	}
+}
