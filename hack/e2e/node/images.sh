@@ -16,7 +16,7 @@ root=$(cd "$here/../../.." && pwd)
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 # Keyed by the probe's source and this script (it holds CoreDNS's main).
-probe_hash=$(cat "$here"/probe/*.go "$0" | sha256sum | cut -c1-12)
+probe_hash=$(cat "$here"/probe/*.go "$here"/probe/go.mod "$0" | sha256sum | cut -c1-12)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxies/node-images/k8s-$K8S_VERSION-coredns-$COREDNS_VERSION-$probe_hash
 if [ -f "$cache/refs" ]; then
   echo "$cache"
@@ -72,7 +72,7 @@ GO
 )
 
 log "building the probe"
-(cd "$here/probe" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$work/bin/probe" ./*.go)
+(cd "$here/probe" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$work/bin/probe" .)
 
 # The repository's image builder (images/oci, docs/operator-image.md).
 (cd "$root" && go build -trimpath -buildvcs=false -o "$work/oci-image" ./images/oci/cmd/oci-image)

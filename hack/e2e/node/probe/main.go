@@ -171,8 +171,11 @@ func get(ctx context.Context, c *http.Client, u string) (string, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s %v: %s", u, resp.Status, err, b)
+	if err != nil {
+		return "", fmt.Errorf("GET %s: %s, reading the body: %w", u, resp.Status, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
 	}
 	return string(b), nil
 }
