@@ -90,9 +90,11 @@ func (p *Publisher) claim(ctx context.Context, proxy *v1alpha1.Proxy, obj client
 }
 
 // write makes obj what mutate says, labelled and controlled by the Proxy:
-// it creates obj, or updates the Proxy's own copy when that differs.
+// it creates obj, or patches the Proxy's own copy when that differs — a
+// merge patch from the copy as read, conditional on its resourceVersion,
+// so a change made since conflicts and is reconciled again.
 func (p *Publisher) write(ctx context.Context, proxy *v1alpha1.Proxy, obj client.Object, exists bool, mutate func()) error {
-	before := obj.DeepCopyObject()
+	before := obj.DeepCopyObject().(client.Object)
 	mutate()
 	lbls := obj.GetLabels()
 	if lbls == nil {
@@ -109,7 +111,7 @@ func (p *Publisher) write(ctx context.Context, proxy *v1alpha1.Proxy, obj client
 	case equality.Semantic.DeepEqual(before, obj):
 		return nil
 	default:
-		return p.Client.Update(ctx, obj)
+		return p.Client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
 }
 
