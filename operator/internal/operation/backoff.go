@@ -54,7 +54,7 @@ func (o *Runner) backOff(lane types.UID, err error) {
 
 // ResetBackoffs forgets every lane's failures and ends the waits of the
 // operations backing off: what failed them may be gone (a credential
-// Secret that appeared or was rotated; CredentialsWatcher), and a lane
+// Secret that appeared or was rotated; credentials.Watcher), and a lane
 // that had failed nine times in a row would otherwise wait 25.6 s more
 // (a regression: a late Secret served 22 s after it appeared).
 func (o *Runner) ResetBackoffs() {

@@ -63,7 +63,7 @@ type Reconciler struct {
 	// self is who the operator is to the API server, for the RoleBinding a
 	// Forbidden read of a cloud-init Secret asks for.
 	self selfName
-	// Requeue names Proxies to reconcile now (the CredentialsWatcher's
+	// Requeue names Proxies to reconcile now (the credentials.Watcher's
 	// events); nil: none.
 	Requeue <-chan event.GenericEvent
 	// ops runs the provider calls beside the workers.
