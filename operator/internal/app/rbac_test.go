@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -35,6 +34,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe/probetest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/userdata"
 )
 
 // The operator as installed: app.Run against a real API server with RBAC,
@@ -172,7 +172,7 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 	egress := &v1alpha1.Proxy{}
 	egress.Name, egress.Namespace = "egress-squid", "default"
 	want := fmt.Sprintf("kubectl -n default create rolebinding %s --clusterrole=%s --serviceaccount=%s:%scontroller-manager",
-		proxy.CloudInitReaderRole, proxy.CloudInitReaderRole, in.Namespace, in.NamePrefix)
+		userdata.ReaderRole, userdata.ReaderRole, in.Namespace, in.NamePrefix)
 	eventually(t, "CloudInitForbidden naming the RoleBinding", func() bool {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(egress), egress); err != nil {
 			return false
@@ -229,8 +229,8 @@ func TestShippedRolesReadSecretsOnlyWhereBound(t *testing.T) {
 	}
 	var reader rbacv1.ClusterRole
 	readYAML(t, filepath.Join(configDir, "rbac", "cloudinit_reader_role.yaml"), &reader)
-	if name := in.NamePrefix + reader.Name; name != proxy.CloudInitReaderRole {
-		t.Errorf("the reader is installed as %s; the operator tells admins to bind %s", name, proxy.CloudInitReaderRole)
+	if name := in.NamePrefix + reader.Name; name != userdata.ReaderRole {
+		t.Errorf("the reader is installed as %s; the operator tells admins to bind %s", name, userdata.ReaderRole)
 	}
 	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}
 	if !slices.EqualFunc(reader.Rules, want, func(a, b rbacv1.PolicyRule) bool {

@@ -54,7 +54,7 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 		if err := r.publish.Ensure(ctx, proxy); err != nil {
 			return r.serviceError(ctx, proxy, ro, err)
 		}
-		if drain = r.drains.remaining(id, r.Timing.Drain); drain > 0 {
+		if drain = r.memory.Drain(id, r.Timing.Drain); drain > 0 {
 			r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
 				"replacing instance %s with %s on address %s: out of the Service, draining for %s before the old VM is deleted",
 				old.Name, next.Name, addresses.IPOf(next.Address), drain.Round(time.Second)))
@@ -94,7 +94,7 @@ func (r *Reconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, en
 		return sweep(ctx, entry.Provider, own, spare)
 	})
 	for _, inst := range found.deleted {
-		r.forget(inst.ProviderID)
+		r.memory.Forget(inst.ProviderID)
 		r.record(proxy, instanceDeleted(action, inst.Name, inst.ProviderID, " "+why+replica.Describe(proxy, k)))
 	}
 	return found, done, err

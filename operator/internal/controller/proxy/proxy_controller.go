@@ -35,7 +35,9 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/readiness"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/userdata"
 )
 
 // Reconciler makes each Proxy's VM exist, run, answer, and be
@@ -60,9 +62,8 @@ type Reconciler struct {
 	Timing               Timing
 	// Bounds limit how many reconciles run at once and how long each takes.
 	Bounds Bounds
-	// self is who the operator is to the API server, for the RoleBinding a
-	// Forbidden read of a cloud-init Secret asks for.
-	self selfName
+	// userdata reads each Proxy's cloud-init.
+	userdata *userdata.Reader
 	// Requeue names Proxies to reconcile now (the credentials.Watcher's
 	// events); nil: none.
 	Requeue <-chan event.GenericEvent
@@ -72,10 +73,9 @@ type Reconciler struct {
 	publish *endpoints.Publisher
 	// allocator holds the Proxy's static addresses.
 	allocator *addresses.Allocator
-	// drains times the VMs leaving the Service (drain.go).
-	drains drains
-	// probeFailures counts serving instances' failed probes (readiness.go).
-	probeFailures probeFailures
+	// memory counts serving VMs' failed probes and times the drains of
+	// the VMs leaving the Service.
+	memory readiness.Memory
 }
 
 // DefaultDrain is Timing.Drain's default: kube-proxy's iptables and
@@ -104,7 +104,7 @@ type Timing struct {
 	// Drain is how long a VM that served through the Service keeps running
 	// after it left the Service's endpoints, before it is deleted: a
 	// replaced VM of a replica, a replica scaled away, the old VM of a
-	// make-before-break replacement (drain.go).
+	// make-before-break replacement (readiness.Memory).
 	Drain time.Duration
 }
 
@@ -145,6 +145,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	r.Bounds = r.Bounds.withDefaults()
 	r.ops = operation.New()
 	r.publish = &endpoints.Publisher{Client: r.Client, Reader: r.APIReader, Scheme: r.Scheme}
+	r.userdata = &userdata.Reader{Secrets: r.APIReader, Reviews: r.Client, DefaultAllowedClients: r.DefaultAllowedClients}
 	r.allocator = &addresses.Allocator{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder}
 	r.ops.BackoffMax = r.Timing.Resync
 	if err := mgr.Add(r.ops); err != nil {
@@ -253,7 +254,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !replica.Multi(&proxy) && waits[0] != nil {
 		return r.awaitAddress(ctx, &proxy, waits[0])
 	}
-	cloudInit, userCloudInit, err := r.cloudInit(ctx, &proxy)
+	cloudInit, userCloudInit, err := r.userdata.Read(ctx, &proxy)
 	if err != nil {
 		return r.cloudInitError(ctx, &proxy, err)
 	}
@@ -262,25 +263,36 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		user = cloudInit
 	}
 	replica.AdoptLegacyHashes(&proxy, replica.SpecHash(&proxy, user), cloudInit, userCloudInit)
+	sc := &scope{proxy: &proxy, entry: entry, cloudInit: cloudInit, user: user}
 	if !replica.Multi(&proxy) {
 		r.noteCloudInit(&proxy, cloudInit)
-		return r.step(ctx, &proxy, entry, 0, cloudInit, user, networks[0])
+		return r.step(ctx, sc, 0, networks[0])
 	}
-	return r.reconcileReplicas(ctx, &proxy, entry, cloudInit, user, networks, waits)
+	return r.reconcileReplicas(ctx, sc, networks, waits)
+}
+
+// scope is what one reconcile's steps work on: the Proxy, its provider
+// entry, and the cloud-init its VMs are made from (user: the user's own,
+// nil for the default).
+type scope struct {
+	proxy           *v1alpha1.Proxy
+	entry           *providers.Entry
+	cloudInit, user []byte
 }
 
 // step takes replica k one step towards its spec: the instance it works
 // on (target), then its replacement break-before-make, or drive.
-func (r *Reconciler) step(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, cloudInit, user []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
-	hash := replica.SpecHash(replica.Spec(proxy, k), user)
-	ro := r.target(ctx, proxy, entry, k, hash, cloudInit, user, network)
+func (r *Reconciler) step(ctx context.Context, sc *scope, k int, network *contract.StaticNetwork) (ctrl.Result, error) {
+	proxy := sc.proxy
+	hash := replica.SpecHash(replica.Spec(proxy, k), sc.user)
+	ro := r.target(ctx, sc, k, hash, network)
 	if k == 0 && replica.Multi(proxy) {
-		r.noteCloudInit(proxy, cloudInit)
+		r.noteCloudInit(proxy, sc.cloudInit)
 	}
 	if ro.repl && breaksBeforeMake(proxy, k) {
-		return r.breakBeforeMake(ctx, proxy, entry, k)
+		return r.breakBeforeMake(ctx, proxy, sc.entry, k)
 	}
-	return r.drive(ctx, proxy, entry, ro, cloudInit, network)
+	return r.drive(ctx, sc, ro, network)
 }
 
 // role names which of a Proxy's instances a reconcile works on. Status
@@ -307,8 +319,8 @@ func (ro role) ref(proxy *v1alpha1.Proxy) *v1alpha1.InstanceRef {
 // target returns the instance the reconcile works on: the current one, or
 // the replacement for a changed spec. An abandoned replacement (the spec
 // changed again, or back) is deleted.
-func (r *Reconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, hash string, cloudInit, user []byte,
-	network *contract.StaticNetwork) role {
+func (r *Reconciler) target(ctx context.Context, sc *scope, k int, hash string, network *contract.StaticNetwork) role {
+	proxy, entry, cloudInit, user := sc.proxy, sc.entry, sc.cloudInit, sc.user
 	// Asked before the refs are taken: it may add replicas' entries.
 	mayReplace := replica.MayStartReplacement(proxy, k, user)
 	instance, replacement := replica.Refs(proxy, k)
@@ -359,7 +371,8 @@ func (r *Reconciler) target(ctx context.Context, proxy *v1alpha1.Proxy, entry *p
 // probe it, and make it serve. Each provider call is an operation (await):
 // the reconcile that starts it returns at once, and the one its end wakes
 // goes on with the result.
-func (r *Reconciler) drive(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, cloudInit []byte, network *contract.StaticNetwork) (ctrl.Result, error) {
+func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *contract.StaticNetwork) (ctrl.Result, error) {
+	proxy, entry, cloudInit := sc.proxy, sc.entry, sc.cloudInit
 	target := ro.ref(proxy)
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, entry.Name, contract.LogKeyInstance, target.Name)
 	ctx = logf.IntoContext(ctx, log)
@@ -492,16 +505,16 @@ func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *pr
 	target := ro.ref(proxy)
 	if err := probed; err != nil {
 		if serving(proxy, ro) {
-			if n := r.probeFailures.failed(target.ProviderID); n < failureThreshold {
+			if n := r.memory.Failed(target.ProviderID); n < readiness.FailureThreshold {
 				logf.FromContext(ctx).Info("probe failed; the proxy keeps serving until more fail in a row",
-					"failures", n, "threshold", failureThreshold, "error", err.Error())
+					"failures", n, "threshold", readiness.FailureThreshold, "error", err.Error())
 				return ctrl.Result{RequeueAfter: r.Timing.Probe}, nil
 			}
 		}
 		r.setProgress(proxy, ro, v1alpha1.ReasonProxyUnreachable, err.Error())
 		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
-	r.probeFailures.answered(target.ProviderID)
+	r.memory.Answered(target.ProviderID)
 	if replica.Multi(proxy) {
 		return r.serveReplica(ctx, proxy, entry, ro)
 	}
@@ -556,7 +569,7 @@ func (r *Reconciler) serviceError(ctx context.Context, proxy *v1alpha1.Proxy, ro
 // back as the Proxy's (mayRetire), beside the Proxy's own operations:
 // nothing waits for it. A failure is only an event: the instance is
 // neither current nor pending, so the garbage collector deletes it later.
-// An instance that served through the Service drains first (drain.go).
+// An instance that served through the Service drains first (readiness.Memory).
 func (r *Reconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string, drain time.Duration) {
 	if ref.ProviderID == "" {
 		return
@@ -574,7 +587,7 @@ func (r *Reconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *p
 				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, err)))
 			return
 		}
-		r.forget(providerID)
+		r.memory.Forget(providerID)
 		r.record(proxy, instanceDeleted("Delete", name, why, ""))
 	})
 }
@@ -617,7 +630,7 @@ func (r *Reconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry 
 		return r.awaitingOperation(), nil
 	}
 	for _, inst := range found.deleted {
-		r.forget(inst.ProviderID)
+		r.memory.Forget(inst.ProviderID)
 		r.record(proxy, instanceDeleting(inst.Name, inst.ProviderID))
 	}
 	if err != nil {
@@ -674,27 +687,6 @@ func (r *Reconciler) providerErrorFor(ctx context.Context, proxy *v1alpha1.Proxy
 		retErr = err
 	}
 	return result, retErr
-}
-
-// cloudInit returns the user's cloud-init from the referenced Secret
-// (user is true), or the default proxy cloud-init the operator renders.
-func (r *Reconciler) cloudInit(ctx context.Context, proxy *v1alpha1.Proxy) (data []byte, user bool, err error) {
-	if ref := proxy.Spec.CloudInit; ref != nil {
-		var secret corev1.Secret
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: ref.Name}, &secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, true, fmt.Errorf("spec.cloudInit: Secret %q not found", ref.Name)
-			}
-			return nil, true, &secretReadError{name: ref.Name, err: err}
-		}
-		data, ok := secret.Data[ref.Key]
-		if !ok {
-			return nil, true, fmt.Errorf("spec.cloudInit: Secret %q has no key %q", ref.Name, ref.Key)
-		}
-		return data, true, nil
-	}
-	data, err = renderDefault(proxy, r.DefaultAllowedClients)
-	return data, false, err
 }
 
 // patchFinalizer adds or removes (change) the operator's finalizer by a

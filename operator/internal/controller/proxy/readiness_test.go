@@ -9,12 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/readiness"
 )
 
 // A serving proxy that misses a probe or two keeps serving: on a busy
 // host a probe times out while the proxy is fine (make e2e saw a replica
 // leave the Service for one probe while its neighbour booted). It is not
-// Ready only after failureThreshold probes in a row fail, and is again at
+// Ready only after readiness.FailureThreshold probes in a row fail, and is again at
 // the next answer.
 func TestServingProxyLeavesOnlyAfterProbesInARowFail(t *testing.T) {
 	p := newProxy(t, "flaky-probe", nil)
@@ -47,17 +48,17 @@ func TestServingProxyLeavesOnlyAfterProbesInARowFail(t *testing.T) {
 			}
 		}
 	})
-	failingProbes.Store(failureThreshold - 1)
+	failingProbes.Store(readiness.FailureThreshold - 1)
 	eventually(t, "the failing probes are spent", func() bool { return failingProbes.Load() <= 0 })
 	// A probe that answers follows: the count starts again.
 	waitProbed(t)
-	failingProbes.Store(failureThreshold - 1)
+	failingProbes.Store(readiness.FailureThreshold - 1)
 	eventually(t, "the failing probes are spent again", func() bool { return failingProbes.Load() <= 0 })
 	waitProbed(t)
 	close(stop)
 	wg.Wait()
 	if len(lost) > 0 {
-		t.Errorf("%d failed probes in a row (twice) took the proxy out of service: %v", failureThreshold-1, slices.Compact(lost))
+		t.Errorf("%d failed probes in a row (twice) took the proxy out of service: %v", readiness.FailureThreshold-1, slices.Compact(lost))
 	}
 
 	// A proxy that stops answering is not Ready once the threshold is met.
@@ -81,26 +82,5 @@ func waitProbed(t *testing.T) {
 			t.Fatal("no probe answered")
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestForgetDropsOneVMsState: forget, which every place that deletes a VM
-// calls (a replacement's old VM, a scaled-away replica, a retired VM, a
-// Proxy's sweep), drops that VM's failed probes in a row and its drain,
-// and only that VM's. The call sites themselves are not driven here.
-func TestForgetDropsOneVMsState(t *testing.T) {
-	var r Reconciler
-	r.probeFailures.failed("dc0/gone")
-	r.drains.remaining("dc0/gone", time.Minute)
-	r.probeFailures.failed("dc0/kept")
-	r.forget("dc0/gone")
-	if _, ok := r.probeFailures.n["dc0/gone"]; ok {
-		t.Error("the deleted VM's failed probes are still counted")
-	}
-	if _, ok := r.drains.since["dc0/gone"]; ok {
-		t.Error("the deleted VM's drain is still kept")
-	}
-	if r.probeFailures.n["dc0/kept"] != 1 {
-		t.Error("another VM's failed probes were forgotten")
 	}
 }

@@ -24,8 +24,8 @@ import (
 
 // reconcileReplicas steps every wanted replica, removes the others, and
 // writes the Service and the status.
-func (r *Reconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, cloudInit, user []byte,
-	networks []*contract.StaticNetwork, waits []*addresses.Wait) (ctrl.Result, error) {
+func (r *Reconciler) reconcileReplicas(ctx context.Context, sc *scope, networks []*contract.StaticNetwork, waits []*addresses.Wait) (ctrl.Result, error) {
+	proxy, entry := sc.proxy, sc.entry
 	result := ctrl.Result{RequeueAfter: r.Timing.Resync}
 	merge := func(res ctrl.Result) {
 		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {
@@ -48,7 +48,7 @@ func (r *Reconciler) reconcileReplicas(ctx context.Context, proxy *v1alpha1.Prox
 			}
 			continue
 		}
-		res, err := r.step(ctx, proxy, entry, k, cloudInit, user, networks[k])
+		res, err := r.step(ctx, sc, k, networks[k])
 		if apierrors.IsConflict(err) {
 			return res, err
 		}
@@ -149,7 +149,7 @@ func (r *Reconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, 
 		drain := time.Duration(0)
 		for _, ref := range []*v1alpha1.InstanceRef{sl.Replacement, sl.Instance} {
 			if ref != nil && ref.ProviderID != "" {
-				drain = max(drain, r.drains.remaining(ref.ProviderID, r.Timing.Drain))
+				drain = max(drain, r.memory.Drain(ref.ProviderID, r.Timing.Drain))
 			}
 		}
 		if drain > 0 {
