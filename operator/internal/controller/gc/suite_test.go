@@ -4,17 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -31,11 +26,11 @@ const testNamespace = "default"
 var (
 	k8s           client.Client
 	eventRecorder recorder.EventRecorder
-	logs          = &logBuffer{}
+	logs          *controllertest.Logs
 )
 
 func TestMain(m *testing.M) {
-	logf.SetLogger(funcr.New(logs.write, funcr.Options{Verbosity: 10}))
+	logs = controllertest.CaptureLogs()
 	controllertest.Main(m, run)
 }
 
@@ -46,50 +41,18 @@ func run(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := controllertest.NewManager(cfg, ctrl.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	eventRecorder = mgr.GetEventRecorder("egress-proxies-operator")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
+	defer controllertest.Start(mgr, func(err error) { fmt.Fprintln(os.Stderr, "manager:", err) })()
 	return m.Run()
 }
 
-// logBuffer keeps every log line the collector writes.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *logBuffer) write(prefix, args string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lines = append(b.lines, prefix+" "+args)
-}
-
 // logLines counts the log lines holding every one of parts.
-func logLines(parts ...string) int {
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	n := 0
-	for _, line := range logs.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
-}
+func logLines(parts ...string) int { return logs.Count(parts...) }
 
 // eventsFor returns the reason and note of every event regarding the
 // Proxy.

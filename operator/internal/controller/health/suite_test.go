@@ -3,15 +3,11 @@ package health
 import (
 	"fmt"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
@@ -31,11 +27,11 @@ var (
 	k8s     client.Client
 	control memprovider.Control
 	set     *providers.Set
-	logs    = &logBuffer{}
+	logs    *controllertest.Logs
 )
 
 func TestMain(m *testing.M) {
-	logf.SetLogger(funcr.New(logs.write, funcr.Options{Verbosity: 10}))
+	logs = controllertest.CaptureLogs()
 	controllertest.Main(m, run)
 }
 
@@ -61,31 +57,5 @@ func run(m *testing.M, cfg *rest.Config) int {
 	return m.Run()
 }
 
-// logBuffer keeps every log line the checker writes.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *logBuffer) write(prefix, args string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lines = append(b.lines, prefix+" "+args)
-}
-
 // logLines counts the log lines holding every one of parts.
-func logLines(parts ...string) int {
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	n := 0
-	for _, line := range logs.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
-}
+func logLines(parts ...string) int { return logs.Count(parts...) }

@@ -10,11 +10,11 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 )
@@ -24,7 +24,7 @@ import (
 // during a rollout; it stops at the test's end.
 func startSecondReplica(t *testing.T) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: testScheme, Cache: endpoints.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := controllertest.NewManager(restConfig, ctrl.Options{Scheme: testScheme, Cache: endpoints.CacheOptions(),
 		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
 		t.Fatal(err)
@@ -40,15 +40,7 @@ func startSecondReplica(t *testing.T) {
 	}).SetupWithManager(context.Background(), mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("second replica: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(controllertest.Start(mgr, func(err error) { t.Errorf("second replica: %v", err) }))
 }
 
 // Two replicas allocating for 50 Proxies created at once never hand one

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
@@ -127,7 +125,7 @@ func startInstallOf(t *testing.T, c *cluster, reg providers.Registry, doc string
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(c.cfg, ctrl.Options{Scheme: c.scheme, Cache: endpoints.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := controllertest.NewManager(c.cfg, ctrl.Options{Scheme: c.scheme, Cache: endpoints.CacheOptions(),
 		// Each install runs a controller named "proxy" in this one process.
 		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
@@ -155,20 +153,8 @@ func startInstallOf(t *testing.T, c *cluster, reg providers.Registry, doc string
 	}).SetupWithManager(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("install %s: manager: %v", cfg.InstallID, err)
-		}
-	}()
-	var stopped atomic.Bool
-	stop := func() {
-		if stopped.CompareAndSwap(false, true) {
-			cancel()
-			<-done
-		}
-	}
+	stopManager := controllertest.Start(mgr, func(err error) { t.Errorf("install %s: manager: %v", cfg.InstallID, err) })
+	stop := func() { stopManager(); cancel() }
 	t.Cleanup(stop)
 	return &install{id: cfg.InstallID, set: set, cluster: c, stop: stop}
 }

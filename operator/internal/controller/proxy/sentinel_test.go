@@ -59,7 +59,7 @@ func TestSentinelsAppearNowhere(t *testing.T) {
 	for _, s := range spans.Ended() {
 		fmt.Fprintf(&spanText, "%s %s %v %v\n", s.Name(), s.Status().Description, s.Attributes(), s.Events())
 	}
-	outputs := map[string]string{"logs": logs.all(), "events": string(eventText), "status": string(status), "spans": spanText.String()}
+	outputs := map[string]string{"logs": logs.String(), "events": string(eventText), "status": string(status), "spans": spanText.String()}
 	for what, secretText := range map[string]string{"CloudInit": cloudInitSentinel, "credential": testToken} {
 		for _, form := range append([]string{secretText}, base64Forms(secretText)...) {
 			for where, text := range outputs {

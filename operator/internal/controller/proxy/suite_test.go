@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	eventsv1 "k8s.io/api/events/v1"
@@ -23,8 +22,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -55,7 +52,7 @@ var (
 	cloud    *memprovider.Cloud
 	control  memprovider.Control
 	set      *providers.Set
-	logs     = &logBuffer{}
+	logs     *controllertest.Logs
 	spans    = tracetest.NewSpanRecorder()
 	proxyUp  atomic.Bool // whether the stand-in proxy answers
 	guestIPs atomic.Int32
@@ -114,26 +111,8 @@ const suiteResync = 300 * time.Millisecond
 // testZonePrefix starts the zones the test provider accepts (and drops).
 const testZonePrefix = "test-zone-"
 
-// logBuffer keeps every log line the operator writes, for the sentinel test.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *logBuffer) write(prefix, args string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lines = append(b.lines, prefix+" "+args)
-}
-
-func (b *logBuffer) all() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Join(b.lines, "\n")
-}
-
 func TestMain(m *testing.M) {
-	logf.SetLogger(funcr.New(logs.write, funcr.Options{Verbosity: 10}))
+	logs = controllertest.CaptureLogs()
 	controllertest.Main(m, run)
 }
 
@@ -189,7 +168,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 	standIn = listener
 	proxyUp.Store(true)
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: endpoints.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := controllertest.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: endpoints.CacheOptions()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -227,13 +206,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
+	defer controllertest.Start(mgr, func(err error) { fmt.Fprintln(os.Stderr, "manager:", err) })()
 	return m.Run()
 }
 
@@ -456,19 +429,7 @@ func get(t *testing.T, p *v1alpha1.Proxy) *v1alpha1.Proxy {
 }
 
 // logLines counts the operator's log lines holding every one of parts.
-func logLines(parts ...string) int {
-	n := 0
-	for _, line := range strings.Split(logs.all(), "\n") {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
-}
+func logLines(parts ...string) int { return logs.Count(parts...) }
 
 // eventually polls cond for up to 20 s.
 func eventually(t *testing.T, what string, cond func() bool) {
