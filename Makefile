@@ -55,6 +55,13 @@ deps: $(addprefix deps/,$(MODULES)) ## Check each module depends only on what it
 
 test/%:
 	cd $* && $(GO) test -race -count=1 ./...
+# The images module's tests run tinyproxy and squid from Debian on loopback
+# with the default cloud-init's configuration (images/cloudinit
+# servers_test.go); here a missing server fails instead of skipping.
+test/images: export CLOUDINIT_TEST_SERVERS = 1
+test/images:
+	hack/apt-ensure.sh @proxies
+	cd images && $(GO) test -race -count=1 ./...
 # The operator's tests once more without -race, for the in-process vcsim
 # tests that race inside govmomi's simulator (identity_vsphere_test.go).
 test/operator:

@@ -28,11 +28,15 @@ packages_node="containerd runc containernetworking-plugins iptables conntrack ip
 packages_openstack="mariadb-server rabbitmq-server keystone glance-api placement-api neutron-server
 neutron-linuxbridge-agent nova-api nova-conductor nova-scheduler nova-compute nova-compute-qemu
 python3-openstackclient uwsgi-plugin-python3 qemu-utils"
+# The default cloud-init's two proxy servers, which the images module's
+# tests run on loopback with the configuration it renders (no service is
+# started by the install: apt-ensure.sh).
+packages_proxies="tinyproxy squid"
 # Mutation testing (hack/mutation.sh) reads gremlins' report with jq; not
 # part of @all (not in CI).
 packages_mutation="jq"
 # The sets @all installs: every one CI's steps use.
-ci_package_sets="build image operator_image operator_image_libvirt operator_smoke operator_smoke_libvirt e2e node openstack"
+ci_package_sets="build image operator_image operator_image_libvirt operator_smoke operator_smoke_libvirt e2e node openstack proxies"
 
 # The debconf answers a set needs before its first install, on stdout.
 # OpenStack's packages would otherwise configure their databases through

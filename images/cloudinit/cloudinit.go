@@ -45,6 +45,13 @@ type Proxy struct {
 	Upstream string
 	// NoUpstream lists domains reached directly, not through Upstream.
 	NoUpstream []string
+	// Destinations, when any, are all the proxy lets its clients reach;
+	// anything else is refused with a 403 page naming Policy. None: any
+	// destination.
+	Destinations []Destination
+	// Policy names who refuses, on that page: the operator passes
+	// "Proxy <namespace>/<name>". Letters, digits, spaces and ./_- only.
+	Policy string
 }
 
 var (
@@ -83,6 +90,14 @@ func (p Proxy) Validate() error {
 		if !domainRE.MatchString(d) {
 			return contract.InvalidField("noUpstream", d, "want a domain such as .internal.example")
 		}
+	}
+	for i, d := range p.Destinations {
+		if err := d.validate(i); err != nil {
+			return err
+		}
+	}
+	if !policyRE.MatchString(p.Policy) {
+		return contract.InvalidField("policy", p.Policy, "letters, digits, spaces and ./_- only, at most 300")
 	}
 	return nil
 }
@@ -149,6 +164,21 @@ write_files:
       Upstream none "{{ . }}"
 {{- end }}
 {{- end }}
+{{- if .Destinations }}
+      Filter "` + tinyproxyFilterPath + `"
+      FilterURLs On
+      FilterType ere
+      FilterDefaultDeny Yes
+      ErrorFile 403 "` + tinyproxyRefusalPath + `"
+  - path: ` + tinyproxyFilterPath + `
+    permissions: "0644"
+    content: |
+{{ tinyproxyFilter .Destinations | indent }}
+  - path: ` + tinyproxyRefusalPath + `
+    permissions: "0644"
+    content: |
+{{ tinyproxyRefusal .Policy | indent }}
+{{- end }}
 runcmd:
   - [sh, -c, {{ startScript }}, start-proxy, tinyproxy, /etc/tinyproxy/tinyproxy.conf]
 `))
@@ -166,7 +196,11 @@ write_files:
 {{- range .AllowedClients }}
       acl egress_clients src {{ . }}
 {{- end }}
+{{- if .Destinations }}
+{{ squidACLs .Destinations | indent }}
+{{- else }}
       http_access allow egress_clients
+{{- end }}
       http_access deny all
       cache deny all
       access_log daemon:/var/log/squid/access.log squid
@@ -182,6 +216,12 @@ write_files:
       always_direct allow egress_direct
 {{- end }}
       never_direct allow all
+{{- end }}
+{{- if .Destinations }}
+  - path: ` + squidRefusalPath + `
+    permissions: "0644"
+    content: |
+{{ squidRefusal .Policy | indent }}
 {{- end }}
 runcmd:
   - [sh, -c, {{ startScript }}, start-proxy, squid, /etc/squid/squid.conf]
@@ -200,7 +240,22 @@ var startScript = strings.Join([]string{
 }, "; ")
 
 // funcs gives the templates startScript as a YAML single-quoted scalar, on
-// one line (YAML folds a line break in it into a space).
-var funcs = template.FuncMap{"startScript": func() string {
-	return "'" + strings.ReplaceAll(startScript, "'", "''") + "'"
-}}
+// one line (YAML folds a line break in it into a space); the destination
+// policy's files and rules; and indent, which makes lines the content of
+// a write_files block scalar.
+var funcs = template.FuncMap{
+	"startScript": func() string {
+		return "'" + strings.ReplaceAll(startScript, "'", "''") + "'"
+	},
+	"tinyproxyFilter":  tinyproxyFilter,
+	"squidACLs":        squidACLs,
+	"tinyproxyRefusal": refusalPage(tinyproxyRefusal),
+	"squidRefusal":     refusalPage(squidRefusal),
+	"indent": func(text string) string {
+		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		for i, l := range lines {
+			lines[i] = "      " + l
+		}
+		return strings.Join(lines, "\n")
+	},
+}
