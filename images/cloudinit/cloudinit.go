@@ -91,10 +91,8 @@ func (p Proxy) Validate() error {
 			return contract.InvalidField("noUpstream", d, "want a domain such as .internal.example")
 		}
 	}
-	for i, d := range p.Destinations {
-		if err := d.validate(i); err != nil {
-			return err
-		}
+	if err := ValidateDestinations(p.Destinations); err != nil {
+		return err
 	}
 	if !policyRE.MatchString(p.Policy) {
 		return contract.InvalidField("policy", p.Policy, "letters, digits, spaces and ./_- only, at most 300")

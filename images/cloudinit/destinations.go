@@ -41,6 +41,18 @@ var (
 	policyRE = regexp.MustCompile(`^[A-Za-z0-9 ./_-]{0,300}$`)
 )
 
+// ValidateDestinations checks each destination; an error is ErrPermanent
+// naming the field (egress.destinations[i].host, .network, .ports[j]) and
+// the value.
+func ValidateDestinations(dests []Destination) error {
+	for i, d := range dests {
+		if err := d.validate(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // validate checks d, the destination at index i of the Proxy's list;
 // errors name the field as the Proxy's spec does.
 func (d Destination) validate(i int) error {

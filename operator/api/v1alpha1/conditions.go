@@ -92,6 +92,10 @@ const (
 	// open the proxy to all of IPv4 or IPv6, or leave the networks the
 	// operator's config allows.
 	ReasonAllowedClientsRefused = "AllowedClientsRefused"
+	// ReasonEgressRefused: spec.egress holds a destination the default
+	// cloud-init cannot render, or is set beside spec.cloudInit (a Proxy
+	// admitted before the CRD's rules).
+	ReasonEgressRefused = "EgressRefused"
 
 	// ReasonServiceConflict: a Service or EndpointSlice of the Proxy's name
 	// exists that the operator did not create; it is left untouched, and

@@ -9,6 +9,7 @@ import (
 // provider.
 // +kubebuilder:validation:XValidation:rule="!has(self.addresses) || size(self.addresses) == 0 || (has(self.addressPool) && size(self.addressPool) > 0)",message="addresses pins addresses of a pool: set addressPool too"
 // +kubebuilder:validation:XValidation:rule="!has(self.addresses) || size(self.addresses) <= (has(self.replicas) ? self.replicas : 1)",message="addresses pins one address per replica: at most spec.replicas of them",fieldPath=".addresses"
+// +kubebuilder:validation:XValidation:rule="!has(self.egress) || !has(self.cloudInit)",message="egress is rendered into the default cloud-init: with cloudInit the proxy's configuration is yours, so write its destination rules there",fieldPath=".egress"
 type ProxySpec struct {
 	// Provider is the name of a provider in the operator's providers config.
 	// It cannot change: to move a proxy to another backend, create a new
@@ -52,6 +53,15 @@ type ProxySpec struct {
 	// +optional
 	AllowedClients []CIDR `json:"allowedClients,omitempty"`
 
+	// Egress is what the proxy lets its clients reach: a request to any
+	// other host, network or port is refused with a 403 that names the
+	// Proxy. Unset: any destination on any port, as before egress
+	// existed. Set it: an allow-listed address is only as narrow as what
+	// goes out through it. Rendered into the default cloud-init (not with
+	// cloudInit); a change replaces the VMs one at a time.
+	// +optional
+	Egress *Egress `json:"egress,omitempty"`
+
 	// CloudInit, when set, names a Secret key whose content is the VM's
 	// cloud-init user-data, passed byte for byte; the user then owns the
 	// proxy's configuration. When unset, the operator renders the default
@@ -89,6 +99,48 @@ type ProxySpec struct {
 // +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.0.0.0/8"
 // +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() >= (cidr(self).ip().family() == 4 ? 8 : 7)",message="an IPv4 network must be /8 or longer and an IPv6 one /7 or longer, so that allowedClients can never open the proxy to all of IPv4 or IPv6; list the client networks instead"
 type CIDR string
+
+// Egress is what a proxy lets out (docs/egress.md).
+type Egress struct {
+	// Destinations are the hosts and networks the proxy may reach; a
+	// request is let through when one of them matches its host and port.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Destinations []Destination `json:"destinations"`
+}
+
+// Destination is a host or an IPv4 network, and the ports the proxy may
+// reach it on.
+// +kubebuilder:validation:XValidation:rule="has(self.host) != has(self.network)",message="set one of host and network"
+type Destination struct {
+	// Host is a DNS name such as api.partner.example, or "*." and a name
+	// for every name below it: *.partner.example matches
+	// api.partner.example and a.b.partner.example, not partner.example.
+	// Lower case; an address is a network (a /32).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="!isIP(self)",message="an address: list it as network, a /32"
+	// +optional
+	Host string `json:"host,omitempty"`
+	// Network is an IPv4 network in CIDR notation, by its first address
+	// (203.0.113.0/24; one address is a /32). tinyproxy matches it
+	// against an address written in the request; squid also against the
+	// addresses a requested name resolves to.
+	// +kubebuilder:validation:MaxLength=18
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4 && cidr(self).prefixLength() >= 1 && string(cidr(self).masked()) == self",message="must be an IPv4 network by its first address, /1 to /32, such as 203.0.113.0/24; to let out any destination leave spec.egress unset"
+	// +optional
+	Network string `json:"network,omitempty"`
+	// Ports are the ports the proxy may reach the destination on, by
+	// plain HTTP or CONNECT. Unset: 80 for plain HTTP and 443 for CONNECT
+	// (HTTPS).
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	// +listType=set
+	// +optional
+	Ports []int32 `json:"ports,omitempty"`
+}
 
 // Placement selects where and on what a proxy's VM runs.
 // +kubebuilder:validation:XValidation:rule="!has(self.zones) || size(self.zones) == 0 || !has(self.zone) || size(self.zone) == 0",message="zone and zones are mutually exclusive: zones spreads the replicas, zone puts them all in one place",fieldPath=".zones"

@@ -37,7 +37,9 @@ func SpecHash(proxy *v1alpha1.Proxy, userCloudInit []byte) string {
 		// it had before pools existed, and its VM.
 		AddressPool string          `json:",omitempty"`
 		Addresses   []v1alpha1.IPv4 `json:",omitempty"`
-	}{spec.Provider, spec.Placement, spec.Port, clients, userCloudInit != nil, proxy.Annotations[v1alpha1.RollAnnotation], spec.AddressPool, spec.Addresses})
+		// Omitted when unset, so a Proxy without egress keeps its hash.
+		Egress *v1alpha1.Egress `json:",omitempty"`
+	}{spec.Provider, spec.Placement, spec.Port, clients, userCloudInit != nil, proxy.Annotations[v1alpha1.RollAnnotation], spec.AddressPool, spec.Addresses, spec.Egress})
 	h := sha256.New()
 	h.Write(fields)
 	h.Write([]byte{0})

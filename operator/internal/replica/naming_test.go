@@ -71,6 +71,9 @@ func TestSpecHash(t *testing.T) {
 		"port":            func(p *v1alpha1.Proxy) { p.Spec.Port = 8888 },
 		"allowed clients": func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = p.Spec.AllowedClients[:1] },
 		"roll":            func(p *v1alpha1.Proxy) { p.Annotations = map[string]string{v1alpha1.RollAnnotation: "1"} },
+		"egress": func(p *v1alpha1.Proxy) {
+			p.Spec.Egress = &v1alpha1.Egress{Destinations: []v1alpha1.Destination{{Host: "api.partner.example"}}}
+		},
 	}
 	for what, change := range changed {
 		p := base.DeepCopy()

@@ -6,6 +6,7 @@ package userdata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
@@ -96,7 +98,41 @@ func Default(proxy *v1alpha1.Proxy, defaultClients []string) ([]byte, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("spec.allowedClients is empty and the operator has no defaultAllowedClients: a proxy is never open to the world")
 	}
-	return cloudinit.Render(cloudinit.Proxy{Hostname: proxy.Name, Port: proxy.Spec.Port, AllowedClients: clients})
+	return cloudinit.Render(cloudinit.Proxy{Hostname: proxy.Name, Port: proxy.Spec.Port, AllowedClients: clients,
+		Destinations: Destinations(proxy), Policy: "Proxy " + proxy.Namespace + "/" + proxy.Name})
+}
+
+// Destinations is spec.egress as the default cloud-init takes it; nil
+// when unset (any destination).
+func Destinations(proxy *v1alpha1.Proxy) []cloudinit.Destination {
+	if proxy.Spec.Egress == nil {
+		return nil
+	}
+	out := make([]cloudinit.Destination, 0, len(proxy.Spec.Egress.Destinations))
+	for _, d := range proxy.Spec.Egress.Destinations {
+		out = append(out, cloudinit.Destination{Host: d.Host, Network: d.Network, Ports: d.Ports})
+	}
+	return out
+}
+
+// EgressError says why spec.egress cannot be rendered, naming the field
+// and the value; nil when it can. The CRD refuses the same at admission:
+// this holds for a Proxy admitted before its rules.
+func EgressError(proxy *v1alpha1.Proxy) error {
+	if proxy.Spec.Egress == nil {
+		return nil
+	}
+	if proxy.Spec.CloudInit != nil {
+		return errors.New("spec.egress: is rendered into the default cloud-init, and spec.cloudInit replaces it: write the destination rules in your cloud-init, or unset spec.cloudInit")
+	}
+	if len(proxy.Spec.Egress.Destinations) == 0 {
+		return errors.New("spec.egress.destinations: is empty; list a destination, or unset spec.egress to let out any")
+	}
+	err := cloudinit.ValidateDestinations(Destinations(proxy))
+	if fe := (*contract.FieldError)(nil); errors.As(err, &fe) {
+		return fmt.Errorf("spec.%s %q: %s", fe.Field, fe.Value, fe.Detail)
+	}
+	return err
 }
 
 // ForbiddenMessage names the RoleBinding that lets the operator read the

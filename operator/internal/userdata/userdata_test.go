@@ -104,3 +104,27 @@ func TestForbiddenMessage(t *testing.T) {
 		t.Errorf("without an answer: %q", got)
 	}
 }
+
+// spec.egress reaches the default cloud-init with the Proxy named on the
+// refusal page; unset, the default is what it was without it.
+func TestDefaultRendersEgress(t *testing.T) {
+	p := proxyWith(nil, "10.0.0.0/8")
+	without, err := Default(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(without), "Filter") {
+		t.Errorf("a Proxy without egress has a filter:\n%s", without)
+	}
+	p.Spec.Egress = &v1alpha1.Egress{Destinations: []v1alpha1.Destination{{Host: "*.partner.example", Ports: []int32{8443}}, {Network: "203.0.113.0/24"}}}
+	with, err := Default(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`^http://[^/:@]+\.partner\.example:8443(/|$)`, `^203\.0\.113\.`, "FilterDefaultDeny Yes",
+		"Refused by the egress policy of Proxy team-a/egress"} {
+		if !strings.Contains(string(with), want) {
+			t.Errorf("the default cloud-init lacks %q:\n%s", want, with)
+		}
+	}
+}

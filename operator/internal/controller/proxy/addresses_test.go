@@ -404,13 +404,13 @@ func TestPoolStatusCountsAndNamesAnInvalidField(t *testing.T) {
 	})
 }
 
-// The shipped samples of a pool and a Proxy using it pass the CRDs'
-// validation (a server-side dry run).
-func TestAddressSamplesAreValid(t *testing.T) {
+// The shipped samples of a pool, a Proxy using it, replicas and an egress
+// policy pass the CRDs' validation (a server-side dry run).
+func TestSamplesAreValid(t *testing.T) {
 	for _, sample := range []struct {
 		file string
 		obj  client.Object
-	}{{"addresspool.yaml", &v1alpha1.AddressPool{}}, {"proxy_addresspool.yaml", &v1alpha1.Proxy{}}, {"proxy_replicas.yaml", &v1alpha1.Proxy{}}} {
+	}{{"addresspool.yaml", &v1alpha1.AddressPool{}}, {"proxy_addresspool.yaml", &v1alpha1.Proxy{}}, {"proxy_replicas.yaml", &v1alpha1.Proxy{}}, {"proxy_egress.yaml", &v1alpha1.Proxy{}}} {
 		data, err := os.ReadFile(controllertest.Path("config", "samples", sample.file))
 		if err != nil {
 			t.Fatal(err)

@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -33,6 +36,29 @@ func TestAdmissionRejectsInvalidProxies(t *testing.T) {
 		{"not a CIDR", func(p *v1alpha1.Proxy) { p.Spec.AllowedClients = []v1alpha1.CIDR{"10.0.0.300/8"} }, []string{"spec.allowedClients[0]", "must be a CIDR"}},
 		{"no provider", func(p *v1alpha1.Proxy) { p.Spec.Provider = "" }, []string{"spec.provider"}},
 		{"bad region", func(p *v1alpha1.Proxy) { p.Spec.Placement.Region = "eu west!" }, []string{"spec.placement.region"}},
+		{"egress without destinations", withEgress(), []string{"spec.egress.destinations"}},
+		{"a destination with host and network", withEgress(v1alpha1.Destination{Host: "a.example", Network: "10.0.0.0/8"}), []string{"spec.egress.destinations[0]", "set one of host and network"}},
+		{"a destination with neither", withEgress(v1alpha1.Destination{Ports: []int32{443}}), []string{"spec.egress.destinations[0]", "set one of host and network"}},
+		{"an upper-case host", withEgress(v1alpha1.Destination{Host: "API.partner.example"}), []string{"spec.egress.destinations[0].host"}},
+		{"a wildcard inside a name", withEgress(v1alpha1.Destination{Host: "api.*.example"}), []string{"spec.egress.destinations[0].host"}},
+		{"a host that injects a rule", withEgress(v1alpha1.Destination{Host: "a.example\nhttp_access allow all"}), []string{"spec.egress.destinations[0].host"}},
+		{"an address as a host", withEgress(v1alpha1.Destination{Host: "203.0.113.7"}), []string{"spec.egress.destinations[0].host", "list it as network"}},
+		{"a network not by its first address", withEgress(v1alpha1.Destination{Network: "203.0.113.7/24"}), []string{"spec.egress.destinations[0].network", "first address"}},
+		{"every destination as a network", withEgress(v1alpha1.Destination{Network: "0.0.0.0/0"}), []string{"spec.egress.destinations[0].network", "leave spec.egress unset"}},
+		{"an IPv6 network", withEgress(v1alpha1.Destination{Network: "2001:db8::/32"}), []string{"spec.egress.destinations[0].network"}},
+		{"port 0", withEgress(v1alpha1.Destination{Host: "a.example", Ports: []int32{0}}), []string{"spec.egress.destinations[0].ports[0]"}},
+		{"a port above 65535", withEgress(v1alpha1.Destination{Host: "a.example", Ports: []int32{443, 70000}}), []string{"spec.egress.destinations[0].ports[1]"}},
+		{"a port twice", withEgress(v1alpha1.Destination{Host: "a.example", Ports: []int32{443, 443}}), []string{"spec.egress.destinations[0].ports[1]", "Duplicate"}},
+		{"65 destinations", func(p *v1alpha1.Proxy) {
+			p.Spec.Egress = &v1alpha1.Egress{}
+			for i := range 65 {
+				p.Spec.Egress.Destinations = append(p.Spec.Egress.Destinations, v1alpha1.Destination{Host: fmt.Sprintf("h%d.example", i)})
+			}
+		}, []string{"spec.egress.destinations", "64"}},
+		{"egress beside a cloud-init of one's own", func(p *v1alpha1.Proxy) {
+			withEgress(v1alpha1.Destination{Host: "a.example"})(p)
+			p.Spec.CloudInit = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "own"}, Key: "user-data"}
+		}, []string{"spec.egress", "with cloudInit"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &v1alpha1.Proxy{
@@ -86,5 +112,30 @@ func TestAdmissionAcceptsPrivateRanges(t *testing.T) {
 	t.Cleanup(func() { releaseByHand(t, k8s, p) }) // its entry never comes
 	if got := get(t, p); len(got.Spec.AllowedClients) != 5 {
 		t.Errorf("allowedClients stored as %v", got.Spec.AllowedClients)
+	}
+}
+
+// withEgress sets spec.egress to the destinations.
+func withEgress(dests ...v1alpha1.Destination) func(*v1alpha1.Proxy) {
+	return func(p *v1alpha1.Proxy) { p.Spec.Egress = &v1alpha1.Egress{Destinations: dests} }
+}
+
+// Every destination form the API documents is admitted as written.
+func TestAdmissionAcceptsEveryDestinationForm(t *testing.T) {
+	dests := []v1alpha1.Destination{
+		{Host: "api.partner.example"},
+		{Host: "*.partner.example", Ports: []int32{443, 8443}},
+		{Host: strings.Repeat("a", 63) + ".example"},
+		{Network: "203.0.113.0/24", Ports: []int32{443}},
+		{Network: "198.51.100.7/32"},
+		{Network: "128.0.0.0/1"},
+	}
+	p := newProxy(t, "every-form", func(p *v1alpha1.Proxy) {
+		p.Spec.Provider = "nowhere" // nothing to provision: admission is the test
+		withEgress(dests...)(p)
+	})
+	t.Cleanup(func() { releaseByHand(t, k8s, p) })
+	if got := get(t, p).Spec.Egress; got == nil || !reflect.DeepEqual(got.Destinations, dests) {
+		t.Errorf("egress stored as %+v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/userdata"
 )
 
 // dns1035Label is what a Proxy's name must be: it names its Service and is
@@ -22,6 +23,9 @@ var dns1035Label = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 func (r *Reconciler) refusal(proxy *v1alpha1.Proxy) (reason, msg string) {
 	if !dns1035Label.MatchString(proxy.Name) {
 		return v1alpha1.ReasonInvalidName, fmt.Sprintf("metadata.name %q: must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, at most 63 characters): it names the Proxy's Service and is its VM's hostname; create the Proxy again under such a name", proxy.Name)
+	}
+	if err := userdata.EgressError(proxy); err != nil {
+		return v1alpha1.ReasonEgressRefused, err.Error()
 	}
 	field, clients := "spec.allowedClients", make([]string, 0, len(proxy.Spec.AllowedClients))
 	for _, c := range proxy.Spec.AllowedClients {

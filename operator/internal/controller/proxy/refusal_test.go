@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -33,6 +34,14 @@ func TestRefusal(t *testing.T) {
 		{proxy("web", "10.0.0.0/8", "172.16.0.0/12"), []string{"10.0.0.0/8"}, v1alpha1.ReasonAllowedClientsRefused, []string{"spec.allowedClients[1]", `"172.16.0.0/12"`, "allowedClientsWithin"}},
 		{proxy("web", "10.0.0.0/7"), []string{"10.0.0.0/8"}, v1alpha1.ReasonAllowedClientsRefused, []string{"spec.allowedClients[0]"}},
 		{proxy("web"), []string{"192.168.0.0/16"}, v1alpha1.ReasonAllowedClientsRefused, []string{"defaultAllowedClients[0]", `"10.0.0.0/8"`}},
+		{egress(proxy("web"), v1alpha1.Destination{Host: "api.partner.example"}), nil, "", nil},
+		{egress(proxy("web"), v1alpha1.Destination{Host: "api.partner.example"}, v1alpha1.Destination{Network: "203.0.113.7/24"}), nil,
+			v1alpha1.ReasonEgressRefused, []string{"spec.egress.destinations[1].network", `"203.0.113.7/24"`}},
+		{egress(proxy("web"), v1alpha1.Destination{Host: "API.partner.example", Ports: []int32{443}}), nil,
+			v1alpha1.ReasonEgressRefused, []string{"spec.egress.destinations[0].host", `"API.partner.example"`}},
+		{egress(proxy("web")), nil, v1alpha1.ReasonEgressRefused, []string{"spec.egress.destinations", "empty"}},
+		{withCloudInit(egress(proxy("web"), v1alpha1.Destination{Host: "api.partner.example"})), nil,
+			v1alpha1.ReasonEgressRefused, []string{"spec.egress", "spec.cloudInit"}},
 	} {
 		r.AllowedClientsWithin = nil
 		for _, w := range tc.within {
@@ -48,4 +57,14 @@ func TestRefusal(t *testing.T) {
 			}
 		}
 	}
+}
+
+func egress(p *v1alpha1.Proxy, dests ...v1alpha1.Destination) *v1alpha1.Proxy {
+	p.Spec.Egress = &v1alpha1.Egress{Destinations: dests}
+	return p
+}
+
+func withCloudInit(p *v1alpha1.Proxy) *v1alpha1.Proxy {
+	p.Spec.CloudInit = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "own"}, Key: "user-data"}
+	return p
 }
