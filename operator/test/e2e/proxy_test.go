@@ -222,7 +222,8 @@ func TestProxyBecomesAVM(t *testing.T) {
 
 	// The leader crashes while a second Proxy is provisioning: the other
 	// replica takes the Lease and finishes it, with one VM.
-	second := newProxy("egress-2", l)
+	// It lets out only the origin's address and port (docs/egress.md).
+	second := withEgressToOrigin(t, newProxy("egress-2", l), org)
 	if err := k8s.Create(ctx, second); err != nil {
 		t.Fatalf("create the second Proxy: %v", err)
 	}
@@ -237,6 +238,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 	if ds, want := domains(t, l), []string{newInstance, secondReady.Status.Instance.Name}; !sameSet(ds, want) {
 		t.Errorf("domains after the leader's crash: %v, want exactly %v", ds, want)
 	}
+	checkEgress(t, cs, l, org, secondReady)
 
 	// Deleting the Proxies deletes their domains, overlays and seeds.
 	deleting := time.Now()
