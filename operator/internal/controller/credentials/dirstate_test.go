@@ -49,5 +49,26 @@ func TestDirStateSeesEachChange(t *testing.T) {
 		later := time.Now().Add(time.Second)
 		return os.Chtimes(plain, later, later)
 	})
+	// A link moved between two files that match in size and time: only
+	// the link's target tells them apart.
+	same := time.Now().Add(-time.Hour)
+	for _, name := range []string{"a", "b"} {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte("z"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(f, same, same); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "current")
+	step("a link to one of two like files appears", func() error { return os.Symlink("a", link) })
+	step("the link moves to the other", func() error {
+		if err := os.Symlink("b", link+".new"); err != nil {
+			return err
+		}
+		return os.Rename(link+".new", link)
+	})
+	step("the file it points at goes, leaving it dangling", func() error { return os.Remove(filepath.Join(dir, "b")) })
 	step("the volume goes", func() error { return os.RemoveAll(dir) })
 }

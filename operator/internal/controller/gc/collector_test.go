@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +35,8 @@ type stubProvider struct {
 	mu        sync.Mutex
 	list      []contract.Instance
 	legacy    []contract.Instance
-	listErr   error
+	listErr   error // of the owner's list
+	legacyErr error // of v0.1's list
 	deleteErr map[string]error
 	deleted   []string
 }
@@ -68,7 +70,7 @@ func (s *stubProvider) ListByTag(_ context.Context, key, value string) ([]contra
 	case key == contract.LabelManaged && value == stubOwner:
 		return slices.Clone(s.list), s.listErr
 	case key == contract.LabelManaged && value == contract.LegacyManagedValue:
-		return slices.Clone(s.legacy), s.listErr
+		return slices.Clone(s.legacy), s.legacyErr
 	}
 	return nil, fmt.Errorf("stub: the garbage collector lists %s=%s, want the managed mark valued %s or %s", key, value, stubOwner, contract.LegacyManagedValue)
 }
@@ -122,6 +124,10 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 		_, name, _ := strings.Cut(id, "/")
 		return contract.Instance{ProviderID: id, Name: name, UID: uid, CreatedAt: created, State: state}
 	}
+	marked := func(i contract.Instance, owner string) contract.Instance {
+		i.Owner = owner
+		return i
+	}
 	stub := &stubProvider{
 		list: []contract.Instance{
 			inst("r/orphan-old", "uid-gone", old, contract.StateRunning),
@@ -139,6 +145,10 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 			inst("r/pending-b", "uid-pending", old, contract.StateProvisioning),
 			inst("r/pending-c", "uid-pending", old, contract.StateRunning),
 			inst("r/elsewhere", "uid-elsewhere", old, contract.StateRunning),
+			// As a provider that reads the managed mark back reports them:
+			// this pass's own, and another install's its filter let by.
+			marked(inst("r/orphan-marked", "uid-gone", old, contract.StateRunning), stubOwner),
+			marked(inst("r/orphan-of-another-install", "uid-gone", old, contract.StateRunning), "d00dfeed-other"),
 		},
 		deleteErr: map[string]error{"r/orphan-undeletable": errors.New("stub: the backend refused")},
 	}
@@ -161,11 +171,11 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 	for _, d := range swept {
 		ids = append(ids, d.ProviderID)
 	}
-	want := []string{"r/orphan-old", "r/orphan-at-min-age", "r2/serving-a", "r/pending-c", "r/elsewhere"}
+	want := []string{"r/orphan-old", "r/orphan-at-min-age", "r2/serving-a", "r/pending-c", "r/elsewhere", "r/orphan-marked"}
 	if !slices.Equal(ids, want) || !slices.Equal(stub.deletedIDs(), want) {
 		t.Errorf("swept %v, deleted %v; want %v", ids, stub.deletedIDs(), want)
 	}
-	for reason, n := range map[string]float64{"orphan": 2, "superseded": 2, "wrong-provider": 1} {
+	for reason, n := range map[string]float64{"orphan": 3, "superseded": 2, "wrong-provider": 1} {
 		if got := metric(reason) - before[reason]; got != n {
 			t.Errorf("gc deletions{%s} grew by %v, want %v", reason, got, n)
 		}
@@ -185,27 +195,80 @@ func TestGarbageCollectorListFailures(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	orphan := contract.Instance{ProviderID: "r/orphan", Name: "orphan", UID: "uid-gone", CreatedAt: now.Add(-2 * time.Hour), State: contract.StateRunning}
-	sweep := func(listErr, proxiesErr error) ([]string, []contract.Instance, error) {
-		stub := &stubProvider{list: []contract.Instance{orphan}, listErr: listErr}
+	// v0.1's marks are collected only for a Proxy here that no longer
+	// wants the instance: superseded.
+	live := v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: "live", UID: "uid-live"}, Spec: v1alpha1.ProxySpec{Provider: "stub"},
+		Status: v1alpha1.ProxyStatus{Instance: &v1alpha1.InstanceRef{Name: "current", ProviderID: "r/current"}}}
+	legacyOrphan := contract.Instance{ProviderID: "r/legacy-superseded", Name: "legacy-superseded", UID: "uid-live", CreatedAt: now.Add(-2 * time.Hour), State: contract.StateRunning}
+	sweep := func(listErr, legacyErr, proxiesErr error) ([]string, []contract.Instance, error) {
+		stub := &stubProvider{list: []contract.Instance{orphan}, legacy: []contract.Instance{legacyOrphan}, listErr: listErr, legacyErr: legacyErr}
 		entry := &providers.Entry{Name: "stub", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
-		collector := &Collector{Reader: proxyLister{err: proxiesErr}, Providers: providers.NewSet(entry)}
+		collector := &Collector{Reader: proxyLister{items: []v1alpha1.Proxy{live}, err: proxiesErr}, Providers: providers.NewSet(entry)}
 		swept, err := collector.Sweep(ctx, entry)
 		return stub.deletedIDs(), swept, err
 	}
 
 	unreachable := fmt.Errorf("region r2 unreachable: %w", contract.ErrPartialList)
-	deleted, swept, err := sweep(unreachable, nil)
-	if !errors.Is(err, contract.ErrPartialList) || len(swept) != 1 || !slices.Equal(deleted, []string{orphan.ProviderID}) {
-		t.Errorf("partial list: swept %v, deleted %v, error %v; want the listed orphan deleted and the partial list reported", swept, deleted, err)
+	deleted, swept, err := sweep(unreachable, nil, nil)
+	if !errors.Is(err, contract.ErrPartialList) || len(swept) != 2 || !slices.Equal(deleted, []string{orphan.ProviderID, legacyOrphan.ProviderID}) {
+		t.Errorf("partial list: swept %v, deleted %v, error %v; want the listed orphans deleted and the partial list reported", swept, deleted, err)
 	}
-	for what, errs := range map[string][2]error{
-		"the instances": {errors.New("503 unavailable"), nil},
-		"the Proxies":   {nil, errors.New("the API server is away")},
+	// One mark's list failing leaves the other's sweep to go on.
+	failed := errors.New("503 unavailable")
+	deleted, _, err = sweep(failed, nil, nil)
+	if !errors.Is(err, failed) || !slices.Equal(deleted, []string{legacyOrphan.ProviderID}) {
+		t.Errorf("the owner's list failed: deleted %v, error %v; want v0.1's orphan deleted and the failure reported", deleted, err)
+	}
+	deleted, _, err = sweep(nil, failed, nil)
+	if !errors.Is(err, failed) || !slices.Equal(deleted, []string{orphan.ProviderID}) {
+		t.Errorf("v0.1's list failed: deleted %v, error %v; want the owner's orphan deleted and the failure reported", deleted, err)
+	}
+	for what, errs := range map[string][3]error{
+		"both marks' instances": {failed, failed, nil},
+		"the Proxies":           {nil, nil, errors.New("the API server is away")},
 	} {
-		deleted, swept, err := sweep(errs[0], errs[1])
+		deleted, swept, err := sweep(errs[0], errs[1], errs[2])
 		if err == nil || len(swept) != 0 || len(deleted) != 0 {
 			t.Errorf("listing %s failed: swept %v, deleted %v, error %v; want nothing deleted and the error", what, swept, deleted, err)
 		}
+	}
+}
+
+// The address of a Proxy that is gone is released only when the lists
+// prove no VM holds it: every list complete, the owner's and v0.1's.
+func TestOrphanAddressReleasedOnlyOnCompleteLists(t *testing.T) {
+	ctx := context.Background()
+	partial := fmt.Errorf("region r2 unreachable: %w", contract.ErrPartialList)
+	for _, tc := range []struct {
+		name               string
+		listErr, legacyErr error
+		released           bool
+	}{
+		{"complete lists", nil, nil, true},
+		{"the owner's list partial", partial, nil, false},
+		{"v0.1's list partial", nil, partial, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pa := &v1alpha1.ProxyAddress{
+				ObjectMeta: metav1.ObjectMeta{Name: "gc-orphan-198-51-100-77"},
+				Spec: v1alpha1.ProxyAddressSpec{Pool: "pool", Provider: "gc-addr", Address: "198.51.100.77/24", Gateway: "198.51.100.1",
+					Proxy: v1alpha1.ProxyRef{Namespace: testNamespace, Name: "gone", UID: "uid-gone"}},
+			}
+			if err := k8s.Create(ctx, pa); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), pa) })
+			stub := &stubProvider{listErr: tc.listErr, legacyErr: tc.legacyErr}
+			entry := &providers.Entry{Name: "gc-addr", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
+			collector := &Collector{Reader: k8s, Addresses: k8s, Providers: providers.NewSet(entry)}
+			if _, err := collector.Sweep(ctx, entry); (err != nil) != (tc.listErr != nil || tc.legacyErr != nil) {
+				t.Fatalf("Sweep: %v", err)
+			}
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(pa), &v1alpha1.ProxyAddress{})
+			if released := apierrors.IsNotFound(err); released != tc.released {
+				t.Errorf("released %v (Get: %v), want %v", released, err, tc.released)
+			}
+		})
 	}
 }
 
