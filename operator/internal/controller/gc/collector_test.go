@@ -257,7 +257,7 @@ func TestOrphanAddressReleasedOnlyOnCompleteLists(t *testing.T) {
 			if err := k8s.Create(ctx, pa); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = k8s.Delete(context.Background(), pa) })
+			t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(ctx), pa) })
 			stub := &stubProvider{listErr: tc.listErr, legacyErr: tc.legacyErr}
 			entry := &providers.Entry{Name: "gc-addr", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
 			collector := &Collector{Reader: k8s, Addresses: k8s, Providers: providers.NewSet(entry)}
