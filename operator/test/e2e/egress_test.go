@@ -33,15 +33,11 @@ func originHostPort(t *testing.T, org *origin) (string, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, portText, err := net.SplitHostPort(u.Host)
+	port, err := strconv.Atoi(u.Port())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("origin %s: %v", org.URL, err)
 	}
-	port, err := strconv.Atoi(portText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return host, port
+	return u.Hostname(), port
 }
 
 // checkEgress proves p's destination policy on its real VM: a client Pod
