@@ -7,6 +7,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -33,6 +34,21 @@ func main() {
 	flag.IntVar(&o.Bounds.Workers, "max-concurrent-reconciles", proxy.DefaultWorkers, "How many Proxies reconcile at once; provider calls run beside these workers, capped per provider by limits.concurrency.")
 	flag.DurationVar(&o.Bounds.Deadline, "reconcile-timeout", proxy.DefaultDeadline, "The deadline of one reconcile (its API server calls; provider calls are not bounded by it).")
 	flag.DurationVar(&o.Timing.Drain, "drain-period", proxy.DefaultDrain, "How long a VM that served through a Proxy's Service keeps running after it left the Service's endpoints, before it is deleted (a replaced or scaled-away replica): new connections leave it, open ones may finish.")
+	flag.IntVar(&o.Webhook.Port, "webhook-port", 0, "Port of the Pod webhook that binds workloads to a Proxy (label egressproxies.io/egress-via); 0 turns it off.")
+	flag.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", "/var/run/egress-proxies/webhook-certs", "Directory the webhook's certificate Secret is mounted at.")
+	flag.StringVar(&o.Webhook.Namespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook's Secret and Service (default: $POD_NAMESPACE).")
+	flag.StringVar(&o.Webhook.SecretName, "webhook-secret", "", "Secret the webhook's CA and serving certificate are written to and renewed in.")
+	flag.StringVar(&o.Webhook.ServiceName, "webhook-service", "", "Service the API server calls the webhook through (the certificate's name).")
+	flag.StringVar(&o.Webhook.ConfigurationName, "webhook-configuration", "", "MutatingWebhookConfiguration whose caBundle is kept current.")
+	flag.StringVar(&o.Webhook.Domain, "cluster-domain", "cluster.local", "The cluster's DNS domain: bound Pods reach .<domain> names directly, and the Proxy's Service by its full name.")
+	flag.Func("no-proxy", "Comma-separated networks every bound Pod reaches directly, beside the ServiceCIDRs and Nodes' podCIDRs read from the cluster (a Service network no ServiceCIDR states).", func(v string) error {
+		for n := range strings.SplitSeq(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.Webhook.Networks = append(o.Webhook.Networks, n)
+			}
+		}
+		return nil
+	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

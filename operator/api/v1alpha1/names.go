@@ -23,3 +23,15 @@ const (
 	LabelPool     = "egressproxies.io/pool"
 	LabelProxyUID = "egressproxies.io/proxy-uid"
 )
+
+// LabelEgressVia binds workloads to a Proxy of their own namespace: on a
+// Namespace it binds every Pod created in it, on a Pod that Pod (the Pod's
+// label wins). The operator's Pod webhook sets the proxy variables
+// (HTTP_PROXY, HTTPS_PROXY, NO_PROXY and their lower-case twins) on the
+// bound Pods' containers (docs/egress.md, Binding workloads).
+const LabelEgressVia = "egressproxies.io/egress-via"
+
+// AnnotationNoProxy adds, on a bound Namespace or Pod, comma-separated
+// entries to the NO_PROXY the webhook computes: names, .domains, IPs or
+// networks the workload reaches directly.
+const AnnotationNoProxy = "egressproxies.io/no-proxy"

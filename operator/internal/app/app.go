@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -23,6 +24,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/binding"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/addresspool"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/credentials"
@@ -66,6 +68,9 @@ type Options struct {
 	// of its files reconciles the Proxies that are not Ready and re-runs
 	// the providers' checks at once. Empty: not watched.
 	CredentialsDir string
+	// Webhook configures the Pod webhook that binds workloads to a Proxy;
+	// Port 0 leaves it off (a local run, a cluster without bindings).
+	Webhook binding.Options
 	// Bounds set how many Proxies reconcile at once
 	// (--max-concurrent-reconciles) and how long one reconcile may take
 	// (--reconcile-timeout); zero values are the defaults.
@@ -83,6 +88,11 @@ func (o Options) validate() error {
 	}
 	if o.Bounds.Deadline < 0 {
 		errs = append(errs, fmt.Errorf("--reconcile-timeout %s: must be positive (0 takes the default, %s)", o.Bounds.Deadline, proxy.DefaultDeadline))
+	}
+	for _, n := range o.Webhook.Networks {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			errs = append(errs, fmt.Errorf("--no-proxy %q: not a network (address/prefix): %w", n, err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -166,6 +176,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if err := crmetrics.Registry.Register(metrics.NewPoolAddresses(mgr.GetClient())); err != nil {
 		return err
+	}
+	if o.Webhook.Port != 0 {
+		if err := binding.Setup(mgr, o.Webhook); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -49,11 +49,16 @@ func Scheme() *k8sruntime.Scheme {
 // run's code. Without KUBEBUILDER_ASSETS it fails at once, saying how to
 // set it.
 func Main(m *testing.M, run func(m *testing.M, cfg *rest.Config) int) {
+	MainIn(m, Environment(), run)
+}
+
+// MainIn is Main in env: Environment with more installed (a webhook
+// configuration, say).
+func MainIn(m *testing.M, env *envtest.Environment, run func(m *testing.M, cfg *rest.Config) int) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
 		os.Exit(1)
 	}
-	env := Environment()
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the control plane:", err)

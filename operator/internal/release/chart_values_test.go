@@ -64,14 +64,15 @@ func TestChartValues(t *testing.T) {
 			}},
 		{"metrics off", []string{"--set", "metrics.enabled=false"},
 			func(t *testing.T, objs []*unstructured.Unstructured, c corev1.Container) {
-				if count(objs, "Service") != 0 || len(c.Ports) != 0 || !slices.Contains(c.Args, "--metrics-bind-address=0") {
+				if count(objs, "Service") != 1 || slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" }) ||
+					!slices.Contains(c.Args, "--metrics-bind-address=0") {
 					t.Errorf("%d Services, ports %v, args %v", count(objs, "Service"), c.Ports, c.Args)
 				}
 			}},
 		{"metrics over HTTP", []string{"--set", "metrics.secure=false,metrics.port=8080"},
 			func(t *testing.T, objs []*unstructured.Unstructured, c corev1.Container) {
 				svc := &corev1.Service{}
-				only(t, objs, "Service", svc)
+				named(t, objs, "Service", "egress-proxies-controller-manager-metrics-service", svc)
 				if !slices.Contains(c.Args, "--metrics-secure=false") || !slices.Contains(c.Args, "--metrics-bind-address=:8080") ||
 					svc.Spec.Ports[0].Name != "http" || svc.Spec.Ports[0].Port != 8080 || c.Ports[0].ContainerPort != 8080 {
 					t.Errorf("args %v, container ports %v, Service ports %v", c.Args, c.Ports, svc.Spec.Ports)
@@ -88,6 +89,23 @@ func TestChartValues(t *testing.T) {
 				}
 				if v.Secret == nil || v.Secret.SecretName != "metrics-tls" || dir == "" || !slices.Contains(c.Args, "--metrics-cert-dir="+dir) {
 					t.Errorf("volume %+v at %q, args %v", v.VolumeSource, dir, c.Args)
+				}
+			}},
+		{"Pod binding off", []string{"--set", "podBinding.enabled=false"},
+			func(t *testing.T, objs []*unstructured.Unstructured, c corev1.Container) {
+				if n := count(objs, "MutatingWebhookConfiguration") + count(objs, "Secret"); n != 0 || len(c.Ports) != 1 || arg(c.Args, "webhook-port") != "" {
+					t.Errorf("%d webhook configurations and Secrets, ports %v, args %v", n, c.Ports, c.Args)
+				}
+				for _, v := range deployment(t, objs).Spec.Template.Spec.Volumes {
+					if v.Name == "webhook-cert" {
+						t.Errorf("the webhook's certificate is still mounted: %+v", v)
+					}
+				}
+			}},
+		{"Pod binding domain and networks", []string{"--set", "podBinding.clusterDomain=corp.internal,podBinding.noProxy={10.96.0.0/12,10.244.0.0/16}"},
+			func(t *testing.T, _ []*unstructured.Unstructured, c corev1.Container) {
+				if arg(c.Args, "cluster-domain") != "corp.internal" || arg(c.Args, "no-proxy") != "10.96.0.0/12,10.244.0.0/16" {
+					t.Errorf("args %v", c.Args)
 				}
 			}},
 		{"no PodDisruptionBudget", []string{"--set", "podDisruptionBudget.enabled=false"},

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -15,18 +16,28 @@ import (
 func mountedSecret(t *testing.T) (name, namespace string) {
 	t.Helper()
 	dep := deployment(t, render(t))
-	for _, v := range dep.Spec.Template.Spec.Volumes {
-		if v.Secret != nil {
-			if name != "" {
-				t.Fatalf("the Deployment mounts two Secrets, %s and %s", name, v.Secret.SecretName)
-			}
-			name = v.Secret.SecretName
-		}
-	}
+	name = secretMountedAt(t, dep, "/etc/egress-proxies/credentials")
 	if name == "" {
-		t.Fatal("the Deployment mounts no Secret")
+		t.Fatal("the Deployment mounts no Secret at the credentials directory")
 	}
 	return name, dep.Namespace
+}
+
+// secretMountedAt is the Secret the operator's container mounts at path,
+// or "".
+func secretMountedAt(t *testing.T, dep *appsv1.Deployment, path string) string {
+	t.Helper()
+	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.MountPath != path {
+			continue
+		}
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return v.Secret.SecretName
+			}
+		}
+	}
+	return ""
 }
 
 // The Secret `make <type>-secret` prints (hack/credentials-secret.sh) is

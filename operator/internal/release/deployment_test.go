@@ -89,7 +89,7 @@ func TestMetricsServiceReachesTheEndpoint(t *testing.T) {
 	objs := render(t)
 	dep := deployment(t, objs)
 	svc := &corev1.Service{}
-	only(t, objs, "Service", svc)
+	named(t, objs, "Service", "egress-proxies-controller-manager-metrics-service", svc)
 	if svc.Namespace != dep.Namespace || !selects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, dep.Spec.Template.Labels) {
 		t.Fatalf("the Service %s/%s does not select the operator's Pods", svc.Namespace, svc.Name)
 	}

@@ -86,6 +86,21 @@ func only(t *testing.T, objs []*unstructured.Unstructured, kind string, out any)
 	}
 }
 
+// named converts the install's object of kind and name into out, and
+// fails the test when there is none.
+func named(t *testing.T, objs []*unstructured.Unstructured, kind, name string, out any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out); err != nil {
+				t.Fatalf("%s %s: %v", kind, name, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("the install has no %s %s", kind, name)
+}
+
 // deployment returns the operator's Deployment.
 func deployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
 	t.Helper()
