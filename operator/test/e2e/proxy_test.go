@@ -223,7 +223,10 @@ func TestProxyBecomesAVM(t *testing.T) {
 	// The leader crashes while a second Proxy is provisioning: the other
 	// replica takes the Lease and finishes it, with one VM.
 	// It lets out only the origin's address and port (docs/egress.md).
+	// It lives in a Namespace that binds its Pods to it (docs/egress.md).
 	second := withEgressToOrigin(t, newProxy("egress-2", l), org)
+	second.Namespace = boundNamespace
+	createBoundNamespace(ctx, t, cs, second.Name)
 	if err := k8s.Create(ctx, second); err != nil {
 		t.Fatalf("create the second Proxy: %v", err)
 	}
@@ -239,6 +242,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		t.Errorf("domains after the leader's crash: %v, want exactly %v", ds, want)
 	}
 	checkEgress(t, cs, l, org, secondReady)
+	checkBinding(t, cs, l, org, secondReady)
 
 	// Deleting the Proxies deletes their domains, overlays and seeds.
 	deleting := time.Now()

@@ -10,7 +10,8 @@
 //	  - GETs each URL (a "probe serve" outside the cluster) and expects it
 //	    to have seen the Pod's own address: nothing is masqueraded.
 //	probe through PROXY URL   GETs URL through the forward proxy PROXY
-//	                          (the end-to-end test's client Pod; through.go).
+//	                          (the end-to-end test's client Pod; through.go);
+//	                          PROXY "env": the proxy the environment names.
 //	probe loop PROXY URL EVERY  GETs URL through PROXY every EVERY until
 //	                          stopped, a line per request (loop.go).
 //

@@ -14,16 +14,25 @@ import (
 // through the forward proxy at proxy, e.g. http://egress.default.svc:3128,
 // retried on connection errors until an HTTP answer comes or limit
 // passes (the proxy's Service may lag its Ready condition by a moment).
+// PROXY "env" uses the proxy the environment names (HTTP_PROXY,
+// NO_PROXY), and prints those first.
 // It prints "status: <status>", "via: <Via>" and the body; anything but a
 // 200 is an error, so the Pod's phase says the outcome and its log why.
 func through(proxy, target string, limit time.Duration) error {
-	proxyURL, err := url.Parse(proxy)
-	if err != nil || proxyURL.Host == "" {
-		return fmt.Errorf("proxy %q: not a URL with a host", proxy)
+	c := &http.Client{Timeout: 10 * time.Second}
+	if proxy == "env" {
+		// The proxy the Pod's environment names, as an application that
+		// sets none of its own would use it (a Pod bound by the operator's
+		// webhook); printed, so the test sees what the Pod was given.
+		fmt.Printf("HTTP_PROXY=%s\nNO_PROXY=%s\n", os.Getenv("HTTP_PROXY"), os.Getenv("NO_PROXY"))
+		c.Transport = &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}
+	} else {
+		proxyURL, err := url.Parse(proxy)
+		if err != nil || proxyURL.Host == "" {
+			return fmt.Errorf("proxy %q: not a URL with a host, nor env", proxy)
+		}
+		c.Transport = &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}
 	}
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true,
-	}}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
