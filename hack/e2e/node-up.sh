@@ -127,6 +127,7 @@ start kube-apiserver "$bin/kube-apiserver" \
   --advertise-address "$E2E_NODE_IP" --secure-port 6443 \
   --etcd-servers http://127.0.0.1:2379 \
   --service-cluster-ip-range "$E2E_SERVICE_CIDR" \
+  --enable-aggregator-routing \
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
   --allow-privileged \
   --client-ca-file "$pki/ca.crt" \

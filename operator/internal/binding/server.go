@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -34,6 +35,23 @@ type Options struct {
 	Networks []string
 }
 
+// validate names every flag the webhook needs and was not given.
+func (o Options) validate() error {
+	var missing []string
+	for _, f := range []struct{ flag, value string }{
+		{"--webhook-cert-dir", o.CertDir}, {"--webhook-namespace (or POD_NAMESPACE)", o.Namespace}, {"--webhook-secret", o.SecretName},
+		{"--webhook-service", o.ServiceName}, {"--webhook-configuration", o.ConfigurationName}, {"--cluster-domain", o.Domain},
+	} {
+		if f.value == "" {
+			missing = append(missing, f.flag)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the Pod webhook (--webhook-port %d) needs %s", o.Port, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update
 
 // Setup adds the Pod webhook to mgr: cert-controller's rotator makes and
@@ -44,15 +62,8 @@ type Options struct {
 // that cannot serve TLS). Every replica serves: admission does not wait
 // for the leader.
 func Setup(mgr ctrl.Manager, o Options) error {
-	var missing []string
-	for flag, v := range map[string]string{"--webhook-namespace (or POD_NAMESPACE)": o.Namespace, "--webhook-secret": o.SecretName,
-		"--webhook-service": o.ServiceName, "--webhook-configuration": o.ConfigurationName, "--webhook-cert-dir": o.CertDir} {
-		if v == "" {
-			missing = append(missing, flag)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("the Pod webhook (--webhook-port %d) needs %v", o.Port, missing)
+	if err := o.validate(); err != nil {
+		return err
 	}
 	ready := make(chan struct{})
 	if err := rotator.AddRotator(mgr, &rotator.CertRotator{

@@ -149,6 +149,8 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 			// this pass's own, and another install's its filter let by.
 			marked(inst("r/orphan-marked", "uid-gone", old, contract.StateRunning), stubOwner),
 			marked(inst("r/orphan-of-another-install", "uid-gone", old, contract.StateRunning), "d00dfeed-other"),
+			// Listed after the one left alone: the sweep goes on past it.
+			marked(inst("r/orphan-marked-after", "uid-gone", old, contract.StateRunning), stubOwner),
 		},
 		deleteErr: map[string]error{"r/orphan-undeletable": errors.New("stub: the backend refused")},
 	}
@@ -171,11 +173,11 @@ func TestGarbageCollectorDecisions(t *testing.T) {
 	for _, d := range swept {
 		ids = append(ids, d.ProviderID)
 	}
-	want := []string{"r/orphan-old", "r/orphan-at-min-age", "r2/serving-a", "r/pending-c", "r/elsewhere", "r/orphan-marked"}
+	want := []string{"r/orphan-old", "r/orphan-at-min-age", "r2/serving-a", "r/pending-c", "r/elsewhere", "r/orphan-marked", "r/orphan-marked-after"}
 	if !slices.Equal(ids, want) || !slices.Equal(stub.deletedIDs(), want) {
 		t.Errorf("swept %v, deleted %v; want %v", ids, stub.deletedIDs(), want)
 	}
-	for reason, n := range map[string]float64{"orphan": 3, "superseded": 2, "wrong-provider": 1} {
+	for reason, n := range map[string]float64{"orphan": 4, "superseded": 2, "wrong-provider": 1} {
 		if got := metric(reason) - before[reason]; got != n {
 			t.Errorf("gc deletions{%s} grew by %v, want %v", reason, got, n)
 		}
@@ -231,6 +233,104 @@ func TestGarbageCollectorListFailures(t *testing.T) {
 		if err == nil || len(swept) != 0 || len(deleted) != 0 {
 			t.Errorf("listing %s failed: swept %v, deleted %v, error %v; want nothing deleted and the error", what, swept, deleted, err)
 		}
+	}
+}
+
+// An instance with v0.1's marks goes only when its Proxy is here, names
+// this entry and does not want it: one of no Proxy here may be another
+// install's, and one of a Proxy on another entry is that entry's to judge.
+func TestLegacyInstancesOnlyOfAProxyHere(t *testing.T) {
+	old := time.Now().Add(-2 * time.Hour)
+	proxies := []v1alpha1.Proxy{
+		{ObjectMeta: metav1.ObjectMeta{Name: "live", UID: "uid-live"}, Spec: v1alpha1.ProxySpec{Provider: "stub"},
+			Status: v1alpha1.ProxyStatus{Instance: &v1alpha1.InstanceRef{Name: "current", ProviderID: "r/current"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", UID: "uid-elsewhere"}, Spec: v1alpha1.ProxySpec{Provider: "other"}},
+	}
+	stub := &stubProvider{legacy: []contract.Instance{
+		{ProviderID: "r/of-no-proxy-here", Name: "of-no-proxy-here", UID: "uid-gone", CreatedAt: old, State: contract.StateRunning},
+		{ProviderID: "r/of-another-entry", Name: "of-another-entry", UID: "uid-elsewhere", CreatedAt: old, State: contract.StateRunning},
+		{ProviderID: "r/current", Name: "current", UID: "uid-live", CreatedAt: old, State: contract.StateRunning},
+		{ProviderID: "r/superseded", Name: "superseded", UID: "uid-live", CreatedAt: old, State: contract.StateRunning},
+	}}
+	entry := &providers.Entry{Name: "stub", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
+	collector := &Collector{Reader: proxyLister{items: proxies}, Providers: providers.NewSet(entry)}
+	if _, err := collector.Sweep(context.Background(), entry); err != nil {
+		t.Fatal(err)
+	}
+	if got := stub.deletedIDs(); !slices.Equal(got, []string{"r/superseded"}) {
+		t.Errorf("deleted %v of v0.1's instances, want only the superseded one of a Proxy here", got)
+	}
+}
+
+// failingDeletes is the Collector's Addresses writer with the Delete of
+// the named objects failing.
+type failingDeletes struct {
+	client.Writer
+	fail map[string]bool
+}
+
+func (f failingDeletes) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if f.fail[obj.GetName()] {
+		return errors.New("stub: the API server refused the delete")
+	}
+	return f.Writer.Delete(ctx, obj, opts...)
+}
+
+// Of the addresses on complete lists, the GC releases exactly those of a
+// Proxy that is gone and that no listed instance holds, on this entry; a
+// release that fails is logged and the others go on.
+func TestOrphanAddressesReleasedAndKept(t *testing.T) {
+	ctx := context.Background()
+	live := &v1alpha1.Proxy{
+		ObjectMeta: metav1.ObjectMeta{Name: "gc-addr-live", Namespace: testNamespace},
+		Spec: v1alpha1.ProxySpec{Provider: "gc-addrs", AllowedClients: []v1alpha1.CIDR{"10.0.0.0/8"},
+			Placement: v1alpha1.Placement{Region: "r", MachineType: "m", Image: "i"}},
+	}
+	if err := k8s.Create(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(ctx), live) })
+	address := func(name, provider string, host int, proxy v1alpha1.ProxyRef) *v1alpha1.ProxyAddress {
+		pa := &v1alpha1.ProxyAddress{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       v1alpha1.ProxyAddressSpec{Pool: "pool", Provider: provider, Address: fmt.Sprintf("198.51.100.%d/24", host), Gateway: "198.51.100.1", Proxy: proxy},
+		}
+		if err := k8s.Create(ctx, pa); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(ctx), pa) })
+		return pa
+	}
+	gone := func(uid string) v1alpha1.ProxyRef {
+		return v1alpha1.ProxyRef{Namespace: testNamespace, Name: "gone-" + uid, UID: uid}
+	}
+	// Listed by name: each kept address comes before a released one, so a
+	// sweep that stopped at the first kept would release none.
+	addrs := []*v1alpha1.ProxyAddress{
+		address("gc-addrs-a-other-entry", "other", 10, gone("uid-a")),
+		address("gc-addrs-b-live", "gc-addrs", 11, v1alpha1.ProxyRef{Namespace: testNamespace, Name: live.Name, UID: string(live.UID)}),
+		address("gc-addrs-c-held", "gc-addrs", 12, gone("uid-held")),
+		address("gc-addrs-d-refused", "gc-addrs", 13, gone("uid-d")),
+		address("gc-addrs-e-orphan", "gc-addrs", 14, gone("uid-e")),
+	}
+	// A young instance of the gone Proxy still holds its address.
+	stub := &stubProvider{list: []contract.Instance{{ProviderID: "r/held", Name: "held", UID: "uid-held", CreatedAt: time.Now(), State: contract.StateRunning}}}
+	entry := &providers.Entry{Name: "gc-addrs", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
+	collector := &Collector{Reader: k8s, Addresses: failingDeletes{Writer: k8s, fail: map[string]bool{"gc-addrs-d-refused": true}}, Providers: providers.NewSet(entry)}
+	if _, err := collector.Sweep(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	for _, pa := range addrs {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(pa), &v1alpha1.ProxyAddress{})
+		released := apierrors.IsNotFound(err)
+		if want := pa.Name == "gc-addrs-e-orphan"; released != want {
+			t.Errorf("%s: released %v (Get: %v), want %v", pa.Name, released, err, want)
+		}
+	}
+	if logLines("releasing an orphaned address failed", "gc-addrs-d-refused") != 1 ||
+		logLines("released the address of a Proxy that is gone", "gc-addrs-e-orphan") != 1 ||
+		logLines("released the address of a Proxy that is gone", "gc-addrs-d-refused") != 0 {
+		t.Errorf("the release and the failed one are not logged as such:\n%s", logs)
 	}
 }
 
