@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,9 @@ func proxyWith(name string, ready, deleting bool) *v1alpha1.Proxy {
 func watch(t *testing.T, w *Watcher) (string, <-chan event.GenericEvent) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "credentials")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := secretvolume.Write(dir, map[string]string{"token": "a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +65,9 @@ func watch(t *testing.T, w *Watcher) (string, <-chan event.GenericEvent) {
 			t.Errorf("Start: %v", err)
 		}
 	})
+	// The state at start is the baseline: a change made before it is read
+	// is no change.
+	controllertest.Eventually(t, "the watcher has read its baseline", func() bool { return logs.Count("watching the credential files", dir) == 1 })
 	return dir, events
 }
 
@@ -100,7 +107,7 @@ func TestAChangeRequeuesTheProxiesNotReadyAndChecksTheProviders(t *testing.T) {
 	if resets.Load() != 1 || health.n.Load() != 1 {
 		t.Errorf("%d back-off resets and %d provider checks, want one each", resets.Load(), health.n.Load())
 	}
-	if logs.Count("credential files changed: reconciling", `"proxies"=2`) != 1 || logs.Count("listing the Proxies failed") != 0 {
+	if logs.Count("credential files changed: reconciling", `"proxies"=2`, dir) != 1 || logs.Count("listing the Proxies failed", dir) != 0 {
 		t.Errorf("logs:\n%s", logs)
 	}
 }
@@ -122,7 +129,7 @@ func TestAFailedListStillChecksTheProviders(t *testing.T) {
 	if got := names(events, 100*time.Millisecond); len(got) != 0 {
 		t.Errorf("requeued %v from a failed list", got)
 	}
-	if logs.Count("listing the Proxies failed", "the API server is away") != 1 {
+	if logs.Count("listing the Proxies failed", "the API server is away", dir) != 1 {
 		t.Errorf("the failed list is not logged:\n%s", logs)
 	}
 }
