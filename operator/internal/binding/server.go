@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,8 +19,8 @@ import (
 type Options struct {
 	// Port is the webhook server's port; 0 turns the webhook off.
 	Port int
-	// CertDir holds tls.crt and tls.key: the Secret's volume, which the
-	// kubelet fills from the Secret the rotator writes.
+	// CertDir is a writable directory (an emptyDir) the operator copies
+	// the Secret's tls.crt and tls.key into (certfiles.go).
 	CertDir string
 	// Namespace is the operator's namespace, where SecretName and
 	// ServiceName live.
@@ -57,7 +58,7 @@ func (o Options) validate() error {
 // Setup adds the Pod webhook to mgr: cert-controller's rotator makes and
 // renews the CA and serving certificate in the Secret and injects the CA
 // into the webhook configuration; the webhook server starts once the
-// kubelet has mounted the certificate, and the replica is not ready
+// certificate is in CertDir, and the replica is not ready
 // before (so the webhook Service never sends the API server to a replica
 // that cannot serve TLS). Every replica serves: admission does not wait
 // for the leader.
@@ -79,6 +80,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}); err != nil {
 		return fmt.Errorf("webhook certificate rotator: %w", err)
 	}
+	if err := mgr.Add(&certFiles{Reader: mgr.GetAPIReader(), Secret: types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}, Dir: o.CertDir,
+		Waiting: time.Second, Written: 30 * time.Second}); err != nil {
+		return err
+	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
 	server.Register(Path, &webhook.Admission{Handler: &Binder{
 		Reader: mgr.GetAPIReader(), Proxies: mgr.GetClient(), Domain: o.Domain,
@@ -87,7 +92,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	var started atomic.Bool
 	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		if !started.Load() {
-			return errors.New("the webhook's certificate is not mounted yet")
+			return errors.New("the webhook's certificate is not written yet")
 		}
 		return server.StartedChecker()(req)
 	}); err != nil {

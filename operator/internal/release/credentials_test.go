@@ -27,17 +27,26 @@ func mountedSecret(t *testing.T) (name, namespace string) {
 // or "".
 func secretMountedAt(t *testing.T, dep *appsv1.Deployment, path string) string {
 	t.Helper()
+	if v := volumeMountedAt(dep, path); v != nil && v.Secret != nil {
+		return v.Secret.SecretName
+	}
+	return ""
+}
+
+// volumeMountedAt is the volume the operator's container mounts at path,
+// or nil.
+func volumeMountedAt(dep *appsv1.Deployment, path string) *corev1.Volume {
 	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
 		if m.MountPath != path {
 			continue
 		}
-		for _, v := range dep.Spec.Template.Spec.Volumes {
-			if v.Name == m.Name && v.Secret != nil {
-				return v.Secret.SecretName
+		for i, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name {
+				return &dep.Spec.Template.Spec.Volumes[i]
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // The Secret `make <type>-secret` prints (hack/credentials-secret.sh) is

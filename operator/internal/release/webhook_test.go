@@ -35,8 +35,12 @@ func TestPodWebhookFlagsNameTheShippedObjects(t *testing.T) {
 	secret, service, config := arg(c.Args, "webhook-secret"), arg(c.Args, "webhook-service"), arg(c.Args, "webhook-configuration")
 
 	named(t, objs, "Secret", secret, &corev1.Secret{})
-	if got := secretMountedAt(t, dep, "/var/run/egress-proxies/webhook-certs"); got != secret {
-		t.Errorf("--webhook-secret=%s, but the webhook's cert directory mounts %q", secret, got)
+	certDir := arg(c.Args, "webhook-cert-dir")
+	if certDir == "" {
+		certDir = "/var/run/egress-proxies/webhook-certs" // the flag's default
+	}
+	if v := volumeMountedAt(dep, certDir); v == nil || v.EmptyDir == nil {
+		t.Errorf("the webhook's cert directory %s is not a writable emptyDir (the operator copies the certificate there): %+v", certDir, v)
 	}
 	role := &rbacv1.Role{}
 	named(t, objs, "Role", "egress-proxies-webhook-cert-role", role)
