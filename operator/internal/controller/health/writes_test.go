@@ -6,9 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
@@ -65,7 +67,7 @@ func TestOneStatusWritePerRound(t *testing.T) {
 			t.Errorf("round %d patched the status %d times, want at most once", round, n)
 		}
 		if round == 1 {
-			t.Cleanup(func() { _ = k8s.Delete(ctx, readHealth(t, entry.Name)) })
+			t.Cleanup(func() { _ = k8s.Delete(ctx, &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: entry.Name}}) })
 		}
 	}
 }
@@ -85,7 +87,9 @@ func TestCheckAllLogsAFailedWrite(t *testing.T) {
 	}
 	written := &Checker{Client: k8s, Providers: providers.NewSet(&providers.Entry{Name: "fine-write", Type: "memory", Provider: entry.Provider})}
 	written.CheckAll(ctx)
-	t.Cleanup(func() { _ = k8s.Delete(ctx, readHealth(t, "fine-write")) })
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: "fine-write"}})
+	})
 	if n := logLines("writing ProviderHealth", `"provider"="fine-write"`); n != 0 {
 		t.Errorf("a written round was logged as failed:\n%s", logs)
 	}
