@@ -2,6 +2,7 @@ package binding
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -10,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 )
 
 // namespace creates a Namespace with labels and annotations, deleted when
@@ -204,5 +207,27 @@ func TestSystemNamespacesAreNeverBound(t *testing.T) {
 		if len(pod.Spec.Containers[0].Env) != 0 {
 			t.Errorf("a Pod in %s got %v", name, pod.Spec.Containers[0].Env)
 		}
+	}
+}
+
+// The shipped sample Namespace, applied as a user would with its Proxy,
+// binds a Pod created in it, with the sample's extra NO_PROXY entries.
+func TestSampleNamespaceBindsItsPods(t *testing.T) {
+	data, err := os.ReadFile(controllertest.Path("config", "samples", "namespace_bound.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sample corev1.Namespace
+	if err := yaml.UnmarshalStrict(data, &sample); err != nil {
+		t.Fatal(err)
+	}
+	// A name of its own: envtest has no namespace controller, so a deleted
+	// Namespace would never go away for the next run.
+	ns := namespace(t, sample.Labels, sample.Annotations)
+	proxy(t, ns, sample.Labels[v1alpha1.LabelEgressVia], 3128)
+	env := envOf(mustCreatePod(t, ns, nil, nil).Spec.Containers[0])
+	if env["HTTPS_PROXY"] != "http://partner."+ns+".svc."+domain+":3128" ||
+		!strings.HasSuffix(env["NO_PROXY"], ",db.payments.internal,10.50.0.0/16") {
+		t.Errorf("a Pod of the sample Namespace got %v", env)
 	}
 }
