@@ -153,6 +153,8 @@ write_files:
       MaxClients 512
       LogLevel Info
       Syslog On
+      StatHost "{{ statsHost }}"
+      StatFile "` + statsPath + `"
 {{- range .AllowedClients }}
       Allow {{ . }}
 {{- end }}
@@ -177,7 +179,13 @@ write_files:
     content: |
 {{ tinyproxyRefusal .Policy | indent }}
 {{- end }}
+  - path: ` + statsPath + `
+    permissions: "0644"
+    content: |
+{{ tinyproxyStats | indent }}
+` + journalFile + `
 runcmd:
+  - [systemctl, restart, systemd-journald]
   - [sh, -c, {{ startScript }}, start-proxy, tinyproxy, /etc/tinyproxy/tinyproxy.conf]
 `))
 
@@ -225,6 +233,19 @@ runcmd:
   - [sh, -c, {{ startScript }}, start-proxy, squid, /etc/squid/squid.conf]
 `))
 
+// journalFile keeps the VM's journal, which holds tinyproxy's log (every
+// connection with its client, every request with its URL, every refusal
+// with its cause), on disk under /var/log/journal and caps it: journald
+// rotates its files by itself, and log shippers read the journal natively
+// (docs/egress.md, "Access log"). runcmd restarts journald to apply it.
+const journalFile = `  - path: /etc/systemd/journald.conf.d/egress-proxies.conf
+    permissions: "0644"
+    content: |
+      [Journal]
+      Storage=persistent
+      SystemMaxUse=256M
+      MaxRetentionSec=30day`
+
 // startScript enables the service $1 and restarts it unless it runs
 // already and started after its configuration $2 was last written, in a
 // later second (whole seconds: a start in the same second may have read
@@ -245,6 +266,8 @@ var funcs = template.FuncMap{
 	"startScript": func() string {
 		return "'" + strings.ReplaceAll(startScript, "'", "''") + "'"
 	},
+	"statsHost":        func() string { return StatsHost },
+	"tinyproxyStats":   func() string { return tinyproxyStats },
 	"tinyproxyFilter":  tinyproxyFilter,
 	"squidACLs":        squidACLs,
 	"tinyproxyRefusal": refusalPage(tinyproxyRefusal),

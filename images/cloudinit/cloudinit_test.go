@@ -3,6 +3,7 @@ package cloudinit
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,12 +45,17 @@ func TestRenderTinyproxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := parse(t, out)
-	if doc.Hostname != "web-1a2b" || len(doc.Packages) != 0 || len(doc.WriteFiles) != 1 || doc.WriteFiles[0].Path != "/etc/tinyproxy/tinyproxy.conf" {
-		t.Fatalf("parsed back %+v", doc)
+	paths := []string{}
+	for _, f := range doc.WriteFiles {
+		paths = append(paths, f.Path)
+	}
+	if want := []string{"/etc/tinyproxy/tinyproxy.conf", statsPath, "/etc/systemd/journald.conf.d/egress-proxies.conf"}; doc.Hostname != "web-1a2b" || len(doc.Packages) != 0 || !slices.Equal(paths, want) {
+		t.Fatalf("parsed back %+v; want the files %v", doc, want)
 	}
 	conf := doc.WriteFiles[0].Content
 	for _, want := range []string{"Port 8888\n", "Allow 10.0.0.0/8\n", "Allow 192.168.10.0/24\n",
-		"Upstream http corp-proxy.example:3128\n", "Upstream none \".internal.example\"\n"} {
+		"Upstream http corp-proxy.example:3128\n", "Upstream none \".internal.example\"\n",
+		"StatHost \"" + StatsHost + "\"\n", "StatFile \"" + statsPath + "\"\n"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("tinyproxy.conf lacks %q:\n%s", want, conf)
 		}

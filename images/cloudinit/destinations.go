@@ -143,8 +143,14 @@ const maxFilterLine = 510
 // process_request) — and only a match is let through (FilterDefaultDeny).
 // Each pattern is anchored at both ends of the authority, so a longer
 // name, a user part or another port never matches.
+//
+// The first line lets the operator's probe read the statistics page
+// (StatsHost): tinyproxy before 1.11.2 runs the filter before it checks
+// for that page (reqs.c process_request), and a request the filter lets
+// through to that name is answered by tinyproxy itself, never forwarded.
 func tinyproxyFilter(dests []Destination) string {
 	var b strings.Builder
+	b.WriteString("^http://" + regexp.QuoteMeta(StatsHost) + "/$\n")
 	for _, d := range dests {
 		httpPorts, connectPorts := d.ports()
 		prefix, values, suffix := hostPattern(d)

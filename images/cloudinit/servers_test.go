@@ -169,6 +169,94 @@ func testPolicyOn(t *testing.T, server Server) {
 	}
 }
 
+// The statistics page of the default tinyproxy, read as the operator's
+// probe reads it: it counts every connection, the refusals of both kinds,
+// and the connections open, and it is answered under a destination policy
+// that does not list its name.
+func TestStatsPageOnRealTinyproxy(t *testing.T) {
+	requireServers(t, Tinyproxy)
+	dir := t.TempDir()
+	origin := startOrigins(t, "127.0.0.1")
+	port := freePort(t)
+	out, err := Render(Proxy{Hostname: "counted", Port: int32(port), Policy: "Proxy default/counted",
+		AllowedClients: []string{"127.0.0.1/32"},
+		Destinations:   []Destination{{Host: "api.partner.example", Ports: []int32{int32(origin)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "hosts"), "127.0.0.1 localhost api.partner.example other.partner.example\n")
+	write(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
+	stop := startServer(t, Tinyproxy, dir, port, out)
+	defer stop()
+	stats := func() Stats {
+		t.Helper()
+		status, body := request(t, "127.0.0.1", port, "GET", "http://"+StatsHost+"/")
+		s, ok := ParseStats([]byte(body))
+		if status != http.StatusOK || !ok {
+			t.Fatalf("the statistics page: %d %q", status, body)
+		}
+		return s
+	}
+	// openSettles reads the page until it counts want connections open
+	// (the page's request among them): a connection closed a moment ago
+	// is counted closed once its thread has finished with it.
+	openSettles := func(want uint64, what string) Stats {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			s := stats()
+			if s.Open == want {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("open connections %s: %d, want %d", what, s.Open, want)
+			}
+		}
+	}
+	o := strconv.Itoa(origin)
+	// The baseline: two reads in a row that count only each other (the
+	// connection startServer made to see the port open may be counted a
+	// moment after it closed).
+	before := openSettles(1, "while only the page's request is")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		next := stats()
+		quiet := next.Connections == before.Connections+1 && next.Open == 1
+		before = next
+		if quiet {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page counts connections nobody made: %+v", next)
+		}
+	}
+	for _, r := range []struct {
+		from, target string
+		want         int
+	}{
+		{"127.0.0.1", "http://api.partner.example:" + o + "/", http.StatusOK},
+		{"127.0.0.1", "http://other.partner.example:" + o + "/", http.StatusForbidden}, // its destination
+		{"127.0.0.3", "http://api.partner.example:" + o + "/", http.StatusForbidden},   // its client
+	} {
+		if status, body := request(t, r.from, port, "GET", r.target); status != r.want {
+			t.Fatalf("GET %s from %s: %d %q, want %d", r.target, r.from, status, body, r.want)
+		}
+	}
+	after := stats()
+	if got := after.Connections - before.Connections; got != 4 {
+		t.Errorf("connections counted for three requests and one read of the page: %d, want 4", got)
+	}
+	if got := after.Denied - before.Denied; got != 2 {
+		t.Errorf("refusals counted for one destination and one client refused: %d, want 2", got)
+	}
+	// A connection that has sent half its request is open.
+	conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	fmt.Fprintf(conn, "GET http://api.partner.example:%s/ HTTP/1.1\r\n", o)
+	openSettles(2, "with one held besides the page's request")
+}
+
 // startOrigins serves "origin <address>" on one port of every address.
 func startOrigins(t *testing.T, addrs ...string) int {
 	t.Helper()
@@ -259,6 +347,9 @@ func startServer(t *testing.T, server Server, dir string, port int, cloudInit []
 	script := []string{"set -e", "mount --bind " + dir + "/hosts /etc/hosts", "mount --bind " + dir + "/resolv.conf /etc/resolv.conf"}
 	bound := map[string]bool{}
 	for _, f := range parse(t, cloudInit).WriteFiles {
+		if strings.HasPrefix(f.Path, "/etc/systemd/") { // the VM's journal, not the server's
+			continue
+		}
 		content := f.Content
 		if strings.HasSuffix(f.Path, ".conf") {
 			for _, change := range localRun[server](dir, port) {

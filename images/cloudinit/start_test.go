@@ -19,10 +19,12 @@ func TestStartRestartsOnlyAProxyOnAnOlderConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := parse(t, out)
-	if len(doc.Runcmd) != 1 || len(doc.Runcmd[0]) != 6 || doc.Runcmd[0][0] != "sh" || doc.Runcmd[0][1] != "-c" {
-		t.Fatalf("runcmd %q: want one sh -c SCRIPT NAME SERVICE CONFIG", doc.Runcmd)
+	// Before it, journald is restarted to read the journal's settings.
+	if len(doc.Runcmd) != 2 || strings.Join(doc.Runcmd[0], " ") != "systemctl restart systemd-journald" ||
+		len(doc.Runcmd[1]) != 6 || doc.Runcmd[1][0] != "sh" || doc.Runcmd[1][1] != "-c" {
+		t.Fatalf("runcmd %q: want journald restarted, then sh -c SCRIPT NAME SERVICE CONFIG", doc.Runcmd)
 	}
-	cmd := doc.Runcmd[0]
+	cmd := doc.Runcmd[1]
 	written := time.Date(2026, 12, 1, 13, 1, 32, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
