@@ -39,5 +39,6 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, GCDeletions, CheckOK)
+	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, GCDeletions, CheckOK,
+		ProxyConnections, ProxyRefusals, ProxyBadRequests, ProxyOpenConnections)
 }

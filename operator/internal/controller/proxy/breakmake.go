@@ -94,7 +94,7 @@ func (r *Reconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, en
 		return sweep(ctx, entry.Provider, own, spare)
 	})
 	for _, inst := range found.deleted {
-		r.memory.Forget(inst.ProviderID)
+		r.forget(inst.ProviderID)
 		r.record(proxy, instanceDeleted(action, inst.Name, inst.ProviderID, " "+why+replica.Describe(proxy, k)))
 	}
 	return found, done, err

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
@@ -18,6 +19,9 @@ type observed struct {
 	// probed is the probe's answer when inst runs: nil when its proxy
 	// answers.
 	probed error
+	// stats are the counters the probe read, when it asked for them and
+	// the proxy gave them.
+	stats *cloudinit.Stats
 	// deleteErr is what deleting inst answered when it had stopped.
 	deleteErr error
 }
@@ -30,14 +34,15 @@ type observed struct {
 // Terminated until a Delete completes it (its deleting mark, for up to
 // taskTimeout+callTimeout). An instance that does not carry the Proxy's
 // UID is neither probed nor deleted (the reconcile says so: notOwned).
-func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32) observed {
+// With stats, the probe reads the default tinyproxy's counters too.
+func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32, stats bool) observed {
 	seen := observed{inst: inst}
 	if !carriesUID(inst, uid) {
 		return seen
 	}
 	switch inst.State {
 	case contract.StateRunning:
-		seen.probed = r.Prober.Probe(ctx, inst.IP, port)
+		seen.stats, seen.probed = r.Prober.Probe(ctx, inst.IP, port, stats)
 	case contract.StateStopped, contract.StateTerminated:
 		seen.deleteErr = prov.Delete(ctx, inst.ProviderID)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
@@ -76,6 +77,14 @@ type Reconciler struct {
 	// memory counts serving VMs' failed probes and times the drains of
 	// the VMs leaving the Service.
 	memory readiness.Memory
+	// traffic turns what the probes read into the Proxies' traffic series.
+	traffic metrics.Traffic
+}
+
+// forget drops what the reconciler holds of a VM once it is deleted.
+func (r *Reconciler) forget(providerID string) {
+	r.memory.Forget(providerID)
+	r.traffic.Forget(providerID)
 }
 
 // DefaultDrain is Timing.Drain's default: kube-proxy's iptables and
@@ -411,7 +420,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 			}
 			// Go on with what Create returned: a VM that already runs with
 			// an address is probed now, not one poll later.
-			return r.look(ctx, prov, inst, uid, req.Port), nil
+			return r.look(ctx, prov, inst, uid, req.Port, proxy.Spec.CloudInit == nil), nil
 		})
 		if !done {
 			return r.awaitingOperation(), nil
@@ -436,6 +445,10 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
 		providerID, port := target.ProviderID, replica.PortOf(proxy, target)
+		// Only a VM made from the default cloud-init this operator renders
+		// serves the statistics page; any other proxy is asked for nothing
+		// it could forward or count as refused.
+		stats := proxy.Spec.CloudInit == nil && target.CloudInitHash == replica.CloudInitHash(cloudInit)
 		var done bool
 		var err error
 		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (observed, error) {
@@ -443,7 +456,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 			if err != nil {
 				return observed{}, err
 			}
-			return r.look(ctx, prov, inst, uid, port), nil
+			return r.look(ctx, prov, inst, uid, port, stats), nil
 		})
 		if !done {
 			return r.awaitingOperation(), nil
@@ -474,7 +487,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 				fmt.Sprintf("instance %s reports address %q; waiting for the allocated %s", target.Name, seen.inst.IP, want))
 			break
 		}
-		return r.serve(ctx, proxy, entry, ro, seen.probed)
+		return r.serve(ctx, proxy, entry, ro, seen)
 	case contract.StateStopped:
 		// The operation deleted it already (look).
 		msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
@@ -496,14 +509,14 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 	return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
 }
 
-// serve takes a running target whose proxy answers (probed is nil; the
+// serve takes a running target whose proxy answers (seen.probed is nil; the
 // operation that found it running probed it) and makes it the serving
 // instance: a replacement takes over and the instance it replaces is
 // deleted.
-func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, probed error) (ctrl.Result, error) {
+func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, seen observed) (ctrl.Result, error) {
 	s := &proxy.Status
 	target := ro.ref(proxy)
-	if err := probed; err != nil {
+	if err := seen.probed; err != nil {
 		if serving(proxy, ro) {
 			if n := r.memory.Failed(target.ProviderID); n < readiness.FailureThreshold {
 				logf.FromContext(ctx).Info("probe failed; the proxy keeps serving until more fail in a row",
@@ -515,6 +528,9 @@ func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *pr
 		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
 	r.memory.Answered(target.ProviderID)
+	if seen.stats != nil {
+		r.traffic.Observe(proxy.Namespace, proxy.Name, ro.index, target.ProviderID, *seen.stats)
+	}
 	if replica.Multi(proxy) {
 		return r.serveReplica(ctx, proxy, entry, ro)
 	}
@@ -587,7 +603,7 @@ func (r *Reconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *p
 				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, err)))
 			return
 		}
-		r.memory.Forget(providerID)
+		r.forget(providerID)
 		r.record(proxy, instanceDeleted("Delete", name, why, ""))
 	})
 }
@@ -630,7 +646,7 @@ func (r *Reconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry 
 		return r.awaitingOperation(), nil
 	}
 	for _, inst := range found.deleted {
-		r.memory.Forget(inst.ProviderID)
+		r.forget(inst.ProviderID)
 		r.record(proxy, instanceDeleting(inst.Name, inst.ProviderID))
 	}
 	if err != nil {
