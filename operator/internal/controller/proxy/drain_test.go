@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,5 +125,97 @@ func TestServingVMsDrainBeforeTheyAreDeleted(t *testing.T) {
 		updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
 		bootGuest(t, p, replacement)
 		checkDrained(t, log, "one replica replaced", old.ProviderID, old.IP)
+	})
+}
+
+// watchMessages records, every few milliseconds, every distinct message
+// the Proxy's status gives: the Ready condition's and each replica's.
+func watchMessages(t *testing.T, p *v1alpha1.Proxy) (seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var msgs []string
+	add := func(m string) {
+		if m != "" && !slices.Contains(msgs, m) {
+			msgs = append(msgs, m)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			got := get(t, p)
+			mu.Lock()
+			add(readyCondition(got).Message)
+			for _, r := range got.Status.Replicas {
+				add(r.Message)
+			}
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(msgs)
+	}
+}
+
+// draining returns the messages that announce a drain, and whether one
+// announces a drain of nothing.
+func draining(msgs []string) (drains []string, zero bool) {
+	for _, m := range msgs {
+		if strings.Contains(m, "draining for") {
+			drains = append(drains, m)
+			zero = zero || strings.Contains(m, "draining for 0s")
+		}
+	}
+	return drains, zero
+}
+
+// A replica replaced on its static address leaves the Service and drains
+// before its VM goes, and says so while it drains (never a drain of
+// nothing); a one-replica Proxy's does not drain at all: no other VM
+// serves its clients meanwhile, so a drain would only lengthen the outage
+// (docs/addresses.md).
+func TestStaticReplacementDrainsOnlyWhenOthersServe(t *testing.T) {
+	t.Run("two replicas", func(t *testing.T) {
+		newPool(t, "drain-said", "198.51.100.164-198.51.100.165")
+		p := newProxy(t, "drain-said", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "drain-said" })
+		playGuests(t, p)
+		before := readyN(t, p, 2)
+		seen := watchMessages(t, p)
+		updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
+		for _, r := range before.Status.Replicas {
+			eventually(t, fmt.Sprintf("replica %d's old VM is deleted", r.Index), func() bool {
+				_, ok := deletedAt.Load(r.Instance.ProviderID)
+				return ok
+			})
+		}
+		readyN(t, p, 2)
+		drains, zero := draining(seen())
+		if len(drains) == 0 || zero {
+			t.Errorf("the replicas replaced on their addresses announced the drains %q; want one of %s each, none of 0s", drains, testDrain)
+		}
+	})
+	t.Run("one replica", func(t *testing.T) {
+		const ip = "198.51.100.166"
+		newPool(t, "drain-single", ip)
+		p := newProxy(t, "drain-single", withPool("drain-single"))
+		bootGuestAt(t, p, current, ip)
+		old := waitReady(t, p).Status.Instance
+		seen := watchMessages(t, p)
+		updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
+		eventually(t, "the old VM "+old.ProviderID+" is deleted", func() bool {
+			_, ok := deletedAt.Load(old.ProviderID)
+			return ok
+		})
+		if drains, _ := draining(seen()); len(drains) > 0 {
+			t.Errorf("a one-replica Proxy drained before its replacement on the same address: %q", drains)
+		}
 	})
 }
