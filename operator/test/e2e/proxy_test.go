@@ -242,6 +242,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		t.Errorf("domains after the leader's crash: %v, want exactly %v", ds, want)
 	}
 	checkEgress(t, cs, l, org, secondReady)
+	checkTraffic(t, l, secondReady)
 	checkBinding(t, cs, l, org, secondReady)
 
 	// Deleting the Proxies deletes their domains, overlays and seeds.
