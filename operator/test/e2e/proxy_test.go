@@ -281,6 +281,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		"created_to_ready=%s (create_returned=%s address=%s)\nready_to_pod_answer=%s (pod ran %s)\n"+
 		"replace_to_ready=%s\nreplace_outage=%s\n"+
 		"replicas_scale_up=%s\nreplicas_roll=%s\nreplicas_scale_down=%s\nservice_requests=%d service_failed=%d\n"+
+		"failover_endpoint_gone=%s failover_replaced=%s failover_requests=%d failover_failed=%d failover_last_failure=%s\n"+
 		"release_after_vm_gone=%s\n"+
 		"leader_takeover=%s\nsecond_created_to_ready=%s\ndelete=%s\ndriver_total=%s\n",
 		installed.Round(time.Millisecond), allocatedAt.Sub(created).Round(time.Millisecond), readyAt.Sub(allocatedAt).Round(time.Millisecond),
@@ -288,6 +289,8 @@ func TestProxyBecomesAVM(t *testing.T) {
 		addressed.Sub(created).Round(time.Second), firstAt.Sub(readyAt).Round(time.Millisecond), podTook.Round(time.Millisecond),
 		replacedAt.Sub(replacing).Round(time.Millisecond), sw.outage().Round(time.Millisecond),
 		rr.scaleUp.Round(time.Millisecond), rr.roll.Round(time.Millisecond), rr.scaleDown.Round(time.Millisecond), rr.sent, rr.failed,
+		rr.failover.endpointGone.Round(time.Millisecond), rr.failover.replaced.Round(time.Millisecond), rr.failover.sent, rr.failover.failed,
+		rr.failover.lastFailure.Round(time.Millisecond),
 		released.Sub(vmGone).Round(time.Millisecond),
 		takeover.Round(time.Millisecond), secondReadyAt.Sub(secondCreated).Round(time.Millisecond),
 		deleted.Sub(deleting).Round(time.Millisecond), since(begin))

@@ -26,8 +26,11 @@ type rolled struct {
 	// 1 to the second replica's address released.
 	scaleUp, roll, scaleDown time.Duration
 	// sent and failed count the requests of the client of the Service
-	// from its first answer through the roll and the scale-down.
+	// from its first answer through the roll and the scale-down, but for
+	// those of the failover.
 	sent, failed int
+	// failover is replica 1's VM destroyed after the roll.
+	failover failedOver
 }
 
 // rollReplicas scales the Ready Proxy p (one replica, static address
@@ -89,6 +92,12 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 	t.Logf("rolled both replicas in %s: %s → %s, %s → %s", out.roll.Round(time.Millisecond),
 		old[0], out.instance, old[1], replicaStatus(after, 1).Instance.Name)
 
+	// Failover: replica 1's VM dies while the client goes on; its
+	// requests from the kill until the replica answers again are the
+	// failover's, counted apart (docs/performance.md, "Failover").
+	out.failover = killReplica(t, k8s, cs, l, after, 1)
+	after = waitReplicas(ctx, t, k8s, key, nil, 5*time.Minute)
+
 	scaling = time.Now()
 	update(ctx, t, k8s, key, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
 	vmGone, released := waitReleasedAfterVM(t, k8s, l, second.Name, replicaStatus(after, 1).Instance.Name, 5*time.Minute)
@@ -104,7 +113,7 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 	for _, line := range strings.Split(strings.TrimSpace(podLog(ctx, t, cs, p.Namespace, "client-loop")), "\n") {
 		at, rest, _ := strings.Cut(line, " ")
 		ok := strings.HasPrefix(rest, "ok ")
-		if answered = answered || ok; !answered {
+		if answered = answered || ok; !answered || out.failover.count(line) {
 			continue
 		}
 		out.sent++
@@ -115,6 +124,9 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 	}
 	t.Logf("the client Pod sent %d requests through %s from its first answer, through the roll and the scale-down; %d failed",
 		out.sent, serviceURL, out.failed)
+	fo := out.failover
+	t.Logf("failover: %d of the %d requests from the kill until replica 1 answered again failed, the last ending %s after the kill; the dead VM left the Service after %s",
+		fo.failed, fo.sent, fo.lastFailure.Round(time.Millisecond), fo.endpointGone.Round(time.Millisecond))
 	if out.sent == 0 || out.failed > 0 {
 		t.Errorf("%d of %d requests through the Service failed during the roll and the scale-down:\n%s",
 			out.failed, out.sent, strings.Join(failures, "\n"))
