@@ -34,6 +34,7 @@ func main() {
 	flag.IntVar(&o.Bounds.Workers, "max-concurrent-reconciles", proxy.DefaultWorkers, "How many Proxies reconcile at once; provider calls run beside these workers, capped per provider by limits.concurrency.")
 	flag.DurationVar(&o.Bounds.Deadline, "reconcile-timeout", proxy.DefaultDeadline, "The deadline of one reconcile (its API server calls; provider calls are not bounded by it).")
 	flag.DurationVar(&o.Timing.Drain, "drain-period", proxy.DefaultDrain, "How long a VM that served through a Proxy's Service keeps running after it left the Service's endpoints, before it is deleted (a replaced or scaled-away replica): new connections leave it, open ones may finish.")
+	flag.DurationVar(&o.Timing.Watch, "serving-watch-period", proxy.DefaultWatch, "How often every serving VM of a Proxy of more than one replica is probed between the Proxy's checks; one that does not answer is checked at once, and leaves the Service if it is down. Negative: no watch (a dead replica is found at the next check, up to a minute).")
 	flag.IntVar(&o.Webhook.Port, "webhook-port", 0, "Port of the Pod webhook that binds workloads to a Proxy (label egressproxies.io/egress-via); 0 turns it off.")
 	flag.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", "/var/run/egress-proxies/webhook-certs", "Directory the webhook's certificate Secret is mounted at.")
 	flag.StringVar(&o.Webhook.Namespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook's Secret and Service (default: $POD_NAMESPACE).")

@@ -44,6 +44,10 @@ func killReplica(t *testing.T, k8s client.Client, cs kubernetes.Interface, l lan
 	if victim.Instance == nil || !victim.Ready {
 		t.Fatalf("replica %d of %s is not serving: %+v", k, p.Name, victim)
 	}
+	// A moment after the replica's last check: a kill right after one
+	// would be found by the next resync at once and show nothing of the
+	// wait between checks.
+	time.Sleep(killAfter)
 	// The replacement may reuse the name (a replica's VM made again after
 	// it stopped keeps it): a new VM is a new domain UUID.
 	uuid := strings.TrimSpace(virsh(t, l, "domuuid", victim.Instance.Name))
@@ -91,6 +95,9 @@ func readyEndpoints(ctx context.Context, t *testing.T, cs kubernetes.Interface, 
 	}
 	return out
 }
+
+// killAfter is how long after the replicas answer the VM is killed.
+const killAfter = 10 * time.Second
 
 // clientTimeout is the client Pod's timeout per request (probe loop).
 const clientTimeout = 5 * time.Second

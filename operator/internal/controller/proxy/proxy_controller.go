@@ -79,6 +79,18 @@ type Reconciler struct {
 	memory readiness.Memory
 	// traffic turns what the probes read into the Proxies' traffic series.
 	traffic metrics.Traffic
+	// wakes carries the Proxies the serving watch found a VM of not
+	// answering.
+	wakes chan event.GenericEvent
+}
+
+// wake reconciles the Proxy now, unless a wake is already pending for a
+// full channel (the watch's next round tries again).
+func (r *Reconciler) wake(proxy *v1alpha1.Proxy) {
+	select {
+	case r.wakes <- event.GenericEvent{Object: proxy}:
+	default:
+	}
 }
 
 // forget drops what the reconciler holds of a VM once it is deleted.
@@ -92,6 +104,10 @@ func (r *Reconciler) forget(providerID string) {
 // 1 s), so new connections have left a VM well within it; requests in
 // flight through it have the rest.
 const DefaultDrain = 10 * time.Second
+
+// DefaultWatch is Timing.Watch's default: with a probe's timeout of half
+// a second, a dead VM of a replica is found 0.5 to 1.5 s after it died.
+const DefaultWatch = time.Second
 
 // Timing holds the reconciler's waits; zero values take the defaults.
 type Timing struct {
@@ -110,6 +126,11 @@ type Timing struct {
 	// PermanentRetry is the wait after a permanent error: long, since only
 	// a person's change can fix it, and a spec change reconciles at once.
 	PermanentRetry time.Duration
+	// Watch is the period of the serving watch: every serving VM of a
+	// Proxy of more than one replica is probed that often between
+	// resyncs, and one that does not answer is checked at once
+	// (servingWatch). Negative: no watch. Default 1 s.
+	Watch time.Duration
 	// Drain is how long a VM that served through the Service keeps running
 	// after it left the Service's endpoints, before it is deleted: a
 	// replaced VM of a replica, a replica scaled away, the old VM of a
@@ -129,6 +150,7 @@ func (t Timing) withDefaults() Timing {
 	def(&t.QuotaBackoff, 5*time.Minute)
 	def(&t.PermanentRetry, 30*time.Minute)
 	def(&t.Drain, DefaultDrain)
+	def(&t.Watch, DefaultWatch)
 	return t
 }
 
@@ -160,6 +182,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if err := mgr.Add(r.ops); err != nil {
 		return err
 	}
+	r.wakes = make(chan event.GenericEvent, 256)
+	if r.Timing.Watch > 0 {
+		if err := mgr.Add(&servingWatch{reader: r.Client, prober: r.Prober, period: r.Timing.Watch,
+			defaultClients: r.DefaultAllowedClients, observe: r.traffic.Observe, wake: r.wake}); err != nil {
+			return err
+		}
+	}
 	notCreated := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Proxy{}, indexAddressPool, func(o client.Object) []string {
 		if pool := o.(*v1alpha1.Proxy).Spec.AddressPool; pool != "" {
@@ -185,6 +214,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(r.requeueSource()).
 		WatchesRawSource(source.Channel(r.ops.Wakes(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.wakes, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.Bounds.Workers,
 			ReconciliationTimeout:   r.Bounds.Deadline,

@@ -434,14 +434,14 @@ func TestInstanceInFlightIsRecordedAndSpared(t *testing.T) {
 // Zero waits take the defaults; the probe never waits longer than a poll;
 // a wait that is set is kept.
 func TestTimingDefaults(t *testing.T) {
-	want := Timing{Poll: 5 * time.Second, Probe: time.Second, Resync: time.Minute, QuotaBackoff: 5 * time.Minute, PermanentRetry: 30 * time.Minute, Drain: 10 * time.Second}
+	want := Timing{Poll: 5 * time.Second, Probe: time.Second, Resync: time.Minute, QuotaBackoff: 5 * time.Minute, PermanentRetry: 30 * time.Minute, Drain: 10 * time.Second, Watch: time.Second}
 	if got := (Timing{}).withDefaults(); got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
 	if got := (Timing{Poll: 200 * time.Millisecond}).withDefaults(); got.Probe != 200*time.Millisecond {
 		t.Errorf("probe %s with a 200ms poll, want 200ms", got.Probe)
 	}
-	set := Timing{Poll: 1, Probe: 2, Resync: 3, QuotaBackoff: 4, PermanentRetry: 5, Drain: 6}
+	set := Timing{Poll: 1, Probe: 2, Resync: 3, QuotaBackoff: 4, PermanentRetry: 5, Drain: 6, Watch: -1}
 	if got := set.withDefaults(); got != set {
 		t.Errorf("%+v became %+v", set, got)
 	}
