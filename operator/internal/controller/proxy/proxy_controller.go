@@ -475,10 +475,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
 		providerID, port := target.ProviderID, replica.PortOf(proxy, target)
-		// Only a VM made from the default cloud-init this operator renders
-		// serves the statistics page; any other proxy is asked for nothing
-		// it could forward or count as refused.
-		stats := proxy.Spec.CloudInit == nil && target.CloudInitHash == replica.CloudInitHash(cloudInit)
+		stats := servesStats(proxy, target, replica.CloudInitHash(cloudInit))
 		var done bool
 		var err error
 		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (observed, error) {

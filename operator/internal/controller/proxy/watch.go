@@ -72,7 +72,7 @@ func (w *servingWatch) round(ctx context.Context) {
 		if !replica.Multi(proxy) || !proxy.DeletionTimestamp.IsZero() {
 			continue
 		}
-		stats := w.statsHash(proxy)
+		current := w.defaultHash(proxy)
 		var once sync.Once
 		for _, sl := range proxy.Status.Replicas {
 			ref := sl.Instance
@@ -84,7 +84,7 @@ func (w *servingWatch) round(ctx context.Context) {
 				defer func() { <-slots }()
 				pctx, cancel := context.WithTimeout(ctx, watchTimeout)
 				defer cancel()
-				s, err := w.prober.Probe(pctx, ref.IP, replica.PortOf(proxy, ref), stats != "" && ref.CloudInitHash == stats)
+				s, err := w.prober.Probe(pctx, ref.IP, replica.PortOf(proxy, ref), servesStats(proxy, ref, current))
 				switch {
 				case err != nil:
 					once.Do(func() { w.wake(proxy) })
@@ -97,10 +97,9 @@ func (w *servingWatch) round(ctx context.Context) {
 	wg.Wait()
 }
 
-// statsHash is the hash of the default cloud-init the Proxy's VMs are made
-// from, whose tinyproxy serves the statistics page; "" for a Proxy with
-// its own cloud-init.
-func (w *servingWatch) statsHash(proxy *v1alpha1.Proxy) string {
+// defaultHash is the hash of the default cloud-init the Proxy's VMs are
+// made from now; "" for a Proxy with its own cloud-init.
+func (w *servingWatch) defaultHash(proxy *v1alpha1.Proxy) string {
 	if proxy.Spec.CloudInit != nil {
 		return ""
 	}
