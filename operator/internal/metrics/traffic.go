@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -45,7 +46,18 @@ type Traffic struct {
 	mu sync.Mutex
 	// last holds each VM's last reading, by provider ID.
 	last map[string]reading
+	// forgotten holds when each deleted VM was forgotten: a probe answered
+	// before the delete can be observed after it, and must not bring the
+	// VM's series back. Kept for forgetFor, then pruned: a backend that
+	// reuses IDs (Proxmox's VMIDs) gets its new VM read after that.
+	forgotten map[string]time.Time
+	// now is time.Now unless a test sets it.
+	now func() time.Time
 }
+
+// forgetFor outlasts any probe in flight at a delete: the reconcile's
+// probe and the watch's are bounded by seconds.
+const forgetFor = time.Minute
 
 type reading struct {
 	labels []string
@@ -57,6 +69,9 @@ type reading struct {
 func (t *Traffic) Observe(namespace, name string, replica int, providerID string, s cloudinit.Stats) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if when, gone := t.forgotten[providerID]; gone && t.clock().Sub(when) <= forgetFor {
+		return
+	}
 	if t.last == nil {
 		t.last = map[string]reading{}
 	}
@@ -95,6 +110,7 @@ func (t *Traffic) setOpen(labels []string) {
 func (t *Traffic) Forget(providerID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.tombstone(providerID)
 	gone, ok := t.last[providerID]
 	if !ok {
 		return
@@ -111,4 +127,26 @@ func (t *Traffic) Forget(providerID string) {
 	}{ProxyConnections, ProxyRefusals, ProxyBadRequests, ProxyOpenConnections} {
 		v.DeleteLabelValues(gone.labels...)
 	}
+}
+
+// tombstone marks providerID forgotten and prunes the marks older than
+// forgetFor.
+func (t *Traffic) tombstone(providerID string) {
+	at := t.clock()
+	for id, when := range t.forgotten {
+		if at.Sub(when) > forgetFor {
+			delete(t.forgotten, id)
+		}
+	}
+	if t.forgotten == nil {
+		t.forgotten = map[string]time.Time{}
+	}
+	t.forgotten[providerID] = at
+}
+
+func (t *Traffic) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
 }

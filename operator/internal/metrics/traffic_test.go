@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -68,5 +69,53 @@ func TestTrafficCountsWhatEachVMCountedSinceItsLastReading(t *testing.T) {
 	tr.Forget("vm-3")
 	if n := testutil.CollectAndCount(ProxyOpenConnections); n != 0 {
 		t.Errorf("open-connection series after every VM is gone: %d", n)
+	}
+}
+
+// A watch probe answered before its VM was deleted can be observed after
+// the reconcile forgot the VM: the reading must not bring the deleted VM's
+// series back, or they would stay until the operator restarts.
+func TestTrafficIgnoresAReadingOfAForgottenVM(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	tr := Traffic{now: func() time.Time { return at }}
+	tr.Observe("team-b", "late", 0, "vm-late", cloudinit.Stats{Open: 1, Connections: 1})
+	tr.Forget("vm-late")
+	tr.Observe("team-b", "late", 0, "vm-late", cloudinit.Stats{Open: 2, Connections: 5})
+	for name, v := range map[string]interface{ DeleteLabelValues(...string) bool }{
+		"connections": ProxyConnections, "refusals": ProxyRefusals, "bad requests": ProxyBadRequests, "open connections": ProxyOpenConnections,
+	} {
+		if v.DeleteLabelValues("team-b", "late", "0") {
+			t.Errorf("the forgotten VM's %s series came back with a late reading", name)
+		}
+	}
+	// Another VM of the same replica is read as usual.
+	tr.Observe("team-b", "late", 0, "vm-next", cloudinit.Stats{Open: 2, Connections: 1})
+	if got := testutil.ToFloat64(ProxyOpenConnections.WithLabelValues("team-b", "late", "0")); got != 1 {
+		t.Errorf("the next VM's open connections: %v, want 1", got)
+	}
+	tr.Forget("vm-next")
+	// A backend that reuses IDs (Proxmox's VMIDs) gets its new VM read
+	// once the mark has outlasted any probe in flight.
+	at = at.Add(forgetFor)
+	tr.Observe("team-b", "late", 1, "vm-late", cloudinit.Stats{Open: 1, Connections: 1})
+	if tr.last["vm-late"].stats.Connections != 0 {
+		t.Errorf("a reading at forgetFor after the forget was counted; the mark still holds then")
+	}
+	at = at.Add(time.Second)
+	tr.Observe("team-b", "late", 1, "vm-late", cloudinit.Stats{Open: 3, Connections: 1})
+	if got := testutil.ToFloat64(ProxyOpenConnections.WithLabelValues("team-b", "late", "1")); got != 2 {
+		t.Errorf("a reused ID's VM past forgetFor: open connections %v, want 2", got)
+	}
+	// Each forget prunes the marks older than forgetFor: vm-next's goes.
+	tr.Forget("vm-late")
+	if len(tr.forgotten) != 1 || tr.forgotten["vm-late"] != at {
+		t.Errorf("marks after forgetting the reused ID: %v; want vm-late's at %v only", tr.forgotten, at)
+	}
+	at = at.Add(forgetFor / 2)
+	tr.Forget("vm-other")
+	at = at.Add(forgetFor/2 + time.Second)
+	tr.Forget("vm-third")
+	if _, kept := tr.forgotten["vm-late"]; kept || len(tr.forgotten) != 2 {
+		t.Errorf("marks after a forget past vm-late's: %v; want vm-other's and vm-third's", tr.forgotten)
 	}
 }
