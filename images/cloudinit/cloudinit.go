@@ -183,9 +183,19 @@ write_files:
     permissions: "0644"
     content: |
 {{ tinyproxyStats | indent }}
+  - path: ` + refusalsScriptPath + `
+    permissions: "0644"
+    content: |
+{{ refusalsScript | indent }}
+  - path: ` + refusalsUnitPath + `
+    permissions: "0644"
+    content: |
+{{ refusalsUnit | indent }}
 ` + journalFile + `
 runcmd:
   - [systemctl, restart, systemd-journald]
+  - [systemctl, daemon-reload]
+  - [systemctl, enable, --now, ` + refusalsUnitName + `]
   - [sh, -c, {{ startScript }}, start-proxy, tinyproxy, /etc/tinyproxy/tinyproxy.conf]
 `))
 
@@ -268,6 +278,8 @@ var funcs = template.FuncMap{
 	},
 	"statsHost":        func() string { return StatsHost },
 	"tinyproxyStats":   func() string { return tinyproxyStats },
+	"refusalsScript":   func() string { return refusalsScript },
+	"refusalsUnit":     func() string { return refusalsUnitFile },
 	"tinyproxyFilter":  tinyproxyFilter,
 	"squidACLs":        squidACLs,
 	"tinyproxyRefusal": refusalPage(tinyproxyRefusal),

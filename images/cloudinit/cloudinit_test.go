@@ -49,7 +49,7 @@ func TestRenderTinyproxy(t *testing.T) {
 	for _, f := range doc.WriteFiles {
 		paths = append(paths, f.Path)
 	}
-	if want := []string{"/etc/tinyproxy/tinyproxy.conf", statsPath, "/etc/systemd/journald.conf.d/egress-proxies.conf"}; doc.Hostname != "web-1a2b" || len(doc.Packages) != 0 || !slices.Equal(paths, want) {
+	if want := []string{"/etc/tinyproxy/tinyproxy.conf", statsPath, refusalsScriptPath, refusalsUnitPath, "/etc/systemd/journald.conf.d/egress-proxies.conf"}; doc.Hostname != "web-1a2b" || len(doc.Packages) != 0 || !slices.Equal(paths, want) {
 		t.Fatalf("parsed back %+v; want the files %v", doc, want)
 	}
 	conf := doc.WriteFiles[0].Content

@@ -116,10 +116,11 @@ func TestRenderPolicyFrame(t *testing.T) {
 	p.Destinations = nil
 	for _, server := range []Server{Tinyproxy, Squid} {
 		got := files(t, p, server)
-		delete(got, statsPath)
-		delete(got, "/etc/systemd/journald.conf.d/egress-proxies.conf")
+		for _, traffic := range []string{statsPath, refusalsScriptPath, refusalsUnitPath, "/etc/systemd/journald.conf.d/egress-proxies.conf"} {
+			delete(got, traffic)
+		}
 		if len(got) != 1 {
-			t.Errorf("%s without destinations writes %d files besides the statistics page and the journal's settings", server, len(got))
+			t.Errorf("%s without destinations writes %d files besides the statistics page, its refusals counter and the journal's settings", server, len(got))
 		}
 		for _, c := range got {
 			if strings.Contains(c, "Filter") || strings.Contains(c, "egress_dst") || strings.Contains(c, "egress_refused") {

@@ -188,6 +188,7 @@ func TestStatsPageOnRealTinyproxy(t *testing.T) {
 	write(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
 	stop := startServer(t, Tinyproxy, dir, port, out)
 	defer stop()
+	startRefusalsCounter(t, dir, out)
 	stats := func() Stats {
 		t.Helper()
 		status, body := request(t, "127.0.0.1", port, "GET", "http://"+StatsHost+"/")
@@ -247,6 +248,17 @@ func TestStatsPageOnRealTinyproxy(t *testing.T) {
 	if got := after.Denied - before.Denied; got != 2 {
 		t.Errorf("refusals counted for one destination and one client refused: %d, want 2", got)
 	}
+	// The refusals counter counts each kind.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s := stats()
+		if s.ClientRefusals == before.ClientRefusals+1 && s.DestinationRefusals == before.DestinationRefusals+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refusals by kind: client %d, destination %d; want %d, %d", s.ClientRefusals, s.DestinationRefusals,
+				before.ClientRefusals+1, before.DestinationRefusals+1)
+		}
+	}
 	// A connection that has sent half its request is open.
 	conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
@@ -287,6 +299,42 @@ func startOrigins(t *testing.T, addrs ...string) int {
 	}
 	t.Fatalf("no port free on all of %v", addrs)
 	return 0
+}
+
+// startRefusalsCounter runs the cloud-init's refusals counter on the log of
+// the tinyproxy startServer runs in dir, as its unit runs it on the VM
+// from the journal: sed stands in for journalctl --output=cat, which
+// prints a message without the time and pid a log file's line starts
+// with (log.c log_message).
+func startRefusalsCounter(t *testing.T, dir string, cloudInit []byte) {
+	t.Helper()
+	script := filepath.Join(dir, "refusals.py")
+	for _, f := range parse(t, cloudInit).WriteFiles {
+		if f.Path == refusalsScriptPath {
+			write(t, script, f.Content)
+		}
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Fatalf("the cloud-init has no %s", refusalsScriptPath)
+	}
+	log := filepath.Join(dir, "log", "tinyproxy.log")
+	pipeline := `tail -F -n +1 "$1" 2>/dev/null | sed -u 's/^[A-Z]* *[A-Z][a-z][a-z] [0-9]* [0-9:.]* \[[0-9]*\]: //' | exec python3 "$2" "$3"`
+	cmd := exec.CommandContext(t.Context(), "sh", "-c", pipeline, "counter", log, script, filepath.Join(dir, "root", statsPath))
+	var output syncBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		if t.Failed() {
+			t.Logf("the refusals counter's output:\n%s", output.String())
+		}
+	})
 }
 
 func freePort(t *testing.T) int {
@@ -347,7 +395,9 @@ func startServer(t *testing.T, server Server, dir string, port int, cloudInit []
 	script := []string{"set -e", "mount --bind " + dir + "/hosts /etc/hosts", "mount --bind " + dir + "/resolv.conf /etc/resolv.conf"}
 	bound := map[string]bool{}
 	for _, f := range parse(t, cloudInit).WriteFiles {
-		if strings.HasPrefix(f.Path, "/etc/systemd/") { // the VM's journal, not the server's
+		// The VM's journal and services, not the server's: a test that reads
+		// the refusals counter starts it itself (startRefusalsCounter).
+		if strings.HasPrefix(f.Path, "/etc/systemd/") || f.Path == refusalsScriptPath {
 			continue
 		}
 		content := f.Content

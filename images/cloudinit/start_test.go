@@ -19,12 +19,15 @@ func TestStartRestartsOnlyAProxyOnAnOlderConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := parse(t, out)
-	// Before it, journald is restarted to read the journal's settings.
-	if len(doc.Runcmd) != 2 || strings.Join(doc.Runcmd[0], " ") != "systemctl restart systemd-journald" ||
-		len(doc.Runcmd[1]) != 6 || doc.Runcmd[1][0] != "sh" || doc.Runcmd[1][1] != "-c" {
-		t.Fatalf("runcmd %q: want journald restarted, then sh -c SCRIPT NAME SERVICE CONFIG", doc.Runcmd)
+	// Before it, journald is restarted to read the journal's settings, and
+	// the refusals counter, which reads the journal, is started.
+	if len(doc.Runcmd) != 4 || strings.Join(doc.Runcmd[0], " ") != "systemctl restart systemd-journald" ||
+		strings.Join(doc.Runcmd[1], " ") != "systemctl daemon-reload" ||
+		strings.Join(doc.Runcmd[2], " ") != "systemctl enable --now "+refusalsUnitName ||
+		len(doc.Runcmd[3]) != 6 || doc.Runcmd[3][0] != "sh" || doc.Runcmd[3][1] != "-c" {
+		t.Fatalf("runcmd %q: want journald restarted, systemd reloaded, the refusals counter started, then sh -c SCRIPT NAME SERVICE CONFIG", doc.Runcmd)
 	}
-	cmd := doc.Runcmd[1]
+	cmd := doc.Runcmd[3]
 	written := time.Date(2026, 12, 1, 13, 1, 32, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string

@@ -3,6 +3,7 @@ package cloudinit
 import (
 	"bufio"
 	"bytes"
+	_ "embed" // the refusals counter's script
 	"strconv"
 	"strings"
 )
@@ -23,17 +24,58 @@ const (
 	statsPath = "/etc/tinyproxy/egress-stats.txt"
 	// statsHeader is the page's first line: what the probe checks before it
 	// trusts a number.
-	statsHeader = "egress-proxies-stats v1"
+	statsHeader = "egress-proxies-stats v2"
 )
 
 // tinyproxyStats is the page's template; tinyproxy fills each {name}
-// (stats.c: opens, reqs, badconns, deniedconns, refusedconns).
+// (stats.c: opens, reqs, badconns, deniedconns, refusedconns). The last
+// two lines are the refusals counter's, which rewrites them.
 const tinyproxyStats = statsHeader + `
 open {opens}
 connections {reqs}
 bad {badconns}
 denied {deniedconns}
 refused {refusedconns}
+client-refusals 0
+destination-refusals 0
+`
+
+// The refusals counter: tinyproxy counts both kinds of refusal in one
+// counter but logs each with its own message, so a small service on the
+// VM reads tinyproxy's messages of this boot from the journal and keeps
+// the count of each kind in the page's template (refusals.py). It runs
+// Python, which the image has for cloud-init: about 10 MB of memory and no
+// CPU while nothing is refused. Reading the whole boot's messages, its
+// counts only grow while the VM runs, whatever restarts.
+const (
+	refusalsScriptPath = "/usr/local/lib/egress-proxies/refusals.py"
+	refusalsUnitName   = "egress-proxies-refusals.service"
+	refusalsUnitPath   = "/etc/systemd/system/" + refusalsUnitName
+)
+
+//go:embed refusals.py
+var refusalsScript string
+
+// refusalsUnitFile runs the counter as root (it reads the journal and
+// replaces a file in /etc/tinyproxy) with nothing else to write and no
+// network, and again a second after it ends (journalctl ends when journald
+// restarts).
+const refusalsUnitFile = `[Unit]
+Description=Counts tinyproxy's refusals by reason for its statistics page
+After=systemd-journald.service
+
+[Service]
+ExecStart=/bin/sh -c 'journalctl --boot --follow --lines=all --output=cat --unit=tinyproxy.service | exec python3 ` + refusalsScriptPath + ` ` + statsPath + `'
+Restart=always
+RestartSec=1
+NoNewPrivileges=yes
+PrivateNetwork=yes
+ProtectSystem=strict
+ReadWritePaths=/etc/tinyproxy
+ProtectHome=yes
+
+[Install]
+WantedBy=multi-user.target
 `
 
 // Stats are a tinyproxy's counters since it started, as its statistics
@@ -53,12 +95,19 @@ type Stats struct {
 	Denied uint64
 	// Refused is the connections refused for load (MaxClients).
 	Refused uint64
+	// ClientRefusals and DestinationRefusals are the refusals of each
+	// kind since the VM booted, as the refusals counter read them from
+	// tinyproxy's log: a client outside the allowed networks, a
+	// destination outside the policy.
+	ClientRefusals, DestinationRefusals uint64
 }
 
 // ParseStats reads the statistics page's body; ok is false when the body
 // is not the page (another server answered, or the page was cut short).
 func ParseStats(body []byte) (s Stats, ok bool) {
-	fields := map[string]*uint64{"open": &s.Open, "connections": &s.Connections, "bad": &s.Bad, "denied": &s.Denied, "refused": &s.Refused}
+	fields := map[string]*uint64{"open": &s.Open, "connections": &s.Connections, "bad": &s.Bad, "denied": &s.Denied, "refused": &s.Refused,
+		"client-refusals": &s.ClientRefusals, "destination-refusals": &s.DestinationRefusals}
+	want := len(fields)
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	if !sc.Scan() || strings.TrimSpace(sc.Text()) != statsHeader {
 		return Stats{}, false
@@ -78,5 +127,5 @@ func ParseStats(body []byte) (s Stats, ok bool) {
 		seen++
 		delete(fields, name)
 	}
-	return s, seen == 5
+	return s, seen == want
 }

@@ -22,8 +22,8 @@ var (
 	}, trafficLabels)
 	ProxyRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "egressproxies_proxy_refusals_total",
-		Help: "Requests the Proxy's VMs refused with a 403: a client outside spec.allowedClients or a destination outside spec.egress (tinyproxy counts both as one).",
-	}, trafficLabels)
+		Help: "Requests the Proxy's VMs refused with a 403, by reason: client (outside spec.allowedClients) or destination (outside spec.egress).",
+	}, append(slices.Clone(trafficLabels), "reason"))
 	ProxyBadRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "egressproxies_proxy_bad_requests_total",
 		Help: "Connections to the Proxy's VMs that sent no request the proxy could read.",
@@ -36,12 +36,18 @@ var (
 
 var trafficLabels = []string{"namespace", "proxy", "replica"}
 
+// The reasons of egressproxies_proxy_refusals_total.
+const (
+	RefusedClient      = "client"
+	RefusedDestination = "destination"
+)
+
 // Traffic turns the counters each probe reads (a VM's totals since its
-// proxy started) into the series above: what a VM counted since its last
-// reading is added to its replica's series, less the probe's own
-// connection. A VM's first reading is its baseline; a counter lower than
-// the last one means its proxy restarted, and the new totals are what it
-// counted since. The zero value is ready to use.
+// proxy, or its refusals counter, started) into the series above: what a
+// VM counted since its last reading is added to its replica's series, less
+// the probe's own connection. A VM's first reading is its baseline; a
+// counter lower than at its last reading was restarted, and its new total
+// is what it counted since. The zero value is ready to use.
 type Traffic struct {
 	mu sync.Mutex
 	// last holds each VM's last reading, by provider ID.
@@ -78,18 +84,25 @@ func (t *Traffic) Observe(namespace, name string, replica int, providerID string
 	labels := []string{namespace, name, strconv.Itoa(replica)}
 	prev, seen := t.last[providerID]
 	t.last[providerID] = reading{labels: labels, stats: s}
-	connections, refusals, bad := ProxyConnections.WithLabelValues(labels...), ProxyRefusals.WithLabelValues(labels...), ProxyBadRequests.WithLabelValues(labels...)
 	if seen {
-		since := prev.stats
-		if s.Connections < since.Connections || s.Denied < since.Denied || s.Bad < since.Bad {
-			since = cloudinit.Stats{} // restarted: all it counted is new
-		}
+		before := prev.stats
 		// The probe's read of the page is one of the connections.
-		connections.Add(float64(max(s.Connections-since.Connections, 1) - 1))
-		refusals.Add(float64(s.Denied - since.Denied))
-		bad.Add(float64(s.Bad - since.Bad))
+		ProxyConnections.WithLabelValues(labels...).Add(float64(max(since(s.Connections, before.Connections), 1) - 1))
+		ProxyBadRequests.WithLabelValues(labels...).Add(float64(since(s.Bad, before.Bad)))
+		ProxyRefusals.WithLabelValues(append(labels, RefusedClient)...).Add(float64(since(s.ClientRefusals, before.ClientRefusals)))
+		ProxyRefusals.WithLabelValues(append(labels, RefusedDestination)...).Add(float64(since(s.DestinationRefusals, before.DestinationRefusals)))
 	}
 	t.setOpen(labels)
+}
+
+// since is what a counter counted since its last reading before: a
+// counter lower than then was restarted (the proxy, or the VM's refusals
+// counter), and all it holds is new.
+func since(now, before uint64) uint64 {
+	if now < before {
+		return now
+	}
+	return now - before
 }
 
 // setOpen sets the replica's open connections: those of every VM read
@@ -122,10 +135,12 @@ func (t *Traffic) Forget(providerID string) {
 			return
 		}
 	}
-	for _, v := range []interface {
-		DeleteLabelValues(...string) bool
-	}{ProxyConnections, ProxyRefusals, ProxyBadRequests, ProxyOpenConnections} {
-		v.DeleteLabelValues(gone.labels...)
+	replica := prometheus.Labels{}
+	for i, name := range trafficLabels {
+		replica[name] = gone.labels[i]
+	}
+	for _, v := range []*prometheus.MetricVec{ProxyConnections.MetricVec, ProxyRefusals.MetricVec, ProxyBadRequests.MetricVec, ProxyOpenConnections.MetricVec} {
+		v.DeletePartialMatch(replica)
 	}
 }
 

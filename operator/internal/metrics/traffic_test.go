@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
@@ -12,58 +13,63 @@ import (
 func TestTrafficCountsWhatEachVMCountedSinceItsLastReading(t *testing.T) {
 	var tr Traffic
 	labels := []string{"team-a", "partner", "0"}
-	counted := func() (connections, refusals, bad, open float64) {
-		return testutil.ToFloat64(ProxyConnections.WithLabelValues(labels...)), testutil.ToFloat64(ProxyRefusals.WithLabelValues(labels...)),
-			testutil.ToFloat64(ProxyBadRequests.WithLabelValues(labels...)), testutil.ToFloat64(ProxyOpenConnections.WithLabelValues(labels...))
-	}
-	check := func(step string, connections, refusals, bad, open float64) {
+	type series struct{ connections, client, destination, bad, open float64 }
+	check := func(step string, want series) {
 		t.Helper()
-		c, r, b, o := counted()
-		if c != connections || r != refusals || b != bad || o != open {
-			t.Errorf("%s: connections %v, refusals %v, bad %v, open %v; want %v, %v, %v, %v", step, c, r, b, o, connections, refusals, bad, open)
+		got := series{
+			testutil.ToFloat64(ProxyConnections.WithLabelValues(labels...)),
+			testutil.ToFloat64(ProxyRefusals.WithLabelValues(append(labels, RefusedClient)...)),
+			testutil.ToFloat64(ProxyRefusals.WithLabelValues(append(labels, RefusedDestination)...)),
+			testutil.ToFloat64(ProxyBadRequests.WithLabelValues(labels...)),
+			testutil.ToFloat64(ProxyOpenConnections.WithLabelValues(labels...)),
+		}
+		if got != want {
+			t.Errorf("%s: %+v, want %+v", step, got, want)
 		}
 	}
 	// The first reading is the baseline: what the VM counted before the
 	// operator read it is not this leader's to add.
-	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 3, Connections: 40, Denied: 5, Bad: 1})
-	check("the baseline", 0, 0, 0, 2)
-	// 10 more connections, the probe's among them; 2 refused, 1 bad.
-	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 1, Connections: 50, Denied: 7, Bad: 2})
-	check("a reading later", 9, 2, 1, 0)
+	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 3, Connections: 40, Bad: 1, ClientRefusals: 2, DestinationRefusals: 3})
+	check("the baseline", series{open: 2})
+	// 10 more connections, the probe's among them; one client and two
+	// destinations refused, 1 bad.
+	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 1, Connections: 50, Bad: 2, ClientRefusals: 3, DestinationRefusals: 5})
+	check("a reading later", series{9, 1, 2, 1, 0})
 	// Only the probe since.
-	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 1, Connections: 51, Denied: 7, Bad: 2})
-	check("only the probe since", 9, 2, 1, 0)
-	// The proxy restarted: its totals are what it counted since.
-	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 2, Connections: 4, Denied: 1})
-	check("after a restart", 12, 3, 1, 1)
+	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 1, Connections: 51, Bad: 2, ClientRefusals: 3, DestinationRefusals: 5})
+	check("only the probe since", series{9, 1, 2, 1, 0})
+	// The proxy restarted: its totals are what it counted since. The
+	// refusals counter counts the VM's boot and goes on.
+	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 2, Connections: 4, ClientRefusals: 4, DestinationRefusals: 5})
+	check("after the proxy restarted", series{12, 2, 2, 1, 1})
+	// The refusals counter restarted and has not read all the journal
+	// yet: each counter is judged on its own.
+	tr.Observe("team-a", "partner", 0, "vm-1", cloudinit.Stats{Open: 2, Connections: 6, ClientRefusals: 1, DestinationRefusals: 5})
+	check("after the refusals counter restarted", series{13, 3, 2, 1, 1})
 	// A replacement is read beside it: its first reading is a baseline,
 	// and the replica's open connections are both VMs'.
 	tr.Observe("team-a", "partner", 0, "vm-2", cloudinit.Stats{Open: 2, Connections: 3})
-	check("a replacement's baseline", 12, 3, 1, 2)
-	tr.Observe("team-a", "partner", 0, "vm-2", cloudinit.Stats{Open: 1, Connections: 8, Denied: 1})
-	check("the replacement counts", 16, 4, 1, 1)
+	check("a replacement's baseline", series{13, 3, 2, 1, 2})
+	tr.Observe("team-a", "partner", 0, "vm-2", cloudinit.Stats{Open: 1, Connections: 8, DestinationRefusals: 1})
+	check("the replacement counts", series{17, 3, 3, 1, 1})
 	// Another replica is its own series.
 	tr.Observe("team-a", "partner", 1, "vm-3", cloudinit.Stats{Open: 1, Connections: 1})
 	tr.Observe("team-a", "partner", 1, "vm-3", cloudinit.Stats{Open: 1, Connections: 100})
-	check("another replica read", 16, 4, 1, 1)
+	check("another replica read", series{17, 3, 3, 1, 1})
 	if got := testutil.ToFloat64(ProxyConnections.WithLabelValues("team-a", "partner", "1")); got != 98 {
 		t.Errorf("replica 1's connections: %v, want 98", got)
 	}
 	// The replaced VM goes: the replica's series stay, with the open
 	// connections of the VM left.
 	tr.Forget("vm-1")
-	check("the replaced VM forgotten", 16, 4, 1, 0)
+	check("the replaced VM forgotten", series{17, 3, 3, 1, 0})
 	// The replica's last VM goes: its series go.
 	tr.Forget("vm-2")
 	if n := testutil.CollectAndCount(ProxyConnections, "egressproxies_proxy_connections_total"); n != 1 {
 		t.Errorf("connection series after replica 0's VMs are gone: %d, want replica 1's only", n)
 	}
-	for name, v := range map[string]interface{ DeleteLabelValues(...string) bool }{
-		"refusals": ProxyRefusals, "bad requests": ProxyBadRequests, "open connections": ProxyOpenConnections,
-	} {
-		if v.DeleteLabelValues(labels...) {
-			t.Errorf("replica 0's %s series outlived its VMs", name)
-		}
+	if n := deleteSeriesOf("team-a", "partner", "0"); n != 0 {
+		t.Errorf("replica 0's VMs are gone, and %d of its series outlived them", n)
 	}
 	tr.Forget("vm-unknown") // nothing to forget: no panic, nothing changed
 	tr.Forget("vm-3")
@@ -81,12 +87,8 @@ func TestTrafficIgnoresAReadingOfAForgottenVM(t *testing.T) {
 	tr.Observe("team-b", "late", 0, "vm-late", cloudinit.Stats{Open: 1, Connections: 1})
 	tr.Forget("vm-late")
 	tr.Observe("team-b", "late", 0, "vm-late", cloudinit.Stats{Open: 2, Connections: 5})
-	for name, v := range map[string]interface{ DeleteLabelValues(...string) bool }{
-		"connections": ProxyConnections, "refusals": ProxyRefusals, "bad requests": ProxyBadRequests, "open connections": ProxyOpenConnections,
-	} {
-		if v.DeleteLabelValues("team-b", "late", "0") {
-			t.Errorf("the forgotten VM's %s series came back with a late reading", name)
-		}
+	if n := deleteSeriesOf("team-b", "late", "0"); n != 0 {
+		t.Errorf("%d of the forgotten VM's series came back with a late reading", n)
 	}
 	// Another VM of the same replica is read as usual.
 	tr.Observe("team-b", "late", 0, "vm-next", cloudinit.Stats{Open: 2, Connections: 1})
@@ -118,4 +120,14 @@ func TestTrafficIgnoresAReadingOfAForgottenVM(t *testing.T) {
 	if _, kept := tr.forgotten["vm-late"]; kept || len(tr.forgotten) != 2 {
 		t.Errorf("marks after a forget past vm-late's: %v; want vm-other's and vm-third's", tr.forgotten)
 	}
+}
+
+// deleteSeriesOf deletes the traffic series of a replica and returns how
+// many there were.
+func deleteSeriesOf(namespace, proxy, replica string) int {
+	n := 0
+	for _, v := range []*prometheus.MetricVec{ProxyConnections.MetricVec, ProxyRefusals.MetricVec, ProxyBadRequests.MetricVec, ProxyOpenConnections.MetricVec} {
+		n += v.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "proxy": proxy, "replica": replica})
+	}
+	return n
 }

@@ -115,7 +115,7 @@ func recordRequests(t *testing.T, reply string) (int32, <-chan string) {
 // The page as tinyproxy 1.11 answers it (stats.c showstats: the status
 // "Statistic requested", then the StatFile with its variables filled).
 const statsAnswer = "HTTP/1.0 200 Statistic requested\r\nServer: tinyproxy/1.11.1\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n" +
-	"egress-proxies-stats v1\nopen 2\nconnections 57\nbad 1\ndenied 4\nrefused 0\n"
+	"egress-proxies-stats v2\nopen 2\nconnections 57\nbad 1\ndenied 4\nrefused 0\nclient-refusals 1\ndestination-refusals 3\n"
 
 func TestProbeReadsTheStatisticsPage(t *testing.T) {
 	p := HTTPProxy{Timeout: time.Second}
@@ -124,7 +124,7 @@ func TestProbeReadsTheStatisticsPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (cloudinit.Stats{Open: 2, Connections: 57, Bad: 1, Denied: 4}); got == nil || *got != want {
+	if want := (cloudinit.Stats{Open: 2, Connections: 57, Bad: 1, Denied: 4, ClientRefusals: 1, DestinationRefusals: 3}); got == nil || *got != want {
 		t.Errorf("stats = %+v, want %+v", got, want)
 	}
 	head := <-heads

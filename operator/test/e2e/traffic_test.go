@@ -22,8 +22,9 @@ import (
 
 // checkTraffic proves what a Proxy carried is seen (docs/egress.md,
 // "Traffic" and "Access log"): the leader's metrics count the refusals
-// checkEgress caused and the connections it made, read from the VM by the
-// probe; and the VM's journal holds the allowed request and the refused
+// checkEgress caused, as destinations refused (and no client refused:
+// every client of this lane is allowed), and the connections it made,
+// read from the VM by the probe; and the VM's journal holds the allowed request and the refused
 // ones, with their URLs. Runs after checkEgress and checkMetrics (whose
 // ServiceAccount it scrapes as).
 func checkTraffic(t *testing.T, l lane, p *v1alpha1.Proxy) {
@@ -49,7 +50,11 @@ func checkTraffic(t *testing.T, l lane, p *v1alpha1.Proxy) {
 						labels[lp.GetName()] = lp.GetValue()
 					}
 					if labels["namespace"] == p.Namespace && labels["proxy"] == p.Name {
-						sums[name] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+						key := name
+						if reason, ok := labels["reason"]; ok {
+							key += "{" + reason + "}"
+						}
+						sums[key] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 					}
 				}
 			}
@@ -60,8 +65,11 @@ func checkTraffic(t *testing.T, l lane, p *v1alpha1.Proxy) {
 	// A Ready Proxy is probed at each resync (a minute).
 	within(t, 3*time.Minute, 5*time.Second, "the leader counts "+p.Name+"'s refusals and connections", func() (bool, string) {
 		got = series()
-		return got["egressproxies_proxy_refusals_total"] >= 2 && got["egressproxies_proxy_connections_total"] >= 1, fmt.Sprint(got)
+		return got["egressproxies_proxy_refusals_total{destination}"] >= 2 && got["egressproxies_proxy_connections_total"] >= 1, fmt.Sprint(got)
 	})
+	if n, ok := got["egressproxies_proxy_refusals_total{client}"]; !ok || n != 0 {
+		t.Errorf("client refusals of %s: %v (reported: %v); want 0, reported", p.Name, n, ok)
+	}
 	t.Logf("traffic of %s/%s in the leader's metrics: %v", p.Namespace, p.Name, got)
 
 	journal, err := guestExec(t.Context(), l.URI, p.Status.Instance.Name,
