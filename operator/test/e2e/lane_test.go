@@ -13,6 +13,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -39,6 +40,10 @@ type lane struct {
 	// OperatorImage the operator's libvirt image and ClientImage the
 	// client Pod's, both imported into the node's containerd.
 	Kubeconfig, Kubectl, Manifest, OperatorImage, ClientImage string
+	// OperatorArgs are flags added to the operator's (E2E_OPERATOR_ARGS,
+	// space-separated; unset in CI), to measure a setting against the
+	// default: E2E_OPERATOR_ARGS=--serving-watch-period=-1 make e2e.
+	OperatorArgs []string
 }
 
 func laneFromEnv(t *testing.T) lane {
@@ -57,6 +62,7 @@ func laneFromEnv(t *testing.T) lane {
 		SSHUser: get("E2E_SSH_USER"), SSHPort: get("E2E_SSH_PORT"), SSHKey: get("E2E_SSH_KEY"), SSHKnownHosts: get("E2E_SSH_KNOWN_HOSTS"),
 		Kubeconfig: get("E2E_KUBECONFIG"), Kubectl: get("E2E_KUBECTL"), Manifest: get("E2E_MANIFEST"),
 		OperatorImage: get("E2E_OPERATOR_IMAGE"), ClientImage: get("E2E_CLIENT_IMAGE"),
+		OperatorArgs: strings.Fields(os.Getenv("E2E_OPERATOR_ARGS")),
 	}
 }
 

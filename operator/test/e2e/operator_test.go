@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,8 +67,9 @@ const (
 // to, with no registry: kubectl apply of the release manifest, the
 // providers config replaced by this lane's, the credentials Secret that
 // make libvirt-secret prints, and the libvirt build's image (imported
-// into the node by run.sh) set on the Deployment; then waits for the
-// rollout. It returns how long that took from the apply.
+// into the node by run.sh) set on the Deployment, with the lane's extra
+// flags (E2E_OPERATOR_ARGS, to measure another setting); then waits for
+// the rollout. It returns how long that took from the apply.
 func installOperator(t *testing.T, l lane, providersConfig string) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -77,6 +79,18 @@ func installOperator(t *testing.T, l lane, providersConfig string) time.Duration
 	kubectl(t, l, []byte(cm), "apply", "--server-side", "--force-conflicts", "-f", "-")
 	kubectl(t, l, []byte(libvirtSecret(t, l)), "apply", "--server-side", "-f", "-")
 	kubectl(t, l, nil, "-n", installNamespace, "set", "image", "deployment/"+deployment, "manager="+l.OperatorImage)
+	if len(l.OperatorArgs) > 0 {
+		var patch []map[string]string
+		for _, arg := range l.OperatorArgs {
+			patch = append(patch, map[string]string{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": arg})
+		}
+		ops, err := json.Marshal(patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubectl(t, l, nil, "-n", installNamespace, "patch", "deployment/"+deployment, "--type=json", "-p", string(ops))
+		t.Logf("the operator runs with the extra flags %q", l.OperatorArgs)
+	}
 	kubectl(t, l, nil, "-n", installNamespace, "rollout", "status", "deployment/"+deployment, "--timeout=5m")
 	return time.Since(start)
 }
