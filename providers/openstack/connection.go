@@ -17,6 +17,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
@@ -50,6 +51,9 @@ type Provider struct {
 
 	mu     sync.Mutex
 	method string
+	// projectID is the token's project: groups are looked up by name
+	// in it alone, as Nova looks up a server's (securitygroups.go).
+	projectID string
 	// refs caches flavor and image IDs by region and name: they rarely
 	// change, and a Create that Nova refuses with 400 drops the region's
 	// entries, looks them up afresh and, if they changed, submits again.
@@ -170,11 +174,39 @@ func (p *Provider) login(ctx context.Context) error {
 		method = "application_credential"
 	}
 	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("logged in", "identity", hostOf(ao.IdentityEndpoint), "method", method)
+	project, err := tokenProject(pc)
+	if err != nil {
+		return err
+	}
 	p.pc, p.regions = pc, map[string]*clients{}
 	p.mu.Lock()
-	p.method = method
+	p.method, p.projectID = method, project
 	p.mu.Unlock()
 	return nil
+}
+
+// tokenProject is the ID of the project the login's token is scoped to.
+// An unscoped token (a clouds entry without a project) cannot make
+// servers, and is refused here with what to set.
+func tokenProject(pc *gophercloud.ProviderClient) (string, error) {
+	scoped, ok := pc.GetAuthResult().(interface {
+		ExtractProject() (*tokens.Project, error)
+	})
+	if !ok {
+		return "", contract.Permanentf("the login's token names no project: Keystone v3 is required")
+	}
+	project, err := scoped.ExtractProject()
+	if err != nil || project == nil || project.ID == "" {
+		return "", contract.Permanentf("the login's token is scoped to no project: set auth.project_name or auth.project_id in the clouds file")
+	}
+	return project.ID, nil
+}
+
+// project is the token's project ID.
+func (p *Provider) project() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.projectID
 }
 
 // yamlLineRE finds the line a YAML error points at; the rest of the text

@@ -341,3 +341,28 @@ func TestPortStillBoundWaits(t *testing.T) {
 		t.Errorf("ports %+v, want the one port, kept", ps)
 	}
 }
+
+// With a token that sees other projects (an admin's: Neutron lists every
+// project's groups to it, neutron/conf/policies/security_group.py), a group
+// name matches one group per project. The provider looks groups up in the
+// token's project only, as Nova does for a server's groups
+// (nova/network/neutron.py _process_security_groups, tenant_id): another
+// project's "default" and another project's managed group are not ours.
+func TestSecurityGroupsAreLookedUpInTheTokensProject(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.Admin = true })
+	c.withOptions()
+	for k, r := range c.cfg.Regions {
+		r.SecurityGroups = []string{"web"}
+		c.cfg.Regions[k] = r
+	}
+	ours := c.fake.AddSecurityGroup("web", "ours")
+	c.fake.AddProjectSecurityGroup("other-project", "web", "theirs")
+	theirs := c.fake.AddProjectSecurityGroup("other-project", managedGroupName, managedGroupDescription)
+	if _, err := c.provider(t).Create(context.Background(), staticRequest("proxy-scoped-sg", "10.0.0.206/24")); err != nil {
+		t.Fatalf("Create with another project's groups of the same names: %v", err)
+	}
+	ports := portsNamed(c, "proxy-scoped-sg")
+	if len(ports) != 1 || len(ports[0].SecurityGroups) != 2 || ports[0].SecurityGroups[0] != ours || ports[0].SecurityGroups[1] == theirs {
+		t.Errorf("the port's groups: %+v; want %s (this project's web), then this project's managed group, not %s", ports, ours, theirs)
+	}
+}

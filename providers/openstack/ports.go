@@ -215,7 +215,7 @@ func (p *Provider) portSecurityGroups(ctx context.Context, pl plan, managedGroup
 	for _, name := range names {
 		var found []groups.SecGroup
 		err := p.do(ctx, "ListSecurityGroups", pl.regionKey, func(ctx context.Context, c *clients) error {
-			pages, err := groups.List(c.network, groups.ListOpts{Name: name}).AllPages(ctx)
+			pages, err := groups.List(c.network, groups.ListOpts{Name: name, ProjectID: p.project()}).AllPages(ctx)
 			if err != nil {
 				return err
 			}
@@ -225,8 +225,12 @@ func (p *Provider) portSecurityGroups(ctx context.Context, pl plan, managedGroup
 		if err != nil {
 			return nil, err
 		}
-		// Nova refuses a name two groups share (NoUniqueMatch) and one
-		// no group has (SecurityGroupNotFound); so does the provider.
+		// Nova refuses a name two of the project's groups share
+		// (NoUniqueMatch) and one none has (SecurityGroupNotFound); so
+		// does the provider. Another project's groups are not looked at,
+		// as Nova does not (nova/network/neutron.py
+		// _process_security_groups lists the project's only): an admin
+		// token sees every project's "default".
 		if len(found) != 1 {
 			return nil, contract.Permanentf("regions[%q].securityGroups: %d security groups are named %q; want exactly one", pl.regionKey, len(found), name)
 		}

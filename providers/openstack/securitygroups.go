@@ -61,7 +61,10 @@ func (p *Provider) ensureSecurityGroup(ctx context.Context, pl plan, req contrac
 		if c.network == nil {
 			return contract.Permanentf("region %q has no %s network endpoint in the catalogue; managedSecurityGroup needs Neutron", pl.region.Name, p.cfg.Interface)
 		}
-		pages, err := groups.List(c.network, groups.ListOpts{Name: name}).AllPages(ctx)
+		// The token's project's only: an admin token sees every
+		// project's groups, and another install's managed group in
+		// another project is not this region's.
+		pages, err := groups.List(c.network, groups.ListOpts{Name: name, ProjectID: p.project()}).AllPages(ctx)
 		if err != nil {
 			return err
 		}

@@ -54,6 +54,12 @@ type Options struct {
 	// MaxLimit is Nova's [api]max_limit, the most items one page of a
 	// list holds. Default 1000, Nova's.
 	MaxLimit int
+	// Admin gives the token the admin role: Neutron then lists every
+	// project's security groups, not only the token's project's
+	// (neutron/conf/policies/security_group.py, get_security_group:
+	// ADMIN_OR_PROJECT_READER; an admin's list is filtered only by the
+	// query's project_id).
+	Admin bool
 }
 
 // Flavor is a Nova flavor.

@@ -1,6 +1,7 @@
 package osfake
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -39,6 +40,8 @@ import (
 
 // secGroup is one security group.
 type secGroup struct {
+	// project is the owning project's ID; "" is the token's project.
+	project               string
 	id, name, description string
 	tags                  []string
 	rules                 []secRule
@@ -133,13 +136,18 @@ func (c *Cloud) secGroupView(g *secGroup) map[string]any {
 	ts := g.created.Format(time.RFC3339)
 	return map[string]any{
 		"id": g.id, "name": g.name, "description": g.description, "tags": g.tags,
-		"project_id": c.projectID, "tenant_id": c.projectID, "stateful": true,
+		"project_id": c.groupProject(g), "tenant_id": c.groupProject(g), "stateful": true,
 		"security_group_rules": rules, "created_at": ts, "updated_at": ts, "revision_number": g.revision,
 	}
 }
 
-// listSecGroups filters on name and tags (every tag of the comma list),
-// as the API reference's query parameters say.
+// groupProject is the ID of the group's project.
+func (c *Cloud) groupProject(g *secGroup) string { return cmp.Or(g.project, c.projectID) }
+
+// listSecGroups filters on name, project_id (or its older name
+// tenant_id) and tags (every tag of the comma list), as the API
+// reference's query parameters say; another project's groups are listed
+// only to an admin (Options.Admin).
 func (c *Cloud) listSecGroups(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	c.mu.Lock()
@@ -147,6 +155,12 @@ func (c *Cloud) listSecGroups(w http.ResponseWriter, r *http.Request) {
 	out := []any{}
 	for _, g := range c.secGroups {
 		if n := q.Get("name"); n != "" && g.name != n {
+			continue
+		}
+		if project := cmp.Or(q.Get("project_id"), q.Get("tenant_id")); project != "" && c.groupProject(g) != project {
+			continue
+		}
+		if c.groupProject(g) != c.projectID && !c.opts.Admin {
 			continue
 		}
 		if t := q.Get("tags"); t != "" && !hasAll(g.tags, strings.Split(t, ",")) {
@@ -343,6 +357,9 @@ func (c *Cloud) secGroupKnown(ref string) (ok bool, ambiguous bool) {
 	}
 	names := 0
 	for _, g := range c.secGroups {
+		if c.groupProject(g) != c.projectID {
+			continue // Nova lists the instance's project's groups only
+		}
 		if g.name == ref {
 			names++
 		}
@@ -394,9 +411,15 @@ func (c *Cloud) SecurityGroups() []SecurityGroup {
 // AddSecurityGroup makes a group as a person would (no tags, no rules but
 // the default egress ones) and returns its ID.
 func (c *Cloud) AddSecurityGroup(name, description string) string {
+	return c.AddProjectSecurityGroup("", name, description)
+}
+
+// AddProjectSecurityGroup makes a group as AddSecurityGroup does, in the
+// project of that ID ("" is the token's).
+func (c *Cloud) AddProjectSecurityGroup(project, name, description string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := &secGroup{id: newUUID(), name: name, description: description, tags: []string{}, created: time.Now().UTC().Truncate(time.Second)}
+	g := &secGroup{project: project, id: newUUID(), name: name, description: description, tags: []string{}, created: time.Now().UTC().Truncate(time.Second)}
 	c.secGroups[g.id] = g
 	return g.id
 }
