@@ -49,3 +49,12 @@ func runContract(t *testing.T, c *cloud) {
 		WaitTimeout:   20 * time.Second,
 	})
 }
+
+// TestContractWithSoftDelete runs the harness on a cloud with soft delete
+// (reclaim_instance_interval an hour): a deleted server that has run stays
+// SOFT_DELETED, listed with its marks, until forced.
+func TestContractWithSoftDelete(t *testing.T) {
+	runContract(t, startCloud(t, func(o *osfake.Options) {
+		o.HoldBuilds, o.DeleteDelay, o.ReclaimInstanceInterval = true, 20*time.Millisecond, time.Hour
+	}))
+}

@@ -288,6 +288,8 @@ type rawRequest struct {
 	name, method, path string
 	microversion       string
 	body               func(base map[string]any)
+	// action is a server action's body, sent as is.
+	action map[string]any
 }
 
 // rawRequests are the malformed and known-refused requests (Nova's
@@ -330,6 +332,7 @@ var rawRequests = []rawRequest{
 	{name: "show missing server", method: "GET", path: "servers/" + "00000000-0000-4000-8000-000000000000"},
 	{name: "show malformed id", method: "GET", path: "servers/not-a-uuid"},
 	{name: "delete missing server", method: "DELETE", path: "servers/" + "00000000-0000-4000-8000-000000000000"},
+	{name: "force-delete missing server", method: "POST", path: "servers/" + "00000000-0000-4000-8000-000000000000/action", action: map[string]any{"forceDelete": nil}},
 }
 
 func sendRaw(ctx context.Context, t *testing.T, p *Provider, pl contract.Placement) {
@@ -355,6 +358,9 @@ func sendRaw(ctx context.Context, t *testing.T, p *Provider, pl contract.Placeme
 			}
 			r.body(s)
 			body = map[string]any{"server": s}
+		}
+		if r.action != nil {
+			body = r.action
 		}
 		mv := r.microversion
 		if mv == "" {

@@ -306,13 +306,14 @@ var paths = map[contracttest.Op][2]string{
 	contracttest.OpCreate: {"POST", `/servers$`},
 	contracttest.OpGet:    {"GET", `/servers/[0-9a-f-]{36}$`},
 	contracttest.OpList:   {"GET", `/servers/detail$`},
-	contracttest.OpDelete: {"DELETE", `/servers/[0-9a-f-]{36}$`},
+	// DELETE, or forceDelete for a server with no task (deleteServer).
+	contracttest.OpDelete: {"DELETE|POST", `/servers/[0-9a-f-]{36}(/action)?$`},
 }
 
 // policy is the action Nova's policy names for each operation.
 var policy = map[contracttest.Op]string{
 	contracttest.OpCreate: "os_compute_api:servers:create", contracttest.OpGet: "os_compute_api:servers:show",
-	contracttest.OpList: "os_compute_api:servers:detail", contracttest.OpDelete: "os_compute_api:servers:delete",
+	contracttest.OpList: "os_compute_api:servers:detail", contracttest.OpDelete: "os_compute_api:os-deferred-delete:force",
 }
 
 // FailNext answers the next request serving op with Nova's own error of

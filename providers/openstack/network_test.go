@@ -135,7 +135,8 @@ func TestDeleteRemovesThePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.fake.FailNext("DELETE", `/servers/[^/]+$`, 503, osfake.UnavailableBody)
+	// A server with no task is deleted by forceDelete (deleteServer).
+	c.fake.FailNext("POST", `/servers/[^/]+/action$`, 503, osfake.UnavailableBody)
 	if err := p.Delete(ctx, inst.ProviderID); err == nil {
 		t.Fatal("Delete with Nova unavailable succeeded")
 	}

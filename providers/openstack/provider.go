@@ -254,7 +254,7 @@ func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s serv
 		return instance(regionKey, s), nil
 	}
 	log := logr.FromContextOrDiscard(ctx)
-	if err := p.deleteServer(ctx, regionKey, s.ID); err != nil {
+	if err := p.deleteServer(ctx, regionKey, s); err != nil {
 		log.Error(err, "could not delete a server whose build failed; next attempt deletes it", "server", s.ID)
 	} else {
 		log.V(contract.LogOutcome).Info("deleted a server whose build failed", "server", s.ID, "fault", s.Fault.Message)
@@ -355,7 +355,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		err = p.deletePortOf(ctx, regionKey, s.Metadata)
 	}
 	if err == nil {
-		err = p.deleteServer(ctx, regionKey, id)
+		err = p.deleteServer(ctx, regionKey, s)
 	}
 	if errors.Is(err, contract.ErrNotFound) {
 		log.V(contract.LogStep).Info("instance already gone")
@@ -368,9 +368,31 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	return nil
 }
 
-func (p *Provider) deleteServer(ctx context.Context, regionKey, id string) error {
-	return p.do(ctx, "DeleteServer", regionKey, func(ctx context.Context, c *clients) error {
-		return servers.Delete(ctx, c.compute, id).ExtractErr()
+// deleteServer deletes the server. On a cloud with soft delete
+// (reclaim_instance_interval > 0) a DELETE of a server that has run only
+// soft-deletes it: SOFT_DELETED, listed with its marks and holding its
+// quota until Nova reclaims it, hours later; a repeated DELETE
+// soft-deletes it again (nova/api/openstack/compute/servers.py _delete),
+// and its Proxy's finalizer would wait for the reclaim. forceDelete
+// deletes a server in any vm_state, soft-deleted or not
+// (nova/compute/api.py force_delete), and Nova's default policy lets a
+// project member do it as it lets DELETE (nova/policies/deferred_delete.py,
+// servers.py: PROJECT_MEMBER_OR_ADMIN). It wants no task in progress, so a
+// server with one (building, or already deleting) gets DELETE, which takes
+// any state and never soft-deletes one that never ran. A cloud whose
+// policy refuses forceDelete refuses the Delete, naming the policy: a
+// refused permission is never passed over (contract §5).
+func (p *Provider) deleteServer(ctx context.Context, regionKey string, s servers.Server) error {
+	del := func() error {
+		return p.do(ctx, "DeleteServer", regionKey, func(ctx context.Context, c *clients) error {
+			return servers.Delete(ctx, c.compute, s.ID).ExtractErr()
+		})
+	}
+	if s.TaskState != "" {
+		return del()
+	}
+	return p.do(ctx, "ForceDeleteServer", regionKey, func(ctx context.Context, c *clients) error {
+		return servers.ForceDelete(ctx, c.compute, s.ID).ExtractErr()
 	})
 }
 

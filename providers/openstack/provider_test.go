@@ -605,3 +605,38 @@ func waitFor(cond func() bool) <-chan struct{} {
 	}()
 	return ch
 }
+
+// On a cloud with soft delete (reclaim_instance_interval > 0) a DELETE of
+// a server that has run soft-deletes it, and a repeated DELETE only
+// soft-deletes it again (nova/api/openstack/compute/servers.py _delete):
+// the server, its quota and its marks would stay until Nova reclaims it,
+// hours later, and the Proxy's finalizer with them. Delete forces the
+// delete (forceDelete, which Nova's default policy lets a project member
+// do: nova/policies/deferred_delete.py), of a running server and of one
+// already soft-deleted alike.
+func TestDeleteForcesPastSoftDelete(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.ReclaimInstanceInterval = time.Hour })
+	p := c.provider(t)
+	ctx := context.Background()
+	for _, soft := range []bool{false, true} {
+		inst, err := p.Create(ctx, request(fmt.Sprintf("proxy-reclaim-%v", soft)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.Get(ctx, inst.ProviderID); err != nil || got.State != contract.StateRunning {
+			t.Fatalf("Get before the delete = %+v, %v; want Running", got, err)
+		}
+		if soft { // soft-deleted before this Delete (by an older operator, by hand)
+			_, id, _ := ids.Parse(inst.ProviderID)
+			if err := c.fake.SetStatus(id, "SOFT_DELETED", "soft-delete", ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Delete(ctx, inst.ProviderID); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.Get(ctx, inst.ProviderID); !errors.Is(err, contract.ErrNotFound) {
+			t.Errorf("Get after Delete of a server soft-deleted before: %v = %+v, %v; want ErrNotFound", soft, got, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -95,7 +96,7 @@ func (w *wire) roundTrip(next http.RoundTripper, r *http.Request) (*http.Respons
 	}
 	var f *wireFault
 	for i, c := range w.faults {
-		if (c.method == "" || c.method == r.Method) && c.path.MatchString(r.URL.Path) {
+		if (c.method == "" || slices.Contains(strings.Split(c.method, "|"), r.Method)) && c.path.MatchString(r.URL.Path) {
 			f = c
 			w.faults = append(w.faults[:i:i], w.faults[i+1:]...)
 			break

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,15 @@ type Options struct {
 	// MaxLimit is Nova's [api]max_limit, the most items one page of a
 	// list holds. Default 1000, Nova's.
 	MaxLimit int
+	// ReclaimInstanceInterval is Nova's [DEFAULT]reclaim_instance_interval:
+	// above zero, a DELETE of a server that has launched soft-deletes it
+	// (nova/api/openstack/compute/servers.py _delete → compute API
+	// soft_delete; one that never launched is deleted, InstanceInvalidState
+	// caught there): SOFT_DELETED, vm_state soft-delete, until Nova's
+	// periodic _reclaim_queued_deletes removes it once the interval has
+	// passed since its deleted_at. A repeated DELETE soft-deletes it again
+	// and sets deleted_at anew; forceDelete deletes it (deferred_delete.py).
+	ReclaimInstanceInterval time.Duration
 	// Admin gives the token the admin role: Neutron then lists every
 	// project's security groups, not only the token's project's
 	// (neutron/conf/policies/security_group.py, get_security_group:
@@ -244,8 +254,9 @@ type matcher struct {
 	path   *regexp.Regexp
 }
 
+// match: method is one method, several separated by "|", or "" for any.
 func (m matcher) match(r *http.Request) bool {
-	return (m.method == "" || m.method == r.Method) && m.path.MatchString(r.URL.Path)
+	return (m.method == "" || slices.Contains(strings.Split(m.method, "|"), r.Method)) && m.path.MatchString(r.URL.Path)
 }
 
 type fault struct {

@@ -43,7 +43,8 @@ const (
 // answers it when the API's connection drops before a complete response.
 const badGatewayBody = "<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete response.\n</body></html>\n"
 
-// FailNext makes the next request whose method is method ("" any) and
+// FailNext makes the next request whose method is method (several
+// separated by "|", "" any) and
 // whose URL path matches pathRE be answered with status and body instead
 // of being served.
 func (c *Cloud) FailNext(method, pathRE string, status int, body string) {

@@ -36,6 +36,8 @@ type server struct {
 	locked                 bool      // Nova's lock (LockServer)
 	deleteDone             time.Time // when a delete ends; zero while held
 	deleting               bool
+	launched               bool      // has been ACTIVE (launched_at is set)
+	reclaimAt              time.Time // when a SOFT_DELETED server is reclaimed
 	configDrive            bool
 	group                  string   // the server group it was created in
 	ports                  []string // the ports the create passed in (ports.go)
@@ -56,9 +58,10 @@ func (v microversion) String() string         { return fmt.Sprintf("%d.%d", v.ma
 
 // The statuses of Nova's API (Compute API guide, Server concepts).
 const (
-	statusBuild  = "BUILD"
-	statusActive = "ACTIVE"
-	statusError  = "ERROR"
+	statusBuild       = "BUILD"
+	statusActive      = "ACTIVE"
+	statusError       = "ERROR"
+	statusSoftDeleted = "SOFT_DELETED"
 )
 
 // NoValidHost is the fault message of a server the scheduler could not
@@ -75,6 +78,7 @@ func (c *Cloud) routeNova(mux *http.ServeMux) {
 		"GET /servers/detail":              c.listServers(true),
 		"GET /servers/{id}":                c.showServer,
 		"DELETE /servers/{id}":             c.deleteServer,
+		"POST /servers/{id}/action":        c.serverAction,
 		"GET /servers/{id}/tags":           c.serverTags,
 		"PUT /servers/{id}/tags":           c.serverTags,
 		"GET /servers/{id}/tags/{tag}":     c.serverTag,
@@ -166,7 +170,8 @@ func (c *Cloud) advance(now time.Time) {
 			}
 			continue
 		}
-		if s.deleting && !s.deleteDone.IsZero() && !now.Before(s.deleteDone) {
+		reclaimed := s.status == statusSoftDeleted && !s.reclaimAt.IsZero() && !now.Before(s.reclaimAt)
+		if reclaimed || (s.deleting && !s.deleteDone.IsZero() && !now.Before(s.deleteDone)) {
 			c.unbindPorts(s)
 			delete(c.servers, id)
 			continue
@@ -190,7 +195,7 @@ func (c *Cloud) finishBuild(s *server, now time.Time) {
 		s.status, s.vmState, s.faultAt = statusError, "error", now
 		return
 	}
-	s.status, s.vmState, s.powerState = statusActive, "active", 1
+	s.status, s.vmState, s.powerState, s.launched = statusActive, "active", 1, true
 	switch {
 	case len(s.addresses) > 0:
 	case len(s.ports) > 0:
@@ -603,13 +608,60 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microvers
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if interval := c.opts.ReclaimInstanceInterval; interval > 0 && s.launched && !s.deleting {
+		// soft_delete (must_have_launched=True, any vm_state): again on a
+		// server already SOFT_DELETED, with a new deleted_at.
+		s.status, s.vmState, s.taskState, s.powerState = statusSoftDeleted, "soft-delete", "", 4
+		s.reclaimAt = time.Now().Add(interval)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	c.startDelete(s)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// startDelete begins a server's delete. A repeat delete of a server
+// already deleting is accepted and ignored ("Instance is already in
+// deleting state").
+func (c *Cloud) startDelete(s *server) {
 	if !s.deleting {
-		// A repeat delete of a server already deleting is accepted and
-		// ignored ("Instance is already in deleting state").
 		s.deleting, s.taskState = true, "deleting"
 		s.deleteDone = time.Now().Add(c.opts.DeleteDelay)
 	}
-	w.WriteHeader(http.StatusNoContent)
+}
+
+// serverAction serves the one server action a provider sends,
+// forceDelete (nova/api/openstack/compute/deferred_delete.py
+// _force_delete, 202): the compute API's force_delete
+// (check_instance_lock; check_instance_state(task_state=None,
+// must_have_launched=False)) deletes the server in any vm_state, a
+// SOFT_DELETED one included. A locked server is 409; a task in progress
+// raises InstanceInvalidState, which the handler does not catch, so the
+// API answers 500. Any other action is refused as one the fake does not
+// serve.
+func (c *Cloud) serverAction(w http.ResponseWriter, r *http.Request, _ microversion, region string) {
+	var body map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body) != 1 {
+		novaError(w, http.StatusBadRequest, "Malformed request body")
+		return
+	}
+	if _, ok := body["forceDelete"]; !ok {
+		novaError(w, http.StatusBadRequest, "osfake serves only the forceDelete action")
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.lookup(w, r, region)
+	switch {
+	case s == nil:
+	case s.locked:
+		novaError(w, http.StatusConflict, fmt.Sprintf("Instance %s is locked", s.id))
+	case s.taskState != "":
+		novaError(w, http.StatusInternalServerError, "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.")
+	default:
+		c.startDelete(s)
+		w.WriteHeader(http.StatusAccepted)
+	}
 }
 
 // tagsEditable is Nova's check before a tag change
