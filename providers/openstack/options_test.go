@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
@@ -144,6 +145,61 @@ func TestDeleteRemovesTheServerGroup(t *testing.T) {
 	}
 	if len(c.fake.SecurityGroups()) != 1 {
 		t.Error("the shared security group was deleted with one Proxy")
+	}
+}
+
+// The replicas of one Proxy share its server group, so deleting one
+// replica (a scale-down, a replacement) keeps the group for the others:
+// Nova deletes a group whatever its members (server_groups.py delete), and
+// the survivors and the next replica would lose their anti-affinity. The
+// group goes with the Proxy's last server; a replica whose delete is under
+// way does not hold it.
+func TestDeletingOneReplicaKeepsTheServerGroup(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.DeleteDelay = time.Hour })
+	c.withOptions()
+	p := c.provider(t)
+	ctx := context.Background()
+	var replicas []contract.Instance
+	for _, name := range []string{"proxy-group-0", "proxy-group-1", "proxy-group-2"} {
+		inst, err := p.Create(ctx, request(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, inst)
+	}
+	groups := c.fake.ServerGroups()
+	if len(groups) != 1 || len(groups[0].Members) != 3 {
+		t.Fatalf("server groups %+v; want one with the three replicas", groups)
+	}
+	for i, inst := range replicas {
+		if err := p.Delete(ctx, inst.ProviderID); err != nil {
+			t.Fatal(err)
+		}
+		left := c.fake.ServerGroups()
+		if last := i == len(replicas)-1; last != (len(left) == 0) {
+			t.Errorf("after deleting replica %d of %d (its delete under way for an hour): server groups %+v", i, len(replicas), left)
+		}
+	}
+}
+
+// A replica whose build fails is deleted by its Create, and its group
+// kept for the replica already in it.
+func TestFailedReplicaKeepsTheServerGroup(t *testing.T) {
+	c := startCloud(t)
+	c.withOptions()
+	p := c.provider(t)
+	ctx := context.Background()
+	first, err := p.Create(ctx, request("proxy-group-ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.fake.FailNextBuild("Build of instance aborted: Failure prepping block device.")
+	if _, err := p.Create(ctx, request("proxy-group-failed")); err == nil {
+		t.Fatal("Create of a replica whose build fails succeeded")
+	}
+	_, id, _ := ids.Parse(first.ProviderID)
+	if groups := c.fake.ServerGroups(); len(groups) != 1 || !slices.Equal(groups[0].Members, []string{id}) {
+		t.Errorf("server groups after a replica's failed build: %+v; want the group with %s", groups, id)
 	}
 }
 

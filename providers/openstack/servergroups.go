@@ -16,9 +16,10 @@ import (
 // (named by the Proxy's UID, found again by that name: Nova's server
 // groups carry no tags or metadata), passes it as the scheduler hint
 // "group" and records its ID in the server's metadata; Delete reads the
-// ID there and deletes the group before the server (Nova deletes a group
-// whatever its members: nova/api/openstack/compute/server_groups.py,
-// delete), so a Delete cut at any step resumes on the next one. A Create
+// ID there and, with the Proxy's last server in the region, deletes the
+// group before the server (Nova deletes a group whatever its members:
+// nova/api/openstack/compute/server_groups.py, delete; so the other
+// replicas keep it), so a Delete cut at any step resumes on the next one. A Create
 // that Nova refuses deletes the group it made (contract §4.10). Nova's
 // default quota is 10 server groups per project (nova/conf/quota.py,
 // server_groups): the guide says to raise it with the number of Proxies.
@@ -86,25 +87,44 @@ func (p *Provider) deleteServerGroup(ctx context.Context, regionKey, id string) 
 }
 
 // deleteServerGroupOf deletes the group the server's metadata names, if
-// any, before the server itself is deleted. A server already gone names
-// none (a GC blind spot the spec lists).
+// any, before the server itself is deleted, when the server is the last
+// of its Proxy in the region: the replicas share the group, and Nova
+// deletes a group whatever its members, so deleting it with one replica
+// (a scale-down, a replacement) would leave the others and the next one
+// without their anti-affinity. A replica whose delete is under way (or
+// done, SOFT_DELETED) does not hold the group; the operator deletes a
+// Proxy's servers one after the other, so the last Delete sees the
+// others going and takes the group. A server already gone names none (a
+// GC blind spot the spec lists).
 func (p *Provider) deleteServerGroupOf(ctx context.Context, regionKey string, s servers.Server) error {
-	if id := s.Metadata[metaServerGroup]; id != "" {
-		return p.deleteServerGroup(ctx, regionKey, id)
+	id := s.Metadata[metaServerGroup]
+	if id == "" {
+		return nil
 	}
-	return nil
+	replicas, err := p.listTagged(ctx, regionKey, tagManaged+","+tagUIDPrefix+uidOf(s))
+	if err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		if state, _, _ := stateOf(r); r.ID != s.ID && state != contract.StateTerminated && r.Metadata[metaServerGroup] == id {
+			logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("kept the server group: another replica is in it", "serverGroup", id, "replica", r.ID)
+			return nil
+		}
+	}
+	return p.deleteServerGroup(ctx, regionKey, id)
 }
 
 // deleteServerGroupAfterFault deletes the group of a failed server the
-// provider itself just deleted: Delete finds a group through its server,
-// and this server is going. The next Create makes a fresh group. A
-// failure is logged; the group is then a GC blind spot (spec entry 24).
+// provider itself just deleted, unless another replica is in it: Delete
+// finds a group through its server, and this server is going. The next
+// Create makes a fresh group, or finds the one kept. A failure is logged;
+// the group is then a GC blind spot (spec entry 24).
 func (p *Provider) deleteServerGroupAfterFault(ctx context.Context, regionKey string, s servers.Server) {
 	id := s.Metadata[metaServerGroup]
 	if id == "" {
 		return
 	}
-	if err := p.deleteServerGroup(ctx, regionKey, id); err != nil {
+	if err := p.deleteServerGroupOf(ctx, regionKey, s); err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "could not delete the server group of a failed server", "serverGroup", id)
 	}
 }
