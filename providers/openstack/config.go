@@ -40,6 +40,11 @@ type Config struct {
 	Images map[string]string `json:"images"`
 	// CallTimeout bounds each API call (and a Keystone login). Default 30 s.
 	CallTimeout contract.Duration `json:"callTimeout,omitempty"`
+	// CreateTimeout bounds the server create (POST /servers), which Nova
+	// answers only once it has checked the quota, the flavor, the image
+	// and the network and recorded the build: slower than a read on a busy
+	// cloud. Default 2 min.
+	CreateTimeout contract.Duration `json:"createTimeout,omitempty"`
 }
 
 // Region is one OpenStack region and how servers are placed in it.
@@ -140,6 +145,9 @@ func (c Config) Validate() error {
 	if c.CallTimeout.Duration < 0 {
 		add("callTimeout %s: must not be negative", c.CallTimeout)
 	}
+	if c.CreateTimeout.Duration < 0 {
+		add("createTimeout %s: must not be negative", c.CreateTimeout)
+	}
 	return errors.Join(errs...)
 }
 
@@ -152,6 +160,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CallTimeout.Duration == 0 {
 		c.CallTimeout.Duration = 30 * time.Second
+	}
+	if c.CreateTimeout.Duration == 0 {
+		c.CreateTimeout.Duration = 2 * time.Minute
 	}
 	return c
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 func TestConfigValidateListsEveryProblem(t *testing.T) {
@@ -16,8 +18,9 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 			"EU_1": {Name: "RegionOne", Network: "8b2a3c4d-1e2f-4a5b-9c8d-7e6f5a4b3c2d", Zones: map[string]string{"a": "nova"}},
 			"eu-2": {Name: "Region;Two", Network: "private-net", Zones: nil, SecurityGroups: []string{"proxy/in"}},
 		},
-		MachineTypes: map[string]string{"small": ""},
-		Images:       map[string]string{"debian": "debian 12 | latest"},
+		MachineTypes:  map[string]string{"small": ""},
+		Images:        map[string]string{"debian": "debian 12 | latest"},
+		CreateTimeout: contract.Duration{Duration: -time.Second},
 	}.Validate()
 	if err == nil {
 		t.Fatal("an invalid config was accepted")
@@ -33,6 +36,7 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 		`regions["eu-2"].securityGroups: "proxy/in"`,
 		`machineTypes["small"] ""`,
 		`images["debian"] "debian 12 | latest"`,
+		"createTimeout -1s: must not be negative",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not report %q:\n%v", want, err)

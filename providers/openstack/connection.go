@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/gophercloud/gophercloud/v2"
@@ -54,6 +55,9 @@ type Provider struct {
 	// projectID is the token's project: groups are looked up by name
 	// in it alone, as Nova looks up a server's (securitygroups.go).
 	projectID string
+	// inDoubt holds, by Create key, when a server create whose answer
+	// never came was submitted (indoubt.go).
+	inDoubt map[string]time.Time
 	// refs caches flavor and image IDs by region and name: they rarely
 	// change, and a Create that Nova refuses with 400 drops the region's
 	// entries, looks them up afresh and, if they changed, submits again.
@@ -255,7 +259,9 @@ func (p *Provider) httpClient() (http.Client, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = tlsCfg
-	base.ResponseHeaderTimeout = p.cfg.CallTimeout.Duration
+	// Each call's context bounds it; this bounds a request gophercloud
+	// sends with a context of its own, and must let a create through.
+	base.ResponseHeaderTimeout = max(p.cfg.CallTimeout.Duration, p.cfg.CreateTimeout.Duration)
 	var rt http.RoundTripper = base
 	if p.wrapTransport != nil {
 		rt = p.wrapTransport(base)

@@ -97,7 +97,8 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	// provider's Creates of one request take turns, so the later one finds
 	// the earlier one's server (Nova lists a server with its tags from the
 	// moment it accepted it, build request included).
-	done, err := p.creating.lock(ctx, plan.regionKey+"/"+req.Name+"/"+req.UID)
+	key := plan.regionKey + "/" + req.Name + "/" + req.UID
+	done, err := p.creating.lock(ctx, key)
 	if err != nil {
 		return contract.Instance{}, fmt.Errorf("wait for another Create of %s: %w", req.Name, err)
 	}
@@ -108,8 +109,12 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		return contract.Instance{}, err
 	}
 	if s, ok := earliest(found, req); ok {
+		p.settleDoubt(key)
 		log.V(contract.LogStep).Info("found the instance of an earlier attempt", "server", s.ID)
 		return p.instanceOrFault(ctx, plan.regionKey, s, true)
+	}
+	if err := p.waitOutDoubt(key, req.Name); err != nil {
+		return contract.Instance{}, err
 	}
 	flavorID, imageID, err := p.resolve(ctx, plan)
 	if err != nil {
@@ -119,7 +124,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	id, err := p.createServer(ctx, plan, req, ex, flavorID, imageID)
+	id, err := p.createServer(ctx, key, plan, req, ex, flavorID, imageID)
 	if isStatus(err, 400) {
 		// A flavor or image replaced under its name (an image rotated:
 		// the old one deleted, Nova answers "Can not find requested
@@ -133,7 +138,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		if f != flavorID || i != imageID {
 			log.V(contract.LogStep).Info("flavor or image replaced under its name; creating with the new", "flavor", f, "image", i)
 			flavorID, imageID = f, i
-			id, err = p.createServer(ctx, plan, req, ex, flavorID, imageID)
+			id, err = p.createServer(ctx, key, plan, req, ex, flavorID, imageID)
 		}
 	}
 	if err != nil {
@@ -149,10 +154,13 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 }
 
 // createServer submits the server: one POST /servers with everything in
-// it, so the server is never visible without its marks.
-func (p *Provider) createServer(ctx context.Context, plan plan, req contract.CreateRequest, ex extras, flavorID, imageID string) (string, error) {
+// it, so the server is never visible without its marks. It has
+// createTimeout, and a submission whose answer never came is recorded in
+// doubt under key (indoubt.go).
+func (p *Provider) createServer(ctx context.Context, key string, plan plan, req contract.CreateRequest, ex extras, flavorID, imageID string) (string, error) {
 	var id string
-	err := p.do(ctx, "CreateServer", plan.regionKey, func(ctx context.Context, c *clients) error {
+	submitted := time.Now()
+	err := p.doWithin(ctx, p.cfg.CreateTimeout.Duration, "CreateServer", plan.regionKey, func(ctx context.Context, c *clients) error {
 		opts := servers.CreateOpts{
 			Name: req.Name, FlavorRef: flavorID, ImageRef: imageID, AvailabilityZone: plan.zone,
 			Networks:       []servers.Network{{UUID: plan.region.Network}},
@@ -171,6 +179,9 @@ func (p *Provider) createServer(ctx context.Context, plan plan, req contract.Cre
 		id = s.ID
 		return nil
 	})
+	if err != nil {
+		p.doubt(key, submitted, err)
+	}
 	return id, err
 }
 
@@ -544,7 +555,12 @@ func instance(regionKey string, s servers.Server) contract.Instance {
 // children), logged at the call tier, its error classified. An error of a
 // call cut off by ctx wraps ctx's error.
 func (p *Provider) do(ctx context.Context, name, regionKey string, fn func(context.Context, *clients) error) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout.Duration)
+	return p.doWithin(ctx, p.cfg.CallTimeout.Duration, name, regionKey, fn)
+}
+
+// doWithin is do with its own timeout.
+func (p *Provider) doWithin(ctx context.Context, timeout time.Duration, name, regionKey string, fn func(context.Context, *clients) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ctx, span := contract.StartSpan(ctx, "openstack."+name)
 	start := time.Now()

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -638,5 +639,87 @@ func TestDeleteForcesPastSoftDelete(t *testing.T) {
 		if got, err := p.Get(ctx, inst.ProviderID); !errors.Is(err, contract.ErrNotFound) {
 			t.Errorf("Get after Delete of a server soft-deleted before: %v = %+v, %v; want ErrNotFound", soft, got, err)
 		}
+	}
+}
+
+// A POST /servers whose answer never came (the client gave up at its
+// createTimeout, the API still working on it) is in doubt: Nova may list
+// the server a moment later. A Create of the same request that lists
+// nothing meanwhile must not submit again blindly, or both POSTs make a
+// server; it waits (a transient error naming the create in doubt) until
+// the server is listed or twice createTimeout has passed.
+func TestCreateDoesNotRepeatAPostInDoubt(t *testing.T) {
+	c := startCloud(t)
+	c.cfg.CreateTimeout = contract.Duration{Duration: 300 * time.Millisecond}
+	p := c.provider(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var held sync.Once
+	c.fake.SetGate(func(r *http.Request) error {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/servers") {
+			held.Do(func() { <-release }) // the API takes its time with the first create
+		}
+		return nil
+	})
+	req := request("proxy-in-doubt")
+	if _, err := p.Create(ctx, req); err == nil {
+		t.Fatal("Create whose POST outlasted createTimeout succeeded")
+	}
+	_, err := p.Create(ctx, req)
+	if err == nil || contract.ClassOf(err) != contract.ClassTransient || !strings.Contains(err.Error(), "in doubt") {
+		t.Errorf("Create while the first POST is in doubt = %v; want a transient error naming the create in doubt", err)
+	}
+	close(release) // the API accepts the first create
+	var inst contract.Instance
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if inst, err = p.Create(ctx, req); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("Create once the first POST landed: %v", err)
+	}
+	if n := len(named(c, req.Name)); n != 1 {
+		t.Errorf("%d servers named %s after a POST in doubt, want 1 (%+v)", n, req.Name, inst)
+	}
+}
+
+// A create in doubt that Nova never lists is submitted again once twice
+// createTimeout has passed.
+func TestCreateInDoubtIsSubmittedAgainLater(t *testing.T) {
+	c := startCloud(t)
+	c.cfg.CreateTimeout = contract.Duration{Duration: 200 * time.Millisecond}
+	p := c.provider(t)
+	ctx := context.Background()
+	var lost sync.Once
+	c.fake.SetGate(func(r *http.Request) error {
+		var err error
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/servers") {
+			lost.Do(func() { err = errors.New("the API never received the first create") })
+		}
+		return err
+	})
+	req := request("proxy-in-doubt-lost")
+	start := time.Now()
+	if _, err := p.Create(ctx, req); err == nil {
+		t.Fatal("Create whose POST was lost succeeded")
+	}
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err = p.Create(ctx, req); err == nil || time.Now().After(deadline) {
+			break
+		}
+		if !strings.Contains(err.Error(), "in doubt") {
+			t.Fatalf("Create after a lost POST: %v; want the create in doubt, then a server", err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("Create long after a lost POST: %v", err)
+	}
+	if waited := time.Since(start); waited < 2*c.cfg.CreateTimeout.Duration {
+		t.Errorf("submitted again after %s; want twice createTimeout (%s) first", waited, 2*c.cfg.CreateTimeout.Duration)
+	}
+	if n := len(named(c, req.Name)); n != 1 {
+		t.Errorf("%d servers named %s, want 1", n, req.Name)
 	}
 }
