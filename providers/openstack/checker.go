@@ -9,14 +9,17 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/availabilityzones"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/limits"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // Check verifies, one cheap call each and in this order: the credential
-// (a fresh Keystone login with the clouds file as it is now), then per
+// (Keystone validates the session's token: checkToken), then per
 // region its compute quota (GET /limits), each zone (the availability
 // zone list), each machine type's flavor and each image (template entry
 // 16). Details: "method" (password or application_credential) for the
@@ -24,7 +27,7 @@ import (
 // for a region; "flavorID" and "imageID" for catalogue entries.
 func (p *Provider) Check(ctx context.Context) []contract.CheckResult {
 	results := []contract.CheckResult{p.check(ctx, "credentials", p.firstRegion(), func(ctx context.Context, c *clients) (map[string]string, error) {
-		if err := c.compute.Reauthenticate(ctx, ""); err != nil {
+		if err := p.checkToken(ctx, c); err != nil {
 			return nil, err
 		}
 		p.mu.Lock()
@@ -94,6 +97,28 @@ func (p *Provider) check(ctx context.Context, target, regionKey string, fn func(
 	r := result(target, err)
 	r.Details = details
 	return r
+}
+
+// checkToken checks the credential on the provider's session, which
+// logs in only when it has none or the clouds file changed: Keystone
+// validates the session's token (HEAD /v3/auth/tokens), rather than a
+// login every round. A token Keystone revoked (a revoked application
+// credential, a changed password) is refused with 401, and gophercloud
+// logs in again: a refused credential then fails the check. A token
+// replaced by that login is checked once more.
+func (p *Provider) checkToken(ctx context.Context, c *clients) error {
+	pc := c.compute.ProviderClient
+	identity, err := openstack.NewIdentityV3(pc, gophercloud.EndpointOpts{})
+	if err != nil {
+		return err
+	}
+	for range 2 {
+		valid, err := tokens.Validate(ctx, identity, pc.Token())
+		if err != nil || valid {
+			return err
+		}
+	}
+	return errors.New("Keystone does not validate the session's token")
 }
 
 // checkRef runs a catalogue lookup, which goes through do itself.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -721,5 +722,47 @@ func TestCreateInDoubtIsSubmittedAgainLater(t *testing.T) {
 	}
 	if n := len(named(c, req.Name)); n != 1 {
 		t.Errorf("%d servers named %s, want 1", n, req.Name)
+	}
+}
+
+// The Checker runs every health round (a minute): it checks the
+// credential on the provider's session, validating its token with
+// Keystone (GET /v3/auth/tokens), instead of logging in each round. A
+// credential revoked since (its tokens revoked with it) or a clouds file
+// changed still shows in the next round.
+func TestCheckerReusesTheSession(t *testing.T) {
+	c := startCloud(t)
+	var logins atomic.Int32
+	c.fake.SetGate(func(r *http.Request) error {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/auth/tokens") {
+			logins.Add(1)
+		}
+		return nil
+	})
+	p := c.provider(t)
+	ctx := context.Background()
+	credential := func() string {
+		for _, r := range p.Check(ctx) {
+			if r.Target == "credentials" {
+				return r.Reason
+			}
+		}
+		return "no credentials result"
+	}
+	for round := range 3 {
+		if got := credential(); got != contract.ReasonOK {
+			t.Fatalf("round %d: credentials %q", round, got)
+		}
+	}
+	if n := logins.Load(); n != 1 {
+		t.Errorf("three Check rounds logged in %d times, want once", n)
+	}
+	c.fake.RejectCredentials(true)
+	if got := credential(); got == contract.ReasonOK {
+		t.Errorf("credentials after Keystone revoked the tokens and refuses the credential: %q", got)
+	}
+	c.fake.RejectCredentials(false)
+	if got := credential(); got != contract.ReasonOK {
+		t.Errorf("credentials once Keystone accepts it again: %q", got)
 	}
 }

@@ -25,6 +25,27 @@ func (c *Cloud) routeKeystone(mux *http.ServeMux) {
 	mux.HandleFunc("GET /identity/v3/{$}", c.identityVersions)
 	mux.HandleFunc("POST /identity/v3/auth/tokens", c.issueToken)
 	mux.HandleFunc("DELETE /identity/v3/auth/tokens", c.revokeToken)
+	mux.HandleFunc("HEAD /identity/v3/auth/tokens", c.checkToken)
+}
+
+// checkToken is HEAD /v3/auth/tokens (keystone/api/auth.py
+// AuthTokenResource.head, "Validate and check token"): with the caller's
+// valid X-Auth-Token, 200 when the X-Subject-Token is valid, 404 when it
+// is not (TokenNotFound); an invalid X-Auth-Token is keystonemiddleware's
+// 401. A HEAD answer has no body.
+func (c *Cloud) checkToken(w http.ResponseWriter, r *http.Request) {
+	if !c.authorized(w, r) {
+		return
+	}
+	c.mu.Lock()
+	t, ok := c.tokens[r.Header.Get("X-Subject-Token")]
+	valid := ok && !c.reject && time.Now().Before(t.expires)
+	c.mu.Unlock()
+	if !valid {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 // revokeToken is DELETE /v3/auth/tokens (keystone/api/auth.py
