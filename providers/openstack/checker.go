@@ -118,7 +118,7 @@ func (p *Provider) checkToken(ctx context.Context, c *clients) error {
 			return err
 		}
 	}
-	return errors.New("Keystone does not validate the session's token")
+	return errors.New("the session's token is not valid, and a new login did not validate either")
 }
 
 // checkRef runs a catalogue lookup, which goes through do itself.
