@@ -2,6 +2,7 @@ package openstack
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -179,6 +180,29 @@ func TestDeletingOneReplicaKeepsTheServerGroup(t *testing.T) {
 		if last := i == len(replicas)-1; last != (len(left) == 0) {
 			t.Errorf("after deleting replica %d of %d (its delete under way for an hour): server groups %+v", i, len(replicas), left)
 		}
+	}
+}
+
+// Nova lists server groups a page at a time ([api]max_limit, 1000 by
+// default; common.py limited, no next link): a Proxy's group past the
+// first page must still be found, or its next replica gets a group of its
+// own and the two may share a host.
+func TestServerGroupFoundPastTheFirstPage(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.MaxLimit = 2 })
+	c.withOptions()
+	for i := range 3 {
+		c.fake.AddServerGroup(fmt.Sprintf("another-%d", i), "anti-affinity")
+	}
+	p := c.provider(t)
+	ctx := context.Background()
+	for _, name := range []string{"proxy-paged-0", "proxy-paged-1"} {
+		if _, err := p.Create(ctx, request(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := named(c, "proxy-paged-0"), named(c, "proxy-paged-1")
+	if groups := c.fake.ServerGroups(); len(groups) != 4 || len(a) != 1 || len(b) != 1 || a[0].Group != b[0].Group {
+		t.Errorf("server groups %+v; want the three others and one the two replicas share", groups)
 	}
 }
 

@@ -42,19 +42,28 @@ func (p *Provider) ensureServerGroup(ctx context.Context, pl plan, req contract.
 	}
 	name := serverGroupName(req.UID)
 	var id string
+	// Nova lists groups a page of [api]max_limit at a time, from an
+	// offset, with no link to the next page (nova/api/openstack/common.py
+	// limited): read pages until an empty one.
 	err := p.do(ctx, "ListServerGroups", pl.regionKey, func(ctx context.Context, c *clients) error {
-		pages, err := servergroups.List(c.compute, nil).AllPages(ctx)
-		if err != nil {
-			return err
-		}
-		all, err := servergroups.ExtractServerGroups(pages)
-		for _, g := range all {
-			if g.Name == name {
-				id = g.ID
-				break
+		for offset := 0; id == ""; {
+			pages, err := servergroups.List(c.compute, servergroups.ListOpts{Offset: offset}).AllPages(ctx)
+			if err != nil {
+				return err
 			}
+			page, err := servergroups.ExtractServerGroups(pages)
+			if err != nil || len(page) == 0 {
+				return err
+			}
+			for _, g := range page {
+				if g.Name == name {
+					id = g.ID
+					break
+				}
+			}
+			offset += len(page)
 		}
-		return err
+		return nil
 	})
 	if err != nil || id != "" {
 		return id, err

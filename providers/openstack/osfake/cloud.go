@@ -124,6 +124,7 @@ type Cloud struct {
 	reject    bool
 	gate      func(*http.Request) error
 	ipSeq     int
+	groupSeq  int
 	projectID string
 	userID    string
 	// secGroups and serverGroups are Neutron's security groups and Nova's

@@ -3,8 +3,10 @@ package osfake
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -33,6 +35,9 @@ import (
 
 type serverGroup struct {
 	id, name, policy string
+	// seq is the group's order of creation, the API database's id, in
+	// which Nova lists groups (InstanceGroupList._get_from_db, no order).
+	seq int
 }
 
 func (c *Cloud) routeServerGroups(mux *http.ServeMux) {
@@ -70,12 +75,33 @@ func (c *Cloud) serverGroupView(g *serverGroup, v microversion) map[string]any {
 	return out
 }
 
-func (c *Cloud) listServerGroups(w http.ResponseWriter, _ *http.Request, v microversion, _ string) {
+// listServerGroups lists the project's groups one page at a time, as
+// nova/api/openstack/common.py limited does: from offset (default 0), at
+// most min(limit, [api]max_limit) (a limit of 0 or none is max_limit), and
+// no link to a next page; a negative or non-integer offset or limit is
+// 400 (get_pagination_params).
+func (c *Cloud) listServerGroups(w http.ResponseWriter, r *http.Request, v microversion, _ string) {
+	page := map[string]int{"offset": 0, "limit": 0}
+	for name := range page {
+		if raw := r.URL.Query().Get(name); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < 0 {
+				novaError(w, http.StatusBadRequest, fmt.Sprintf("%s param must be an integer", name))
+				return
+			}
+			page[name] = n
+		}
+	}
+	limit := c.opts.MaxLimit
+	if page["limit"] > 0 {
+		limit = min(limit, page["limit"])
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	groups := slices.SortedFunc(maps.Values(c.serverGroups), func(a, b *serverGroup) int { return a.seq - b.seq })
 	out := []any{}
-	for _, id := range slices.Sorted(mapsKeys(c.serverGroups)) {
-		out = append(out, c.serverGroupView(c.serverGroups[id], v))
+	for _, g := range groups[min(page["offset"], len(groups)):min(page["offset"]+limit, len(groups))] {
+		out = append(out, c.serverGroupView(g, v))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"server_groups": out})
 }
@@ -131,8 +157,7 @@ func (c *Cloud) createServerGroup(w http.ResponseWriter, r *http.Request, v micr
 		novaError(w, http.StatusForbidden, "Quota exceeded, too many server groups.")
 		return
 	}
-	g := &serverGroup{id: newUUID(), name: sg.Name, policy: policy}
-	c.serverGroups[g.id] = g
+	g := c.addServerGroup(sg.Name, policy)
 	writeJSON(w, http.StatusOK, map[string]any{"server_group": c.serverGroupView(g, v)})
 }
 
@@ -157,6 +182,21 @@ func (c *Cloud) deleteServerGroup(w http.ResponseWriter, r *http.Request, _ micr
 	}
 	delete(c.serverGroups, id)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// addServerGroup makes a group. Called with c.mu held.
+func (c *Cloud) addServerGroup(name, policy string) *serverGroup {
+	c.groupSeq++
+	g := &serverGroup{id: newUUID(), name: name, policy: policy, seq: c.groupSeq}
+	c.serverGroups[g.id] = g
+	return g
+}
+
+// AddServerGroup makes a server group as a person would and returns its ID.
+func (c *Cloud) AddServerGroup(name, policy string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addServerGroup(name, policy).id
 }
 
 // ServerGroup is a snapshot of one server group, for tests.
