@@ -55,11 +55,9 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 			return r.serviceError(ctx, proxy, ro, err)
 		}
 		if drain = r.memory.Drain(id, r.Timing.Drain); drain > 0 {
-			// Whole seconds, rounded up: a drain under way never reads
-			// "0s", and a reconcile during it writes the same message.
 			r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
 				"replacing instance %s with %s on address %s: out of the Service, draining for %s before the old VM is deleted",
-				old.Name, next.Name, addresses.IPOf(next.Address), (drain+time.Second-1).Truncate(time.Second)))
+				old.Name, next.Name, addresses.IPOf(next.Address), secondsUp(drain)))
 		}
 	}
 	if err := r.writeStatus(ctx, proxy); err != nil {
@@ -142,4 +140,10 @@ func addressOf(n *contract.StaticNetwork) string {
 		return ""
 	}
 	return n.Address.String()
+}
+
+// secondsUp is d in whole seconds, rounded up: a drain under way never
+// reads "0s", and a reconcile during it writes the same message.
+func secondsUp(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
 }

@@ -172,3 +172,18 @@ func TestBreaksBeforeMakeOnlyForAStaticReplacement(t *testing.T) {
 		}
 	}
 }
+
+func TestSecondsUp(t *testing.T) {
+	for d, want := range map[time.Duration]time.Duration{
+		time.Nanosecond:                 time.Second,
+		500 * time.Millisecond:          time.Second,
+		time.Second:                     time.Second,
+		time.Second + time.Nanosecond:   2 * time.Second,
+		2*time.Second - time.Nanosecond: 2 * time.Second,
+		5 * time.Second:                 5 * time.Second,
+	} {
+		if got := secondsUp(d); got != want {
+			t.Errorf("secondsUp(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
