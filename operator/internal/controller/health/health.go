@@ -21,8 +21,13 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
-// CheckTimeout bounds one check round of one provider.
-const CheckTimeout = 30 * time.Second
+// A check round of one provider may take the entry's checkInterval: the
+// provider bounds each of its calls itself (a region's several checks
+// each have OpenStack's callTimeout, 30 s by default), so a round bounded
+// tighter would cut the later targets of a slow but healthy backend as
+// timed out, and a round longer than the interval would run into the next.
+// An entry without one (a test's) gets defaultRoundTimeout.
+const defaultRoundTimeout = 30 * time.Second
 
 // Checker keeps one ProviderHealth per configured provider up to
 // date: it runs the provider's Checker every checkInterval, and deletes the
@@ -81,7 +86,11 @@ func (h *Checker) Check(ctx context.Context, e *providers.Entry) error {
 	defer round.(*sync.Mutex).Unlock()
 	results := []contract.CheckResult{{Target: "provider", Reason: contract.ReasonNotChecked, Message: "the provider does not implement health checks"}}
 	if checker, ok := e.Provider.(contract.Checker); ok {
-		cctx, cancel := context.WithTimeout(logf.IntoContext(ctx, logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)), CheckTimeout)
+		timeout := e.CheckInterval
+		if timeout <= 0 {
+			timeout = defaultRoundTimeout
+		}
+		cctx, cancel := context.WithTimeout(logf.IntoContext(ctx, logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)), timeout)
 		results = checker.Check(cctx)
 		cancel()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,5 +99,36 @@ func TestCheckAllLogsAFailedWrite(t *testing.T) {
 	})
 	if n := logLines("writing ProviderHealth", `"provider"="fine-write"`); n != 0 {
 		t.Errorf("a written round was logged as failed:\n%s", logs)
+	}
+}
+
+// deadlineChecker records the deadline its Check gets.
+type deadlineChecker struct {
+	contract.Provider
+	deadline *time.Time
+}
+
+func (d deadlineChecker) Check(ctx context.Context) []contract.CheckResult {
+	*d.deadline, _ = ctx.Deadline()
+	return []contract.CheckResult{{Target: "credentials", OK: true, Reason: contract.ReasonOK}}
+}
+
+// A round may take the entry's whole checkInterval: a provider bounds each
+// of its calls itself (OpenStack's callTimeout, 30 s by default, for each
+// of a region's several checks), and a fixed 30 s for the round cut the
+// later targets of a slow but healthy backend as timed out.
+func TestARoundHasTheEntrysCheckInterval(t *testing.T) {
+	ctx := context.Background()
+	mem, _ := set.Get(testProvider)
+	var deadline time.Time
+	entry := &providers.Entry{Name: "slow-round", Type: "memory", CheckInterval: 5 * time.Minute,
+		Provider: deadlineChecker{Provider: mem.Provider, deadline: &deadline}}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, &v1alpha1.ProviderHealth{ObjectMeta: metav1.ObjectMeta{Name: entry.Name}}) })
+	start := time.Now()
+	if err := (&Checker{Client: k8s, Providers: providers.NewSet(entry)}).Check(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	if got := deadline.Sub(start); got < entry.CheckInterval-time.Minute || got > entry.CheckInterval {
+		t.Errorf("the round's deadline is %s after its start; want the entry's checkInterval, %s", got.Round(time.Second), entry.CheckInterval)
 	}
 }
