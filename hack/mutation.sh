@@ -82,15 +82,23 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mutation.XXXXXX")
 trap 'rm -rf "$tmp"; [ -z "${reaper:-}" ] || kill "$reaper" 2>/dev/null' EXIT
+# Everything the run makes in a temporary directory (gremlins' copies of
+# the module, envtest's control planes) is under $tmp, so the reaper below
+# can tell this run's control planes from anyone else's.
+export TMPDIR=$tmp/tmp
+mkdir -p "$TMPDIR"
 
 # A mutant whose test binary panics, or that gremlins kills at its
 # timeout, never stops the control plane its TestMain started (envtest
 # stops it from there): that etcd and kube-apiserver live on, orphaned
-# (parent 1), some 300 MiB each. Reap them every 10 s while gremlins runs.
+# (parent 1), some 300 MiB each. Reap them every 10 s while gremlins runs:
+# only those whose directories (envtest's k8s_test_framework_*) are this
+# run's. make e2e's node runs the same binaries, daemonised (parent 1):
+# the reaper killed its etcd and kube-apiserver when both ran at once.
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   (
     while sleep 10; do
-      for pid in $(pgrep -f "^$KUBEBUILDER_ASSETS/(etcd|kube-apiserver) " || true); do
+      for pid in $(pgrep -f "^$KUBEBUILDER_ASSETS/(etcd|kube-apiserver) .*$TMPDIR/k8s_test_framework_" || true); do
         [ "$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ')" = 1 ] && kill -9 "$pid" 2>/dev/null
       done
     done
