@@ -23,6 +23,13 @@ var (
 		Help: "Failed provider calls by provider, type, operation and error class.",
 	}, []string{"provider", "type", "operation", "class"})
 
+	// ProviderPanics counts provider calls that panicked; each returned a
+	// transient error instead of ending the process.
+	ProviderPanics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "egressproxies_provider_panics_total",
+		Help: "Provider calls that panicked (recovered into a transient error), by provider, type and operation.",
+	}, []string{"provider", "type", "operation"})
+
 	// GCDeletions counts instances the garbage collector deleted, by the
 	// pass that found them: "owned" (marked with the entry's owner) or
 	// "legacy" (v0.1's marks, which name no owner).
@@ -39,6 +46,6 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, GCDeletions, CheckOK,
+	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, ProviderPanics, GCDeletions, CheckOK,
 		ProxyConnections, ProxyRefusals, ProxyBadRequests, ProxyOpenConnections)
 }

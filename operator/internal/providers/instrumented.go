@@ -2,6 +2,8 @@ package providers
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,8 +16,9 @@ import (
 )
 
 // instrumented wraps every call of a provider in an operation span
-// (contract §12), records its duration and error class as metrics, and
-// hands the provider a logger carrying the provider key.
+// (contract §12), records its duration and error class as metrics, hands
+// the provider a logger carrying the provider key, and recovers a panic
+// of the call into a transient error (recovered).
 type instrumented struct {
 	name, typ string
 	inner     contract.Provider
@@ -41,7 +44,7 @@ func (i *instrumented) do(ctx context.Context, op, instance string, call func(co
 	}
 	ctx, span := contract.StartOperation(logr.NewContext(ctx, log), i.tp, op, attrs...)
 	start := time.Now()
-	err := call(ctx)
+	err := i.recovered(ctx, op, call)
 	contract.EndSpan(span, err)
 	class := string(contract.ClassOf(err))
 	metrics.ProviderCallDuration.WithLabelValues(i.name, i.typ, op, class).Observe(time.Since(start).Seconds())
@@ -49,6 +52,25 @@ func (i *instrumented) do(ctx context.Context, op, instance string, call func(co
 		metrics.ProviderCallErrors.WithLabelValues(i.name, i.typ, op, class).Inc()
 	}
 	return err
+}
+
+// recovered runs call and turns a panic in it into a transient error of
+// the operation, logged with its stack and counted. The operator makes
+// provider calls on goroutines of its own (the operation lanes, the GC,
+// the health checks), where a panic in an SDK would end the process, and
+// the next leader would make the same call and end too; the error instead
+// reaches the Proxy's condition, and the call is retried as any transient
+// failure. A panic on a goroutine the provider starts itself cannot be
+// caught here.
+func (i *instrumented) recovered(ctx context.Context, op string, call func(context.Context) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("provider %s panicked in %s: %v", i.name, op, v)
+			metrics.ProviderPanics.WithLabelValues(i.name, i.typ, op).Inc()
+			logf.FromContext(ctx).Error(err, "provider call panicked", "stack", string(debug.Stack()))
+		}
+	}()
+	return call(ctx)
 }
 
 func (i *instrumented) Create(ctx context.Context, req contract.CreateRequest) (inst contract.Instance, err error) {
@@ -87,9 +109,11 @@ type instrumentedChecker struct {
 }
 
 func (i *instrumentedChecker) Check(ctx context.Context) (results []contract.CheckResult) {
-	_ = i.do(ctx, "Check", "", func(ctx context.Context) error {
+	if err := i.do(ctx, "Check", "", func(ctx context.Context) error {
 		results = i.checker.Check(ctx)
 		return nil
-	})
+	}); err != nil {
+		return []contract.CheckResult{contract.ResultFromError("provider", err)}
+	}
 	return results
 }

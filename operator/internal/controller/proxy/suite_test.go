@@ -66,6 +66,9 @@ var (
 	// misreported maps providerIDs to the IP the test provider reports for
 	// them when Running: a provider breaking contract §2.2.
 	misreported sync.Map
+	// createPanics holds Proxy names whose instances' Creates panic in
+	// the test provider (panics_test.go).
+	createPanics sync.Map
 	// eventRecorder is the manager's event recorder, for the runnables a test
 	// drives by hand.
 	eventRecorder recorder.EventRecorder
@@ -222,6 +225,12 @@ type seamProvider struct {
 
 func (p *seamProvider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	createRequests.Store(req.Name, req)
+	createPanics.Range(func(proxy, _ any) bool {
+		if strings.HasPrefix(req.Name, proxy.(string)+"-") {
+			panic("runtime error: invalid memory address or nil pointer dereference (the test provider's Create)")
+		}
+		return true
+	})
 	if strings.HasPrefix(req.Placement.Zone, testZonePrefix) {
 		// The memory provider has no zones: these stand for a backend's,
 		// and the test reads them from createRequests.
