@@ -79,11 +79,17 @@ type AddressPoolStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// The metadata.name rule below runs on create only (optionalOldSelf: oldSelf has no
+// value then): a rule on the root reads the whole object, so on an update
+// it could never ratchet, and an object admitted before the rule could
+// never have its status written or its finalizer removed. A name never
+// changes, so create is the one moment to check it.
+
 // AddressPool is a set of static IPv4 addresses for the proxies of one
 // provider entry. An entry's pools must not overlap: of two that do, the
 // younger is refused (Valid=False, PoolOverlaps). The name's 46-character
 // bound dates from when it prefixed the ProxyAddresses' names.
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]{0,44}[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 46 characters: it prefixes the names of the pool's ProxyAddresses"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.matches('^[a-z]([-a-z0-9]{0,44}[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 46 characters: it prefixes the names of the pool's ProxyAddresses",optionalOldSelf=true
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=egressproxies

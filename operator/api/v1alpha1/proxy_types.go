@@ -314,11 +314,17 @@ type ProxyStatus struct {
 	LastError *LastError `json:"lastError,omitempty"`
 }
 
+// The metadata.name rule below runs on create only (optionalOldSelf: oldSelf has no
+// value then): a rule on the root reads the whole object, so on an update
+// it could never ratchet, and an object admitted before the rule could
+// never have its status written or its finalizer removed. A name never
+// changes, so create is the one moment to check it.
+
 // Proxy is a forward proxy on a VM of a configured provider, with a stable
 // address to allow-list. Its name is also its Service's name and its VM's
 // hostname, so it must be a DNS-1035 label: lowercase letters, digits and
 // '-', starting with a letter, at most 63 characters.
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, at most 63 characters): it is the Proxy's Service name and its VM's hostname"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.matches('^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, at most 63 characters): it is the Proxy's Service name and its VM's hostname",optionalOldSelf=true
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=egressproxies
