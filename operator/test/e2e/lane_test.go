@@ -42,7 +42,7 @@ type lane struct {
 	Kubeconfig, Kubectl, Manifest, OperatorImage, ClientImage string
 	// OperatorArgs are flags added to the operator's (E2E_OPERATOR_ARGS,
 	// space-separated; unset in CI), to measure a setting against the
-	// default: E2E_OPERATOR_ARGS=--serving-watch-period=-1 make e2e.
+	// default: E2E_OPERATOR_ARGS=--serving-watch-period=-1s make e2e.
 	OperatorArgs []string
 }
 
