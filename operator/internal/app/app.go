@@ -171,10 +171,13 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	if err := crmetrics.Registry.Register(metrics.NewProxyPhases(mgr.GetClient())); err != nil {
+	if err := crmetrics.Registry.Register(metrics.NewBuildInfo(o.Registry.Types())); err != nil {
 		return err
 	}
-	if err := crmetrics.Registry.Register(metrics.NewPoolAddresses(mgr.GetClient())); err != nil {
+	if err := crmetrics.Registry.Register(metrics.NewProxyPhases(mgr.GetClient(), mgr.Elected())); err != nil {
+		return err
+	}
+	if err := crmetrics.Registry.Register(metrics.NewPoolAddresses(mgr.GetClient(), mgr.Elected())); err != nil {
 		return err
 	}
 	if o.Webhook.Port != 0 {

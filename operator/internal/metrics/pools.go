@@ -15,12 +15,15 @@ import (
 // an alert before a Proxy waits.
 type PoolAddresses struct {
 	Reader client.Reader
-	desc   *prometheus.Desc
+	// Elected closes when this replica leads (the manager's Elected):
+	// until then Collect reports nothing (leader.go).
+	Elected <-chan struct{}
+	desc    *prometheus.Desc
 }
 
 // NewPoolAddresses returns the collector for egressproxies_pool_addresses.
-func NewPoolAddresses(r client.Reader) *PoolAddresses {
-	return &PoolAddresses{Reader: r, desc: prometheus.NewDesc("egressproxies_pool_addresses",
+func NewPoolAddresses(r client.Reader, elected <-chan struct{}) *PoolAddresses {
+	return &PoolAddresses{Reader: r, Elected: elected, desc: prometheus.NewDesc("egressproxies_pool_addresses",
 		"Addresses of each AddressPool by state (free or allocated).", []string{"pool", "state"}, nil)}
 }
 
@@ -29,6 +32,9 @@ func (c *PoolAddresses) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
 func (c *PoolAddresses) Collect(ch chan<- prometheus.Metric) {
+	if !leading(c.Elected) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list v1alpha1.AddressPoolList

@@ -21,12 +21,15 @@ var phases = []v1alpha1.ProxyPhase{
 // never a tally that drifts when a reconcile is missed.
 type ProxyPhases struct {
 	Reader client.Reader
-	desc   *prometheus.Desc
+	// Elected closes when this replica leads (the manager's Elected):
+	// until then Collect reports nothing (leader.go).
+	Elected <-chan struct{}
+	desc    *prometheus.Desc
 }
 
 // NewProxyPhases returns the collector for egressproxies_proxies.
-func NewProxyPhases(r client.Reader) *ProxyPhases {
-	return &ProxyPhases{Reader: r, desc: prometheus.NewDesc("egressproxies_proxies", "Proxies by phase.", []string{"phase"}, nil)}
+func NewProxyPhases(r client.Reader, elected <-chan struct{}) *ProxyPhases {
+	return &ProxyPhases{Reader: r, Elected: elected, desc: prometheus.NewDesc("egressproxies_proxies", "Proxies by phase.", []string{"phase"}, nil)}
 }
 
 // Describe implements prometheus.Collector.
@@ -34,6 +37,9 @@ func (c *ProxyPhases) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
 func (c *ProxyPhases) Collect(ch chan<- prometheus.Metric) {
+	if !leading(c.Elected) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list v1alpha1.ProxyList

@@ -40,9 +40,21 @@ func checkMetrics(t *testing.T, l lane) {
 	if a := metricstest.Scrape(t, url, ""); a.Code != http.StatusUnauthorized {
 		t.Errorf("an anonymous scrape of %s answered %s, want %d", url, a, http.StatusUnauthorized)
 	}
-	a := metricstest.Scrape(t, url, token)
-	if a.Code != http.StatusOK || !strings.Contains(a.Body, "egressproxies_proxies") {
-		t.Errorf("a scrape of %s as a metrics-reader answered %s, want %d with egressproxies_proxies", url, a, http.StatusOK)
+	// Every replica serves its metrics; the cluster's counts only the
+	// leader's, so a sum over the replicas counts each Proxy once.
+	counting := 0
+	for _, ip := range ips {
+		u := "https://" + net.JoinHostPort(ip, "8443") + "/metrics"
+		a := metricstest.Scrape(t, u, token)
+		if a.Code != http.StatusOK || !strings.Contains(a.Body, "\negressproxies_build_info{") {
+			t.Errorf("a scrape of %s as a metrics-reader answered %s, want %d with egressproxies_build_info", u, a, http.StatusOK)
+		}
+		if strings.Contains(a.Body, "\negressproxies_proxies{") {
+			counting++
+		}
 	}
-	t.Logf("metrics at %s (%d endpoints): anonymous refused, metrics-reader %d (%d bytes)", url, len(ips), a.Code, len(a.Body))
+	if counting != 1 {
+		t.Errorf("%d of the %d replicas report egressproxies_proxies; want the leader alone", counting, len(ips))
+	}
+	t.Logf("metrics of %d replicas: anonymous refused, metrics-reader answered; the cluster's counts from %d of them", len(ips), counting)
 }

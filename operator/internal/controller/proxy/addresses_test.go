@@ -375,7 +375,7 @@ func TestPoolStatusCountsAndNamesAnInvalidField(t *testing.T) {
 	})
 	// The metric reports the status's counts.
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(metrics.NewPoolAddresses(k8s))
+	reg.MustRegister(metrics.NewPoolAddresses(k8s, leader()))
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

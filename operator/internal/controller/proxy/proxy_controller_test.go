@@ -281,7 +281,7 @@ func TestProxiesByPhaseMetric(t *testing.T) {
 	byPhase := func() map[string]float64 {
 		t.Helper()
 		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(metrics.NewProxyPhases(k8s))
+		reg.MustRegister(metrics.NewProxyPhases(k8s, leader()))
 		families, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)

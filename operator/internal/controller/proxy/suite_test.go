@@ -564,3 +564,11 @@ func eventsIn(t *testing.T, c client.Client, p *v1alpha1.Proxy) []string {
 	}
 	return out
 }
+
+// leader is an Elected channel already closed: the suite's collectors
+// run as the leader's.
+func leader() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
