@@ -10,11 +10,13 @@ import (
 
 var (
 	// ProviderCallDuration is the duration of provider calls, by provider,
-	// operation and error class ("" for success).
+	// operation and error class ("" for success). Its buckets reach 15
+	// minutes: a Create may take up to a provider's task timeout (10
+	// minutes on vSphere and Proxmox) and still succeed.
 	ProviderCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "egressproxies_provider_call_duration_seconds",
 		Help:    "Duration of provider calls by provider, type, operation and error class (empty on success).",
-		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900},
 	}, []string{"provider", "type", "operation", "class"})
 
 	// ProviderCallErrors counts failed provider calls by class.
@@ -38,6 +40,18 @@ var (
 		Help: "Instances deleted by the garbage collector, by provider, reason and pass (owned or legacy).",
 	}, []string{"provider", "reason", "pass"})
 
+	// GCSweepFailures counts garbage-collection sweeps that failed or read
+	// a partial list.
+	GCSweepFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "egressproxies_gc_sweep_failures_total",
+		Help: "Garbage-collection sweeps that failed, or read a partial list, by provider.",
+	}, []string{"provider"})
+	// GCLastSuccess is when the last complete sweep ended.
+	GCLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "egressproxies_gc_last_success_timestamp_seconds",
+		Help: "When the provider's last complete garbage-collection sweep ended (Unix seconds).",
+	}, []string{"provider"})
+
 	// CheckOK is 1 when a provider's check target passed its last check.
 	CheckOK = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "egressproxies_provider_check_ok",
@@ -46,6 +60,6 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, ProviderPanics, GCDeletions, CheckOK,
+	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, ProviderPanics, GCDeletions, GCSweepFailures, GCLastSuccess, CheckOK,
 		ProxyConnections, ProxyRefusals, ProxyBadRequests, ProxyOpenConnections)
 }

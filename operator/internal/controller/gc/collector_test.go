@@ -407,3 +407,30 @@ func TestGarbageCollectorStart(t *testing.T) {
 		t.Errorf("%d sweep failures logged for the provider whose sweeps succeed", n)
 	}
 }
+
+// Each sweep is counted for an alert: a failed one (a list that failed or
+// was partial) in egressproxies_gc_sweep_failures_total, a complete one as
+// egressproxies_gc_last_success_timestamp_seconds.
+func TestGarbageCollectorSweepMetrics(t *testing.T) {
+	ctx := context.Background()
+	stub := &stubProvider{}
+	entry := &providers.Entry{Name: "swept", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
+	collector := &Collector{Reader: proxyLister{}, Providers: providers.NewSet(entry)}
+	failures := func() float64 { return testutil.ToFloat64(metrics.GCSweepFailures.WithLabelValues("swept")) }
+	last := func() float64 { return testutil.ToFloat64(metrics.GCLastSuccess.WithLabelValues("swept")) }
+	before := time.Now()
+	if _, err := collector.Sweep(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	if got := last(); got < float64(before.Unix()) || failures() != 0 {
+		t.Errorf("after a complete sweep: last success %v (want at least %d), failures %v (want 0)", got, before.Unix(), failures())
+	}
+	succeeded := last()
+	stub.listErr = fmt.Errorf("region r2 unreachable: %w", contract.ErrPartialList)
+	if _, err := collector.Sweep(ctx, entry); err == nil {
+		t.Fatal("a sweep over a partial list reported no error")
+	}
+	if failures() != 1 || last() != succeeded {
+		t.Errorf("after a partial sweep: failures %v (want 1), last success %v (want %v, unchanged)", failures(), last(), succeeded)
+	}
+}

@@ -70,7 +70,14 @@ func (g *Collector) NeedLeaderElection() bool { return true }
 // list. A list that fails skips its pass only; a partial list
 // (list-partial: omit-unreachable) is swept for what it holds: an unread
 // location is never taken for an empty one.
-func (g *Collector) Sweep(ctx context.Context, e *providers.Entry) ([]contract.Instance, error) {
+func (g *Collector) Sweep(ctx context.Context, e *providers.Entry) (deleted []contract.Instance, err error) {
+	defer func() {
+		if err != nil {
+			metrics.GCSweepFailures.WithLabelValues(e.Name).Inc()
+		} else {
+			metrics.GCLastSuccess.WithLabelValues(e.Name).SetToCurrentTime()
+		}
+	}()
 	log := logf.FromContext(ctx).WithValues(contract.LogKeyProvider, e.Name)
 	ctx = logf.IntoContext(ctx, log)
 	if e.Owner == "" {
@@ -97,7 +104,7 @@ func (g *Collector) Sweep(ctx context.Context, e *providers.Entry) ([]contract.I
 	for i := range proxies.Items {
 		byUID[string(proxies.Items[i].UID)] = &proxies.Items[i]
 	}
-	deleted := g.collect(ctx, e, PassOwned, e.Owner, owned, byUID, whyCollect)
+	deleted = g.collect(ctx, e, PassOwned, e.Owner, owned, byUID, whyCollect)
 	deleted = append(deleted, g.collect(ctx, e, PassLegacy, contract.LegacyManagedValue, legacy, byUID, whyCollectLegacy)...)
 	if ownedErr == nil && legacyErr == nil && addrErr == nil {
 		// Only complete lists prove that no VM holds an address.
