@@ -319,22 +319,35 @@ func startRefusalsCounter(t *testing.T, dir string, cloudInit []byte) {
 	}
 	log := filepath.Join(dir, "log", "tinyproxy.log")
 	pipeline := `tail -F -n +1 "$1" 2>/dev/null | sed -u 's/^[A-Z]* *[A-Z][a-z][a-z] [0-9]* [0-9:.]* \[[0-9]*\]: //' | exec python3 "$2" "$3"`
-	cmd := exec.CommandContext(t.Context(), "sh", "-c", pipeline, "counter", log, script, filepath.Join(dir, "root", statsPath))
-	var output syncBuffer
-	cmd.Stdout, cmd.Stderr = &output, &output
+	startGroup(t, "the refusals counter", exec.CommandContext(t.Context(), "sh", "-c", pipeline, "counter", log, script, filepath.Join(dir, "root", statsPath)))
+}
+
+// startGroup starts cmd in a process group of its own, its output
+// collected; stop kills the whole group (a pipeline's every process,
+// squid's helpers) and waits, once. The test's end stops it, and a failed
+// test logs what named said.
+func startGroup(t *testing.T, named string, cmd *exec.Cmd) (output *syncBuffer, done <-chan struct{}, stop func()) {
+	t.Helper()
+	output = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = output, output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop = sync.OnceFunc(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		<-exited
+	})
+	t.Cleanup(stop)
+	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the refusals counter's output:\n%s", output.String())
+			stop()
+			t.Logf("%s's output:\n%s", named, output.String())
 		}
 	})
+	return output, exited, stop
 }
 
 func freePort(t *testing.T) int {
@@ -422,27 +435,9 @@ func startServer(t *testing.T, server Server, dir string, port int, cloudInit []
 		Squid:     {"squid", "-N", "-d1", "-f", "/etc/squid/squid.conf"},
 	}[server]
 	script = append(script, `exec "$@"`)
-	cmd := exec.CommandContext(t.Context(), "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", strings.Join(script, "\n"), "server"}, args...)...)
-	var output syncBuffer
-	cmd.Stdout, cmd.Stderr = &output, &output
 	// squid's helpers (its pinger, its log daemon) are killed with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop = sync.OnceFunc(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	})
-	t.Cleanup(stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			stop()
-			t.Logf("%s's output:\n%s", server, output.String())
-		}
-	})
+	output, done, stop := startGroup(t, string(server),
+		exec.CommandContext(t.Context(), "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", strings.Join(script, "\n"), "server"}, args...)...))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(t.Context(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))

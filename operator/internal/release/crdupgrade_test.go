@@ -2,7 +2,6 @@ package release
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // A rule added to a CRD must never strand the objects admitted before it:
@@ -24,19 +22,7 @@ import (
 // each is deleted and goes once its finalizer is removed; a new object
 // with such a name is still refused.
 func TestCRDUpgradeStrandsNoObject(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startAPIServer(t)
 	ctx := t.Context()
 	apply := func(o *unstructured.Unstructured) {
 		t.Helper()

@@ -17,19 +17,7 @@ import (
 // the RBAC), and then the chart's, installed in another namespace over
 // them.
 func TestAPIServerAcceptsTheInstall(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startAPIServer(t)
 	apply := func(what string, objs []*unstructured.Unstructured) {
 		t.Helper()
 		for _, o := range objs {
@@ -45,4 +33,24 @@ func TestAPIServerAcceptsTheInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply("chart", helmTemplate(t, ns))
+}
+
+// startAPIServer starts a bare kube-apiserver and etcd (envtest, nothing
+// installed) for the test and returns a client of it.
+func startAPIServer(t *testing.T) client.Client {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
