@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,7 +24,13 @@ func kubectl(t *testing.T, l lane, stdin []byte, args ...string) string {
 
 func kubectlErr(t *testing.T, l lane, stdin []byte, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), l.Kubectl, append([]string{"--kubeconfig", l.Kubeconfig}, args...)...)
+	return kubectlIn(t.Context(), l, stdin, args...)
+}
+
+// kubectlIn is kubectlErr within ctx: a test's Cleanup runs after
+// t.Context() is cancelled, and needs a context of its own.
+func kubectlIn(ctx context.Context, l lane, stdin []byte, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, l.Kubectl, append([]string{"--kubeconfig", l.Kubeconfig}, args...)...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -115,8 +116,12 @@ func libvirtSecret(t *testing.T, l lane) string {
 
 // saveOperatorLogs writes every operator Pod's log to operator.log in the
 // lane's directory, which run.sh prints when the lane fails.
-func saveOperatorLogs(t *testing.T, l lane) {
-	out, err := kubectlErr(t, l, nil, "-n", installNamespace, "logs", "-l", operatorLabel,
+func saveOperatorLogs(l lane) {
+	// A Cleanup: t.Context() is cancelled by now, and kubectl with it
+	// saved nothing but "context canceled".
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := kubectlIn(ctx, l, nil, "-n", installNamespace, "logs", "-l", operatorLabel,
 		"--all-containers", "--prefix", "--tail=-1", "--max-log-requests=10")
 	if err != nil {
 		out += "\n" + err.Error()
