@@ -194,7 +194,6 @@ write_files:
 ` + journalFile + `
 runcmd:
   - [systemctl, restart, systemd-journald]
-  - [systemctl, daemon-reload]
   - [systemctl, enable, --now, ` + refusalsUnitName + `]
   - [sh, -c, {{ startScript }}, start-proxy, tinyproxy, /etc/tinyproxy/tinyproxy.conf]
 `))

@@ -59,7 +59,11 @@ var refusalsScript string
 // refusalsUnitFile runs the counter as root (it reads the journal and
 // replaces a file in /etc/tinyproxy) with nothing else to write and no
 // network, and again a second after it ends (journalctl ends when journald
-// restarts).
+// restarts). It runs at idle CPU and I/O priority: the VM may already serve
+// clients when cloud-init starts it, and reading the boot's journal must
+// not take the CPU from tinyproxy on a small or emulated VM. systemd reads
+// a unit file it has not loaded when it is first named, so starting it
+// needs no daemon-reload.
 const refusalsUnitFile = `[Unit]
 Description=Counts tinyproxy's refusals by reason for its statistics page
 After=systemd-journald.service
@@ -68,6 +72,9 @@ After=systemd-journald.service
 ExecStart=/bin/sh -c 'journalctl --boot --follow --lines=all --output=cat --unit=tinyproxy.service | exec python3 ` + refusalsScriptPath + ` ` + statsPath + `'
 Restart=always
 RestartSec=1
+Nice=19
+CPUSchedulingPolicy=idle
+IOSchedulingClass=idle
 NoNewPrivileges=yes
 PrivateNetwork=yes
 ProtectSystem=strict
