@@ -6,9 +6,10 @@
 #    clone of HEAD (requirements moved, tags <dir>/<version>), then
 #    `make release-proxy` writes those tags into a directory in the GOPROXY
 #    file layout.
-# 2. The only step that may use the network: each module's graph, as a
-#    downstream user resolves it, is downloaded into the module cache,
-#    whose cache/download directory is itself in the GOPROXY layout.
+# 2. The only step that may use the network: each module's graph, and
+#    each downstream module's (step 3's and 4's go get), is downloaded
+#    into the module cache, whose cache/download directory is itself in
+#    the GOPROXY layout.
 # 3. Per provider, in a fresh module outside the workspace (GOWORK=off),
 #    in a network namespace of its own (no network at all), with only the
 #    two local proxies and a fresh module cache: the README's commands
@@ -47,6 +48,21 @@ for dir in $(awk '$1 ~ /:$/ && $2 ~ /^v/ {sub(/:$/, "", $1); print $1}' "$root/v
   (cd "$work/repo/$dir" && GOWORK=off GOFLAGS=-mod=mod GOPROXY="file://$work/proxy,$(go env GOPROXY)" \
     GONOSUMDB=$module go mod download)
 done
+# A downstream module's graph is not any of ours: pruning keeps other
+# versions of the SDKs' dependencies in it (a go list -m all there read
+# klauspost/compress v1.18.5, which no module of ours selects, and failed
+# offline on a fresh machine). So each downstream module is also resolved
+# here as step 3 will resolve it, with the network.
+resolve() {
+  local dir="$work/resolve-$1"; shift
+  mkdir -p "$dir"
+  (cd "$dir" && GOWORK=off GOFLAGS=-mod=mod GOPROXY="file://$work/proxy,$(go env GOPROXY)" GONOSUMDB=$module \
+    sh -c 'go mod init example.com/resolve 2>/dev/null && go get "$@" && go list -m all >/dev/null' resolve "$@")
+}
+for provider in $providers; do
+  resolve "$provider" -t "$module/providers/$provider@$version" "$module/contract/contracttest@$version"
+done
+resolve operator -tags "vsphere proxmox" "$module/operator/cmd@$version"
 
 # offline runs a command with no network and nothing but the two local
 # proxies: a network namespace of its own (as root; a user namespace else)
