@@ -207,7 +207,10 @@ func (c *Cloud) front(api http.Handler) http.Handler {
 		gate := c.gate
 		c.mu.Unlock()
 		if gate != nil && gate(r) != nil {
-			return
+			// Abort, not return: a handler that wrote nothing is
+			// answered 200 with an empty body, and a refused
+			// HEAD /v3/auth/tokens would read as a valid token.
+			panic(http.ErrAbortHandler)
 		}
 		if after, ok := c.takeCut(n); ok {
 			if after {

@@ -336,6 +336,29 @@ func TestCutCall(t *testing.T) {
 	}
 }
 
+// A request the gate refuses is dropped unanswered, as by a load
+// balancer that gave up on it: never the empty 200 net/http sends for a
+// handler that wrote nothing (a refused HEAD /v3/auth/tokens read as a
+// valid token).
+func TestGateDropsUnanswered(t *testing.T) {
+	c, _ := start(t, nil)
+	c.SetGate(func(*http.Request) error { return errors.New("dropped") })
+	req, err := http.NewRequest(http.MethodHead, c.AuthURL()+"/auth/tokens", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := c.Server.Client().Do(req); err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("a HEAD the gate dropped was answered %s; want no answer", resp.Status)
+	}
+	c.SetGate(nil)
+	if resp, err := c.Server.Client().Get(c.AuthURL()); err != nil {
+		t.Fatalf("a GET after the gate opened: %v", err)
+	} else {
+		_ = resp.Body.Close()
+	}
+}
+
 func TestReset(t *testing.T) {
 	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds = true })
 	id := create(t, c, compute, "held")
