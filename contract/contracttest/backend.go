@@ -83,6 +83,16 @@ type Staller interface {
 	Stall() (release func())
 }
 
+// Holder is a Staller that says how many calls its stall holds now.
+// With it, the racing Creates of ConcurrentCallsAreSafe start behind a
+// stall and are let go together once each has reached the backend, so
+// they overlap however loaded the machine is; without it, they overlap
+// as the scheduler starts them. Gate implements Held.
+type Holder interface {
+	Staller
+	Held() int
+}
+
 // FaultInjector makes the backend fail like the real one does. Rules:
 // ErrorsCarryTheirClass, CreateResumesAfterFailure, the sentinel rules.
 type FaultInjector interface {

@@ -12,6 +12,7 @@ import (
 type Gate struct {
 	mu      sync.Mutex
 	stalled chan struct{} // closed on release; nil when open
+	held    int           // calls waiting in Pass now
 }
 
 // Stall holds every call that passes the gate from now until release.
@@ -44,10 +45,26 @@ func (g *Gate) Pass(ctx context.Context) error {
 	if ch == nil {
 		return ctx.Err()
 	}
+	g.mu.Lock()
+	g.held++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.held--
+		g.mu.Unlock()
+	}()
 	select {
 	case <-ch:
 		return ctx.Err()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Held is how many calls the gate holds now: a backend control
+// implements Holder with it.
+func (g *Gate) Held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
 }

@@ -55,3 +55,28 @@ func TestGateStallTwice(t *testing.T) {
 		t.Fatal("a call held by the first Stall is still held after a second Stall was released")
 	}
 }
+
+// Held counts the calls waiting at the stall, and only those.
+func TestGateHeld(t *testing.T) {
+	var g Gate
+	_ = g.Pass(context.Background())
+	if n := g.Held(); n != 0 {
+		t.Fatalf("an open gate holds %d calls, want 0", n)
+	}
+	release := g.Stall()
+	passed := make(chan error, 2)
+	for range 2 {
+		go func() { passed <- g.Pass(context.Background()) }()
+	}
+	for deadline := time.Now().Add(5 * time.Second); g.Held() != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("two calls at a stalled gate: Held = %d, want 2", g.Held())
+		}
+	}
+	release()
+	<-passed
+	<-passed
+	if n := g.Held(); n != 0 {
+		t.Fatalf("after release Held = %d, want 0", n)
+	}
+}

@@ -21,16 +21,10 @@ func concurrentCallsAreSafe(e *env) {
 	ids := make([]string, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range callers {
-		wg.Go(func() {
-			<-start
-			inst, err := e.create(e.ctx(), e.p, same)
-			ids[i], errs[i] = inst.ProviderID, err
-		})
-	}
-	close(start)
-	wg.Wait()
+	e.race(callers, func(i int) {
+		inst, err := e.create(e.ctx(), e.p, same)
+		ids[i], errs[i] = inst.ProviderID, err
+	})
 	var winner string
 	for i := range callers {
 		switch {
@@ -91,6 +85,38 @@ func concurrentCallsAreSafe(e *env) {
 		}
 		e.waitGone(e.p, id)
 	}
+}
+
+// gatherFor is how long race waits for its racers to reach a Holder's
+// stall: well inside any call budget, so no racer's call times out
+// while held, and long past the start of a goroutine.
+const gatherFor = 100 * time.Millisecond
+
+// race runs call(0) … call(n-1) at once and waits for them. Against a
+// Holder the calls start behind a stall, which is released once n calls
+// are held (or after gatherFor, for a provider that queues its calls
+// before the backend), so the racers meet at the backend even when the
+// scheduler would have run them one after another.
+func (e *env) race(n int, call func(i int)) {
+	var wg sync.WaitGroup
+	holder, ok := e.cfg.Backend.(Holder)
+	release := func() {}
+	if ok {
+		release = holder.Stall()
+	}
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			call(i)
+		})
+	}
+	close(start)
+	for deadline := time.Now().Add(gatherFor); ok && holder.Held() < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
 }
 
 // createRetrying creates req with p, retrying transient errors (a clone

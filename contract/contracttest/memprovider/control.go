@@ -26,7 +26,7 @@ var (
 	_ contracttest.Locker             = Control{}
 	_ contracttest.DeleteStarter      = Control{}
 	_ contracttest.UnmarkedCreator    = Control{}
-	_ contracttest.Staller            = Control{}
+	_ contracttest.Holder             = Control{}
 	_ contracttest.FaultInjector      = Control{}
 	_ contracttest.CredentialRejecter = Control{}
 	_ contracttest.UserDataReader     = Control{}
@@ -213,6 +213,9 @@ func (c Control) Reset() {
 
 // Stall makes every Cloud call hang until release.
 func (c Control) Stall() func() { return c.Cloud.gate.Stall() }
+
+// Held is how many Cloud calls the stall holds now.
+func (c Control) Held() int { return c.Cloud.gate.Held() }
 
 // opCalls says which Cloud call serves each provider operation.
 var opCalls = map[contracttest.Op]string{
