@@ -3,6 +3,7 @@ package contracttest
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -62,20 +63,30 @@ func reaches(got, want error) bool {
 	if reflect.TypeOf(want).Comparable() {
 		return false
 	}
-	for stack := []error{got}; len(stack) > 0; {
+	return slices.ContainsFunc(errorTree(got), func(e error) bool { return reflect.DeepEqual(e, want) })
+}
+
+// errorTree returns err and every error it wraps, through Unwrap() error
+// and errors.Join's Unwrap() []error; at most maxErrorTree of them,
+// against an error that wraps itself.
+func errorTree(err error) []error {
+	var out []error
+	for stack := []error{err}; len(stack) > 0 && len(out) < maxErrorTree; {
 		e := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if reflect.DeepEqual(e, want) {
-			return true
+		if e == nil {
+			continue
 		}
+		out = append(out, e)
 		switch u := e.(type) { //nolint:errorlint // this walks the chain itself
 		case interface{ Unwrap() error }:
-			if next := u.Unwrap(); next != nil {
-				stack = append(stack, next)
-			}
+			stack = append(stack, u.Unwrap())
 		case interface{ Unwrap() []error }:
 			stack = append(stack, u.Unwrap()...)
 		}
 	}
-	return false
+	return out
 }
+
+// maxErrorTree bounds errorTree.
+const maxErrorTree = 256

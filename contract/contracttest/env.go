@@ -349,7 +349,7 @@ func (e *env) texts() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, err := range e.errs {
-		out = append(out, err.Error(), fmt.Sprintf("%+v", err))
+		out = append(out, errorTexts(err)...)
 	}
 	out = append(out, e.messages...)
 	if e.globals != nil {
@@ -359,16 +359,26 @@ func (e *env) texts() []string {
 }
 
 // assertAbsent fails the rule if secret, or secret as base64 or hex
-// encoding carries it, appears in anything the provider produced.
+// encoding carries it, appears in anything the provider produced, or in
+// a gzip stream in it (unpacked).
 func (e *env) assertAbsent(what, secret string) {
 	e.t.Helper()
 	forms := encodings(secret)
 	for _, text := range e.texts() {
+		found := ""
 		for _, form := range forms {
 			if strings.Contains(text, form.text) {
-				e.t.Errorf("the %s sentinel appears %s in provider output: %.300s", what, form.how, text)
+				found = form.how
 				break
 			}
+		}
+		for _, inner := range unpacked(text) {
+			if found == "" && strings.Contains(inner, secret) {
+				found = "gzip-compressed"
+			}
+		}
+		if found != "" {
+			e.t.Errorf("the %s sentinel appears %s in provider output: %.300q", what, found, text)
 		}
 	}
 }

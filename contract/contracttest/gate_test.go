@@ -74,8 +74,11 @@ func TestGateHeld(t *testing.T) {
 		}
 	}
 	release()
-	<-passed
-	<-passed
+	for range 2 {
+		if err := <-passed; err != nil {
+			t.Fatalf("released call: %v", err)
+		}
+	}
 	if n := g.Held(); n != 0 {
 		t.Fatalf("after release Held = %d, want 0", n)
 	}

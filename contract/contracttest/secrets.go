@@ -2,13 +2,16 @@ package contracttest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel"
@@ -40,6 +43,82 @@ func encodings(secret string) []encodedForm {
 		}
 	}
 	return forms
+}
+
+// errorTexts returns the message of err and of every error it wraps
+// (errorTree), each as Error() and %+v: a wrapper whose message hides
+// its cause still hands the cause to whoever unwraps and logs it (an SDK
+// error with the request in it, behind a provider's "request failed").
+func errorTexts(err error) []string {
+	var out []string
+	for _, e := range errorTree(err) {
+		out = append(out, e.Error(), fmt.Sprintf("%+v", e))
+	}
+	return out
+}
+
+// gzipMagic starts every gzip stream; gzipMagicBase64 starts its base64
+// encoding in either alphabet (1f 8b 08: the only compression method).
+const (
+	gzipMagic       = "\x1f\x8b"
+	gzipMagicBase64 = "H4sI"
+)
+
+// unpacked returns what text carries compressed: each gzip stream in
+// it, as raw bytes or base64-encoded (standard or URL alphabet, padded or
+// not), decompressed, as far as it is complete. A provider that gzips
+// CloudInit for a size limit (vSphere's guestinfo, a config drive) and
+// logs the result at debug level leaks it as surely as in plain text.
+func unpacked(text string) []string {
+	var out []string
+	for i := strings.Index(text, gzipMagic); i >= 0; {
+		out = append(out, gunzip([]byte(text[i:])))
+		next := strings.Index(text[i+1:], gzipMagic)
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	for i := strings.Index(text, gzipMagicBase64); i >= 0; {
+		run := text[i:]
+		end := strings.IndexFunc(run, func(r rune) bool { return !isBase64Char(r) })
+		if end >= 0 {
+			run = run[:end]
+		}
+		run = run[:len(run)/4*4] // whole quanta: a cut-off tail is not an error
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			if raw, err := enc.DecodeString(run); err == nil {
+				out = append(out, gunzip(raw))
+			}
+		}
+		next := strings.Index(text[i+1:], gzipMagicBase64)
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return out
+}
+
+func isBase64Char(r rune) bool {
+	return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("+/-_=", r)
+}
+
+// maxUnpacked bounds what gunzip inflates, against a stream that
+// inflates without end.
+const maxUnpacked = 1 << 20
+
+// gunzip inflates the gzip stream at the start of b, keeping what came
+// out before any error (a stream cut off in a log line still shows its
+// start).
+func gunzip(b []byte) string {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return ""
+	}
+	var out bytes.Buffer
+	_, _ = io.Copy(&out, io.LimitReader(zr, maxUnpacked))
+	return out.String()
 }
 
 // globalOutput captures what the process writes outside the logger the

@@ -2,6 +2,7 @@ package memprovider
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -818,4 +819,33 @@ var variants = []variant{
 			return b.Provider.Create(ctx, req)
 		}
 	}, nil},
+	{"cloudinit-gzipped-in-debug-log", "SentinelCloudInit", func(b *brokenProvider) {
+		// Gzips CloudInit for a size limit, as vSphere's guestinfo and a
+		// config drive invite, and logs the encoded payload at debug level.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			var z bytes.Buffer
+			zw := gzip.NewWriter(&z)
+			_, _ = zw.Write(req.CloudInit)
+			_ = zw.Close()
+			logr.FromContextOrDiscard(ctx).V(4).Info("user data", contract.LogKeyInstance, req.Name, "encoding", "gzip+base64", "value", base64.StdEncoding.EncodeToString(z.Bytes()))
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"credential-in-hidden-cause", "SentinelCredential", func(b *brokenProvider) {
+		// Its error's message is clean; the cause it wraps, which anyone
+		// who unwraps it may log, quotes the request with its token.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err != nil {
+				err = hiddenCause{fmt.Errorf("POST /vms Authorization: Bearer %s: %w", b.cfg.Token, err)}
+			}
+			return inst, err
+		}
+	}, nil},
 }
+
+// hiddenCause is an error whose message does not show the cause it wraps.
+type hiddenCause struct{ cause error }
+
+func (h hiddenCause) Error() string { return "the request failed" }
+func (h hiddenCause) Unwrap() error { return h.cause }
