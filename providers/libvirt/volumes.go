@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"libvirt.org/go/libvirt"
@@ -250,44 +252,104 @@ func (p *Provider) openUpload(ctx context.Context, c *libvirt.Connect, vol *libv
 	return &streamWriter{st: st}, nil
 }
 
-// streamWriter writes into a virStorageVolUpload stream. Its calls block;
-// callers bound them (do, imageUpload.Write).
+// streamWriter writes into a virStorageVolUpload stream. Its calls block,
+// and callers bound them (do, imageUpload.Write) by leaving a call that
+// outlives its budget running in its goroutine. So the stream is ended
+// by whoever uses it last, like list.go's domain handles: an Abort that
+// finds a Send or Finish running marks the stream ended, and that call
+// aborts and frees it when it returns. Aborting or freeing a stream a
+// virStreamSend still runs on is a use after free.
 type streamWriter struct {
-	st    *libvirt.Stream
+	st stream
+
+	mu    sync.Mutex
+	busy  int  // calls on st running now
+	ended bool // Finish succeeded or Abort was called: no call starts
 	freed bool
+}
+
+// stream is what streamWriter uses of a *libvirt.Stream.
+type stream interface {
+	Send(p []byte) (int, error)
+	Finish() error
+	Abort() error
+	Free() error
+}
+
+// errStreamEnded is a call's error on a stream already finished or
+// aborted: it does not reach libvirt.
+var errStreamEnded = errors.New("the upload stream has ended")
+
+// use runs fn on the stream unless it has ended; if it ended while fn
+// ran (an Abort), the last call to return aborts and frees it.
+func (w *streamWriter) use(fn func() error) error {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return errStreamEnded
+	}
+	w.busy++
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.busy--; w.busy == 0 && w.ended {
+			_ = w.abortAndFree() // the Abort that asked for it has returned
+		}
+	}()
+	return fn()
 }
 
 func (w *streamWriter) Write(b []byte) (int, error) {
 	n := 0
-	for n < len(b) {
-		sent, err := w.st.Send(b[n:])
-		if err != nil {
-			return n, err
+	err := w.use(func() error {
+		for n < len(b) {
+			sent, err := w.st.Send(b[n:])
+			if err != nil {
+				return err
+			}
+			n += sent
 		}
-		n += sent
-	}
-	return n, nil
-}
-
-func (w *streamWriter) Finish() error {
-	err := w.st.Finish()
-	w.free()
-	return err
-}
-
-// Abort after Finish (a failed Finish) only frees what is left.
-func (w *streamWriter) Abort() error {
-	if w.freed {
 		return nil
-	}
-	err := w.st.Abort()
-	w.free()
-	return err
+	})
+	return n, err
 }
 
-func (w *streamWriter) free() {
-	if !w.freed {
+// Finish completes the upload and frees the stream; after a failed
+// Finish, Abort frees it.
+func (w *streamWriter) Finish() error {
+	if err := w.use(w.st.Finish); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	if w.busy == 0 && !w.freed {
 		w.freed = true
 		_ = w.st.Free()
 	}
+	return nil
+}
+
+// Abort cuts the upload off: now, or when the call still running on the
+// stream returns. It never waits for that call.
+func (w *streamWriter) Abort() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	if w.busy > 0 || w.freed {
+		return nil
+	}
+	return w.abortAndFree()
+}
+
+// abortAndFree ends the stream; w.mu is held and no call runs on it.
+func (w *streamWriter) abortAndFree() error {
+	if w.freed {
+		return nil
+	}
+	w.freed = true
+	err := w.st.Abort()
+	_ = w.st.Free()
+	return err
 }
