@@ -50,7 +50,7 @@ var apiCalls = map[string]apiCall{
 	"StartVM": {"POST", "/nodes/{node}/qemu/{vmid}/status/start", map[string]string{"node": "<node>", "vmid": "<vmid>"}},
 	"StopVM":  {"POST", "/nodes/{node}/qemu/{vmid}/status/stop", map[string]string{"node": "<node>", "vmid": "<vmid>"}},
 	"DestroyVM": {"DELETE", "/nodes/{node}/qemu/{vmid}", map[string]string{
-		"node": "<node>", "vmid": "<vmid>", "purge": "1", "destroy-unreferenced-disks": "1"}},
+		"node": "<node>", "vmid": "<vmid>", "purge": "1"}},
 	"ListISOs": {"GET", "/nodes/{node}/storage/{storage}/content", map[string]string{
 		"node": "<node>", "storage": "<isoStorage>", "content": "iso"}},
 	"DeleteISO": {"DELETE", "/nodes/{node}/storage/{storage}/content/{volume}", map[string]string{

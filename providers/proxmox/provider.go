@@ -505,7 +505,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	}
 	var upid pve.UPID
 	err = p.call(ctx, region, "DestroyVM", func(ctx context.Context, c conn) error {
-		task, err := newVM(c.api, v.node, v.vmid).Delete(ctx, &pve.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true})
+		task, err := newVM(c.api, v.node, v.vmid).Delete(ctx, &pve.VirtualMachineDeleteOptions{Purge: true})
 		if task != nil {
 			upid = task.UPID
 		}

@@ -269,6 +269,13 @@
 // config in place, then writes `lock: destroyed` as the whole config and
 // removes it last; the fake shows `lock: destroyed` for the whole task. A
 // disk that cannot be freed is a warning (the task ends WARNINGS: <n>).
+// With destroy-unreferenced-disks=1, destroy_vm then lists the VMID's
+// disks on every enabled storage (vdisk_list with no storage) outside any
+// eval: a storage with images content that is Offline fails the task
+// "storage '<name>' is not online" (pve-storage Storage.pm
+// activate_storage) and the config stays; the fake leaves the VM as it
+// was. An Offline storage also refuses its content and upload calls with
+// that error, and shows active 0 in the storage index.
 //
 // Storage (pve-storage src/PVE/API2/Storage/Status.pm upload,
 // API2/Storage/Content.pm index and delete, src/PVE/Storage.pm). Upload

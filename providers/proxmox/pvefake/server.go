@@ -55,6 +55,12 @@ type StorageSpec struct {
 	Shared  bool
 	// Total is the capacity in bytes; default 100 GiB.
 	Total int64
+	// Offline is an enabled storage that does not answer (an NFS server
+	// down): pve-storage's activate_storage dies "storage '<name>' is not
+	// online" (src/PVE/Storage.pm, check_connection), so its content
+	// cannot be listed or written, its status shows active 0, and a
+	// destroy with destroy-unreferenced-disks fails (destroy).
+	Offline bool
 }
 
 // Template is a template VM.

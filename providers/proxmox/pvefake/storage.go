@@ -28,8 +28,14 @@ func (st *storage) used() int64 {
 func (st *storage) status() map[string]any {
 	used := st.used()
 	return map[string]any{"storage": st.spec.Name, "type": st.spec.Type, "content": strings.Join(st.spec.Content, ","),
-		"active": 1, "enabled": 1, "shared": b2i(st.spec.Shared), "total": st.spec.Total, "used": used,
+		"active": b2i(!st.spec.Offline), "enabled": 1, "shared": b2i(st.spec.Shared), "total": st.spec.Total, "used": used,
 		"avail": st.spec.Total - used, "used_fraction": float64(used) / float64(st.spec.Total)}
+}
+
+// notOnline is activate_storage's error for a storage that does not
+// answer (pve-storage src/PVE/Storage.pm activate_storage).
+func notOnline(name string) *apiError {
+	return fail(500, "storage '%s' is not online", name)
 }
 
 func (s *Server) storageOn(node, name string) (*storage, bool) {
@@ -66,6 +72,9 @@ func (s *Server) routeStorage(req *request, get, post, del bool) (any, *apiError
 		return nil, fail(500, "storage '%s' does not exist", p[3]), true
 	}
 	rest := p[4:]
+	if st.spec.Offline && !eq(rest, "status") {
+		return nil, notOnline(st.spec.Name), true
+	}
 	switch {
 	case get && eq(rest, "status"):
 		return st.status(), nil, true

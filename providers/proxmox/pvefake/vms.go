@@ -488,6 +488,21 @@ func (s *Server) destroy(req *request, v *vm) (any, *apiError) {
 		s.finish(t, fmt.Sprintf("VM is locked (%s)", l), nil)
 		return t.upid, nil
 	}
+	if req.params.Get("destroy-unreferenced-disks") == "1" {
+		// destroy_vm frees the VM's own disks (each in an eval), then,
+		// with purge_unreferenced, lists the VMID's disks on every enabled
+		// storage (PVE::Storage::vdisk_list($storecfg, undef, $vmid, undef,
+		// 'images')) outside any eval; an offline storage fails the task
+		// there, before the config is replaced or removed (QemuServer.pm
+		// destroy_vm). The fake keeps the config as it was.
+		for _, spec := range s.opts.Storages {
+			if spec.Offline && slices.Contains(spec.Content, "images") {
+				t := s.newTask(v.node, "qmdestroy", strconv.Itoa(v.vmid), req.user)
+				s.finish(t, notOnline(spec.Name).msg, nil)
+				return t.upid, nil
+			}
+		}
+	}
 	return s.startDestroy(v, req.user).upid, nil
 }
 

@@ -108,3 +108,25 @@ func cloneAndWait(t *testing.T, s *Server, newid int) (map[string]string, error)
 	}
 	return conf, nil
 }
+
+// An Offline storage refuses its content and upload calls as
+// activate_storage does, and shows active 0 in the node's storage index.
+func TestOfflineStorage(t *testing.T) {
+	s := New(Options{
+		Nodes:     []string{"pve1"},
+		Storages:  []StorageSpec{{Name: "local", Type: "dir", Content: []string{"iso"}}, {Name: "archive", Type: "nfs", Content: []string{"images"}, Shared: true, Offline: true}},
+		Templates: []Template{{VMID: 9000, Name: "tmpl", Node: "pve1", Storage: "local"}},
+		TokenID:   tTokenID, Secret: tSecret, Version: 9,
+	})
+	t.Cleanup(s.Close)
+	if a := call(t, s, "GET", "/nodes/pve1/storage/archive/content", nil); a.status != 500 || a.reason != "storage 'archive' is not online" {
+		t.Errorf("content of an offline storage: %d %q", a.status, a.reason)
+	}
+	if a := call(t, s, "GET", "/nodes/pve1/storage/local/content", nil); a.status != 200 {
+		t.Errorf("content of an online storage: %d %q", a.status, a.reason)
+	}
+	a := call(t, s, "GET", "/nodes/pve1/storage", nil)
+	if a.status != 200 || !strings.Contains(string(a.data), `"active":0`) || !strings.Contains(string(a.data), `"active":1`) {
+		t.Errorf("storage index: %d %s, want archive active 0 and local active 1", a.status, a.data)
+	}
+}
