@@ -55,17 +55,39 @@ type loginCall struct {
 }
 
 // runLogin logs in for call and, when it succeeds, makes its client the
-// session's, with an empty cache.
+// session's, with an empty cache, and logs out the session it replaced.
 func (p *Provider) runLogin(ctx context.Context, call *loginCall) {
 	c, err := p.logIn(ctx)
 	p.mu.Lock()
+	var replaced *vim25.Client
 	if err == nil {
+		replaced = p.client
 		p.client, p.refs = c, map[string]object.Reference{}
 	}
 	p.login = nil
 	p.mu.Unlock()
 	call.client, call.err = c, err
 	close(call.done)
+	if replaced != nil {
+		p.logOut(ctx, replaced)
+	}
+}
+
+// logOut ends a session the provider replaced because the credential
+// files changed. vCenter keeps a session until it idles out (30 minutes
+// by default) and limits how many it holds, so each rotation would
+// otherwise leave one behind. A call still running on it fails
+// NotAuthenticated and runs again on the new session (do). An expired
+// session is never replaced here: do drops it first.
+func (p *Provider) logOut(ctx context.Context, c *vim25.Client) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout.Duration)
+	defer cancel()
+	log := logr.FromContextOrDiscard(ctx)
+	if err := session.NewManager(c).Logout(ctx); err != nil {
+		log.V(contract.LogStep).Info("could not log out the replaced session; it idles out on vCenter", "error", classify(err).Error())
+		return
+	}
+	log.V(contract.LogStep).Info("logged out the replaced session")
 }
 
 // logIn connects to the server and logs in with the credential files.

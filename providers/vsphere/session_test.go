@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -60,4 +61,40 @@ func TestWaitForLoginHonoursContext(t *testing.T) {
 	if _, err := p.Get(context.Background(), "dc0/absent"); !errors.Is(err, contract.ErrNotFound) {
 		t.Errorf("Get on the session made = %v, want NotFound", err)
 	}
+}
+
+// A changed credential file makes the provider log in again; the session
+// it replaces is logged out, not left to idle out on vCenter, which
+// limits the sessions a user may hold (before, every rotation left one).
+func TestReplacedSessionIsLoggedOut(t *testing.T) {
+	v := startVcsim(t)
+	p := v.provider(t)
+	ctx := context.Background()
+	get := func(when string) {
+		t.Helper()
+		if _, err := p.Get(ctx, "dc0/absent"); !errors.Is(err, contract.ErrNotFound) {
+			t.Fatalf("Get %s = %v, want NotFound (no such VM)", when, err)
+		}
+	}
+	get("on the first session")
+	if n := v.sessionsOf(t, testUser); n != 1 {
+		t.Fatalf("after the first login: %d sessions of %s, want 1", n, testUser)
+	}
+	// The Secret rewritten (kubelet swaps the file): a new modification
+	// time is a change.
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(v.cfg.PasswordFile, later, later); err != nil {
+		t.Fatal(err)
+	}
+	get("after the credential changed")
+	n := 0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n = v.sessionsOf(t, testUser); n == 1 {
+			break
+		}
+	}
+	if n != 1 {
+		t.Errorf("after the credential changed: %d sessions of %s, want 1 (the replaced one logged out)", n, testUser)
+	}
+	get("on the new session")
 }

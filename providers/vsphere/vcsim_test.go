@@ -27,6 +27,7 @@ import (
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/view"
@@ -854,4 +855,20 @@ func folderVMs(ctx context.Context, client *vim25.Client, folder *object.Folder)
 	var vms []mo.VirtualMachine
 	err = v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "config.extraConfig", "config.files.logDirectory"}, &vms)
 	return vms, err
+}
+
+// sessionsOf counts the sessions vCenter holds for user.
+func (v *vcsim) sessionsOf(t *testing.T, user string) int {
+	t.Helper()
+	var sm mo.SessionManager
+	if err := property.DefaultCollector(v.client).RetrieveOne(context.Background(), *v.client.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range sm.SessionList {
+		if s.UserName == user {
+			n++
+		}
+	}
+	return n
 }
