@@ -343,7 +343,7 @@ func TestCutCall(t *testing.T) {
 func TestGateDropsUnanswered(t *testing.T) {
 	c, _ := start(t, nil)
 	c.SetGate(func(*http.Request) error { return errors.New("dropped") })
-	req, err := http.NewRequest(http.MethodHead, c.AuthURL()+"/auth/tokens", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodHead, c.AuthURL()+"/auth/tokens", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,11 @@ func TestGateDropsUnanswered(t *testing.T) {
 		t.Fatalf("a HEAD the gate dropped was answered %s; want no answer", resp.Status)
 	}
 	c.SetGate(nil)
-	if resp, err := c.Server.Client().Get(c.AuthURL()); err != nil {
+	get, err := http.NewRequestWithContext(t.Context(), http.MethodGet, c.AuthURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := c.Server.Client().Do(get); err != nil {
 		t.Fatalf("a GET after the gate opened: %v", err)
 	} else {
 		_ = resp.Body.Close()
