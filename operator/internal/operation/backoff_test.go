@@ -92,3 +92,40 @@ func TestTransientFailuresBackOff(t *testing.T) {
 		t.Error("a success left the lane backing off")
 	}
 }
+
+// ResetBackoffs (a credential Secret appeared or rotated) forgets the
+// lanes' failures and ends the wait of an operation backing off: with an
+// hour's back-off, the call runs only because of the reset.
+func TestResetBackoffsEndsTheWait(t *testing.T) {
+	o := New()
+	o.backoffBase, o.BackoffMax = time.Hour, time.Hour
+	p := laneProxy("r")
+	get := Call{MethodGet, "r1/x"}
+	fail := func(context.Context) (string, error) { return "", errors.New("401 from a stale token") }
+	if _, done, _ := Await(context.Background(), o, p, "mem", get, fail); done {
+		t.Fatal("done before the call ran")
+	}
+	wakeOf(t, o)
+	if _, done, _ := Await(context.Background(), o, p, "mem", get, fail); !done {
+		t.Fatal("no result after the wake")
+	}
+	ran := make(chan struct{})
+	if _, done, _ := Await(context.Background(), o, p, "mem", get, func(context.Context) (string, error) {
+		close(ran)
+		return "ok", nil
+	}); done {
+		t.Fatal("done before the call ran")
+	}
+	o.ResetBackoffs()
+	select {
+	case <-ran:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call still waits out the hour's back-off after the reset")
+	}
+	wakeOf(t, o)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.until) != 0 {
+		t.Errorf("lanes still backing off after the reset and a success: %v", o.until)
+	}
+}

@@ -1,14 +1,23 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/userdata"
 )
 
 // A serving Proxy whose cloud-init Secret cannot be read for a moment (the
@@ -63,5 +72,53 @@ func TestTransientSecretReadKeepsServing(t *testing.T) {
 	})
 	if got.Status.Instance.ProviderID != serving {
 		t.Errorf("serving %s after the blip, want %s", got.Status.Instance.ProviderID, serving)
+	}
+}
+
+// A Secret the operator may not read is said once — on Provisioned, which
+// a serving Proxy keeps Ready beside — and not at each poll that finds it
+// still forbidden; a Secret that is missing is not mistaken for one the
+// operator may not read.
+func TestForbiddenCloudInitAnnouncedOnce(t *testing.T) {
+	reviews := fake.NewClientBuilder().WithScheme(controllertest.Scheme()).Build()
+	forbidden := &userdata.ReadError{Secret: "user-data", Err: apierrors.NewForbidden(corev1.Resource("secrets"), "user-data", errors.New("RBAC"))}
+	missing := &userdata.ReadError{Secret: "user-data", Err: apierrors.NewNotFound(corev1.Resource("secrets"), "user-data")}
+	serving := &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "serving"}}
+	serving.Status.Instance = &v1alpha1.InstanceRef{Name: "serving-0", IP: "192.0.2.9"}
+	replica.MarkReady(serving)
+	for _, tc := range []struct {
+		name  string
+		proxy *v1alpha1.Proxy
+		ready bool
+	}{
+		{"a serving Proxy", serving, true},
+		{"a Proxy not ready yet", &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "new"}}, false},
+	} {
+		rec := events.NewFakeRecorder(10)
+		r := &Reconciler{Recorder: rec, userdata: &userdata.Reader{Reviews: reviews}}
+		for i, want := range []int{1, 0, 0} {
+			// Outside a reconcile the status is not written; the event is recorded before.
+			_, _ = r.cloudInitError(context.Background(), tc.proxy, forbidden)
+			if got := len(rec.Events); got != want {
+				t.Errorf("%s, poll %d: %d events, want %d", tc.name, i+1, got, want)
+			}
+			for len(rec.Events) > 0 {
+				<-rec.Events
+			}
+		}
+		if c := meta.FindStatusCondition(tc.proxy.Status.Conditions, v1alpha1.ConditionProvisioned); c == nil || c.Reason != v1alpha1.ReasonCloudInitForbidden ||
+			!strings.Contains(c.Message, "kubectl -n team create rolebinding") {
+			t.Errorf("%s: Provisioned = %+v, want %s naming the RoleBinding", tc.name, c, v1alpha1.ReasonCloudInitForbidden)
+		}
+		if got := meta.IsStatusConditionTrue(tc.proxy.Status.Conditions, v1alpha1.ConditionReady); got != tc.ready {
+			t.Errorf("%s: Ready = %v, want %v", tc.name, got, tc.ready)
+		}
+	}
+
+	p := &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "missing"}}
+	r := &Reconciler{Recorder: events.NewFakeRecorder(10), userdata: &userdata.Reader{Reviews: reviews}}
+	_, _ = r.cloudInitError(context.Background(), p, missing)
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonCloudInitUnavailable {
+		t.Errorf("a missing Secret: Ready = %+v, want %s", c, v1alpha1.ReasonCloudInitUnavailable)
 	}
 }

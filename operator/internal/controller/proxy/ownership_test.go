@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -12,11 +13,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // The tests of what the operator may write in the cluster: only the
@@ -307,4 +310,40 @@ func sliceNames(l discoveryv1.EndpointSliceList) []string {
 		out = append(out, s.Namespace+"/"+s.Name)
 	}
 	return out
+}
+
+// A conflict is announced when it is new — the first time, or when the
+// Proxy was not Ready for another reason or another conflict — and not at
+// each resync that finds it again.
+func TestConflictEventOnlyWhenNew(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Recorder: rec}
+	p := &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "conflicted"}}
+	serviceTaken := errors.New("Service default/conflicted exists and was not created by this operator for this Proxy (it has no owner)")
+	sliceTaken := errors.New("EndpointSlice default/conflicted exists and was not created by this operator for this Proxy (it has no owner)")
+	for _, step := range []struct {
+		name      string
+		before    func()
+		conflict  error
+		wantEvent bool
+	}{
+		{"the first look", nil, serviceTaken, true},
+		{"the next resync", nil, serviceTaken, false},
+		{"another object taken", nil, sliceTaken, true},
+		{"the same, not Ready for another reason meanwhile", func() {
+			replica.SetNotReady(p, v1alpha1.ReasonProxyUnreachable, sliceTaken.Error())
+		}, sliceTaken, true},
+	} {
+		if step.before != nil {
+			step.before()
+		}
+		// Outside a reconcile the status is not written; the event is recorded before.
+		_, _ = r.reportConflict(context.Background(), p, step.conflict)
+		if got := len(rec.Events) == 1; got != step.wantEvent {
+			t.Errorf("%s: an event = %v, want %v", step.name, got, step.wantEvent)
+		}
+		for len(rec.Events) > 0 {
+			<-rec.Events
+		}
+	}
 }

@@ -15,6 +15,14 @@ import (
 // or a new pool wakes the Proxies waiting on that pool.
 const indexAddressPool = "spec.addressPool"
 
+// addressPoolOf is the index's value for a Proxy: its pool, if it has one.
+func addressPoolOf(o client.Object) []string {
+	if pool := o.(*v1alpha1.Proxy).Spec.AddressPool; pool != "" {
+		return []string{pool}
+	}
+	return nil
+}
+
 // proxiesOfPool maps an object to the Proxies of the pool poolOf names.
 func (r *Reconciler) proxiesOfPool(poolOf func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {

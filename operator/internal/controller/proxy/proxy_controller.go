@@ -190,12 +190,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		}
 	}
 	notCreated := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Proxy{}, indexAddressPool, func(o client.Object) []string {
-		if pool := o.(*v1alpha1.Proxy).Spec.AddressPool; pool != "" {
-			return []string{pool}
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Proxy{}, indexAddressPool, addressPoolOf); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/readiness"
@@ -82,5 +83,29 @@ func waitProbed(t *testing.T) {
 			t.Fatal("no probe answered")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Only the serving instance of a replica that is ready rides out a failed
+// probe: a first instance that never answered, and a replacement, report
+// ProxyUnreachable at their first failure (nobody uses them yet, so there
+// is nothing to protect from a flaky probe).
+func TestServingIsTheReadyReplicasOwnInstance(t *testing.T) {
+	readyProxy := &v1alpha1.Proxy{}
+	meta.SetStatusCondition(&readyProxy.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"})
+	for _, tc := range []struct {
+		name  string
+		proxy *v1alpha1.Proxy
+		ro    role
+		want  bool
+	}{
+		{"the instance of a ready Proxy", readyProxy, roleInstance, true},
+		{"the replacement of a ready Proxy", readyProxy, role{repl: true}, false},
+		{"the instance of a Proxy not ready yet", &v1alpha1.Proxy{}, roleInstance, false},
+		{"the replacement of a Proxy not ready yet", &v1alpha1.Proxy{}, role{repl: true}, false},
+	} {
+		if got := serving(tc.proxy, tc.ro); got != tc.want {
+			t.Errorf("%s: serving = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -9,10 +9,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
 // A provider entry leaves the config while a Proxy on it serves: the Proxy
@@ -96,5 +98,27 @@ func releaseByHand(t *testing.T, c client.Client, p *v1alpha1.Proxy) {
 	// kubectl patch proxy <name> --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]'
 	if err := c.Patch(ctx, &got, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The deletion that waits for its entry says so once, and again only when
+// what it says changes: not at every reconcile that finds it still waiting.
+func TestWaitingDeletionAnnouncedOnce(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Recorder: rec, Providers: &providers.Set{}}
+	p := &v1alpha1.Proxy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orphaned"}, Spec: v1alpha1.ProxySpec{Provider: "gone"}}
+	for i, want := range []int{1, 0, 0} {
+		// Outside a reconcile the status is not written; the event is recorded before.
+		_, _ = r.finalizeWithoutEntry(context.Background(), p)
+		if got := len(rec.Events); got != want {
+			t.Errorf("reconcile %d: %d events, want %d", i+1, got, want)
+		}
+		for len(rec.Events) > 0 {
+			<-rec.Events
+		}
+	}
+	p.Spec.Provider = "renamed"
+	if _, _ = r.finalizeWithoutEntry(context.Background(), p); len(rec.Events) != 1 {
+		t.Errorf("after the message changed: %d events, want 1", len(rec.Events))
 	}
 }

@@ -20,17 +20,21 @@ import (
 )
 
 // watchProber answers the serving watch: an address in dead does not
-// answer; any other gives counters when asked for them.
+// answer; any other gives counters when asked for them. Like a dial, a
+// probe whose context has ended answers nothing.
 type watchProber struct {
 	mu     sync.Mutex
 	dead   []string
 	probed []string // "ip:port stats"
 }
 
-func (p *watchProber) Probe(_ context.Context, ip string, port int32, stats bool) (*cloudinit.Stats, error) {
+func (p *watchProber) Probe(ctx context.Context, ip string, port int32, stats bool) (*cloudinit.Stats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.probed = append(p.probed, fmt.Sprintf("%s:%d %v", ip, port, stats))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if slices.Contains(p.dead, ip) {
 		return nil, errors.New("dial tcp " + ip + ": i/o timeout")
 	}
