@@ -65,6 +65,7 @@ test/images:
 # The operator's tests once more without -race, for the in-process vcsim
 # tests that race inside govmomi's simulator (identity_vsphere_test.go).
 test/operator:
+	hack/apt-ensure.sh @monitoring
 	cd operator && $(GO) test -race -count=1 ./...
 	cd operator && $(GO) test -count=1 -run 'OnOneVCenter' ./internal/controller/proxy/
 # vSphere's SharedListsAreFresh lists the folder while the rule's Create
@@ -82,6 +83,8 @@ test/operator: export KUBEBUILDER_ASSETS = $(shell hack/control-plane.sh)
 # pinned kustomize and helm.
 test/operator: export KUSTOMIZE := $(KUSTOMIZE)
 test/operator: export HELM := $(HELM)
+# and runs promtool on the monitoring kit's alerts: a missing one fails.
+test/operator: export MONITORING_TEST_PROMTOOL = 1
 test/operator: $(KUSTOMIZE) $(HELM)
 vet/%:
 	cd $* && $(GO) vet ./...
@@ -126,10 +129,12 @@ verify-generated: generate manifests ## Fail if generated files are not committe
 render: $(KUSTOMIZE) ## Print the operator's install manifests (CRDs, RBAC, Deployment, config), as make release-manifests writes them.
 	@KUSTOMIZE=$(KUSTOMIZE) VERSION=$(VERSION) hack/release-manifests.sh
 
-release-manifests: $(KUSTOMIZE) ## Write dist/install.yaml: the install manifests for VERSION's image, from operator/config.
+release-manifests: $(KUSTOMIZE) ## Write dist/install.yaml (the install manifests for VERSION's image, from operator/config) and dist/monitoring.yaml (the opt-in monitoring kit).
 	mkdir -p dist
 	KUSTOMIZE=$(KUSTOMIZE) VERSION=$(VERSION) hack/release-manifests.sh > dist/install.yaml.tmp
 	mv dist/install.yaml.tmp dist/install.yaml
+	$(KUSTOMIZE) build operator/config/prometheus > dist/monitoring.yaml.tmp
+	mv dist/monitoring.yaml.tmp dist/monitoring.yaml
 
 release-chart: $(HELM) ## Lint the Helm chart and package it into dist/ (its version and appVersion are VERSION's).
 	$(HELM) lint --strict $(CHART)

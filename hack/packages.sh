@@ -32,11 +32,14 @@ python3-openstackclient uwsgi-plugin-python3 qemu-utils"
 # tests run on loopback with the configuration it renders (no service is
 # started by the install: apt-ensure.sh).
 packages_proxies="tinyproxy squid"
+# The monitoring kit's alert rules: promtool (Debian's prometheus package)
+# checks and unit-tests them (operator/internal/release monitoring_test.go).
+packages_monitoring="prometheus"
 # Mutation testing (hack/mutation.sh) reads gremlins' report with jq; not
 # part of @all (not in CI).
 packages_mutation="jq"
 # The sets @all installs: every one CI's steps use.
-ci_package_sets="build image operator_image operator_image_libvirt operator_smoke operator_smoke_libvirt e2e node openstack proxies"
+ci_package_sets="build image operator_image operator_image_libvirt operator_smoke operator_smoke_libvirt e2e node openstack proxies monitoring"
 
 # The debconf answers a set needs before its first install, on stdout.
 # OpenStack's packages would otherwise configure their databases through

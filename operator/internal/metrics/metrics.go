@@ -59,7 +59,15 @@ var (
 	}, []string{"provider", "target", "reason"})
 )
 
+// Collectors are the metrics this package registers with
+// controller-runtime's registry; the app registers the rest (NewBuildInfo,
+// NewProxyPhases, NewPoolAddresses). The monitoring kit's test checks its
+// alerts name only these (operator/internal/release).
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{ProviderCallDuration, ProviderCallErrors, ProviderPanics, GCDeletions, GCSweepFailures, GCLastSuccess, CheckOK,
+		OperationsInFlight, ProxyConnections, ProxyRefusals, ProxyBadRequests, ProxyOpenConnections}
+}
+
 func init() {
-	crmetrics.Registry.MustRegister(ProviderCallDuration, ProviderCallErrors, ProviderPanics, GCDeletions, GCSweepFailures, GCLastSuccess, CheckOK,
-		ProxyConnections, ProxyRefusals, ProxyBadRequests, ProxyOpenConnections)
+	crmetrics.Registry.MustRegister(Collectors()...)
 }

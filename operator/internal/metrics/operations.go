@@ -1,9 +1,6 @@
 package metrics
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // OperationsInFlight is the number of provider operations the Proxy
 // reconciler runs beside its workers (operation.Runner), by provider
@@ -14,7 +11,3 @@ var OperationsInFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "egressproxies_provider_operations_in_flight",
 	Help: "Provider operations running or waiting for a call slot, by provider and operation (Create, Get, Delete, Finalize, Clear).",
 }, []string{"provider", "operation"})
-
-func init() {
-	crmetrics.Registry.MustRegister(OperationsInFlight)
-}

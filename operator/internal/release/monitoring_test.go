@@ -1,0 +1,240 @@
+package release
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
+)
+
+// The monitoring kit (operator/config/prometheus, dist/monitoring.yaml):
+// prometheus-operator's own types read it strictly, its ServiceMonitor
+// scrapes the install's metrics Service, its alerts name only metrics the
+// operator exports and each has a runbook, and promtool checks and
+// unit-tests the rules (testdata/alerts_test.yaml).
+
+// renderMonitoring returns the kit's objects as make release-manifests
+// writes them.
+func renderMonitoring(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	return parse(t, run(t, nil, tool(t, "KUSTOMIZE"), "build", filepath.Join(repoRoot, "operator", "config", "prometheus")))
+}
+
+// strict decodes o into out, refusing a field out's type does not have: a
+// misspelled field fails here, not silently in the cluster.
+func strict(t *testing.T, o *unstructured.Unstructured, out any) {
+	t.Helper()
+	data, err := yaml.Marshal(o.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, out); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+// monitoringKit decodes the kit's one ServiceMonitor and one PrometheusRule.
+func monitoringKit(t *testing.T, objs []*unstructured.Unstructured) (*monitoringv1.ServiceMonitor, *monitoringv1.PrometheusRule) {
+	t.Helper()
+	var sm *monitoringv1.ServiceMonitor
+	var rule *monitoringv1.PrometheusRule
+	for _, o := range objs {
+		switch o.GetKind() {
+		case monitoringv1.ServiceMonitorsKind:
+			sm = &monitoringv1.ServiceMonitor{}
+			strict(t, o, sm)
+		case monitoringv1.PrometheusRuleKind:
+			rule = &monitoringv1.PrometheusRule{}
+			strict(t, o, rule)
+		default:
+			t.Errorf("the monitoring kit holds a %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	if sm == nil || rule == nil {
+		t.Fatalf("the monitoring kit lacks its ServiceMonitor or its PrometheusRule")
+	}
+	return sm, rule
+}
+
+// The ServiceMonitor selects the install's metrics Service, in its
+// namespace, by a port the Service has, over HTTPS with a bearer token
+// (the endpoint refuses anything else).
+func TestServiceMonitorScrapesTheMetricsService(t *testing.T) {
+	sm, _ := monitoringKit(t, renderMonitoring(t))
+	objs := render(t)
+	svc := &corev1.Service{}
+	named(t, objs, "Service", "egress-proxies-controller-manager-metrics-service", svc)
+	if sm.Namespace != svc.Namespace {
+		t.Errorf("the ServiceMonitor is in %q, the metrics Service in %q", sm.Namespace, svc.Namespace)
+	}
+	if !selects(t, &sm.Spec.Selector, svc.Labels) {
+		t.Errorf("the ServiceMonitor's selector %v does not select the metrics Service (labels %v)", sm.Spec.Selector, svc.Labels)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Service" && o.GetName() != svc.Name && selects(t, &sm.Spec.Selector, o.GetLabels()) {
+			var other corev1.Service
+			named(t, objs, "Service", o.GetName(), &other)
+			for _, e := range sm.Spec.Endpoints {
+				if slices.ContainsFunc(other.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == e.Port }) {
+					t.Errorf("the ServiceMonitor would scrape Service %s too, by its port %q", other.Name, e.Port)
+				}
+			}
+		}
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("the ServiceMonitor has %d endpoints, want 1", len(sm.Spec.Endpoints))
+	}
+	e := sm.Spec.Endpoints[0]
+	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == e.Port }) {
+		t.Errorf("the ServiceMonitor scrapes port %q; the metrics Service has %v", e.Port, svc.Spec.Ports)
+	}
+	if e.Scheme == nil || !strings.EqualFold(string(*e.Scheme), "https") || e.BearerTokenFile == "" { //nolint:staticcheck // the token Prometheus runs with; the documented way for in-cluster scrapes
+		t.Errorf("the ServiceMonitor's endpoint: scheme %v, bearer token file %q; want https with its ServiceAccount's token", e.Scheme, e.BearerTokenFile) //nolint:staticcheck // as above
+	}
+}
+
+// exported lists the names of the metrics the operator serves: its own and
+// the ones of controller-runtime its alerts read.
+func exported() map[string]bool {
+	names := map[string]bool{
+		// controller-runtime's pkg/metrics/leaderelection.go: 1 on the
+		// replica that leads.
+		"leader_election_master_status": true,
+	}
+	collectors := append(metrics.Collectors(), metrics.NewBuildInfo(nil), metrics.NewProxyPhases(nil, nil), metrics.NewPoolAddresses(nil, nil))
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for _, c := range collectors {
+		ch := make(chan *prometheus.Desc, 10)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			name := fqName.FindStringSubmatch(d.String())[1]
+			names[name] = true
+			if _, isHistogram := c.(prometheus.ObserverVec); isHistogram {
+				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+					names[name+suffix] = true
+				}
+			}
+		}
+	}
+	return names
+}
+
+// Every alert reads only metrics the operator exports (a renamed metric
+// would leave its alert silent for good), is labelled with a severity, and
+// links a runbook that docs/operator.md has.
+func TestAlertsReadExportedMetricsAndHaveRunbooks(t *testing.T) {
+	_, rule := monitoringKit(t, renderMonitoring(t))
+	names := exported()
+	docs, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operator.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for line := range strings.SplitSeq(string(docs), "\n") {
+		if heading, ok := strings.CutPrefix(line, "#### "); ok {
+			anchors[strings.ToLower(strings.TrimSpace(heading))] = true
+		}
+	}
+	metricName := regexp.MustCompile(`\b(egressproxies_[a-z_]+|leader_election_[a-z_]+)`)
+	alerts := 0
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts++
+			for _, m := range metricName.FindAllString(r.Expr.String(), -1) {
+				if !names[m] {
+					t.Errorf("alert %s reads %s, which the operator does not export", r.Alert, m)
+				}
+			}
+			if r.Labels["severity"] == "" {
+				t.Errorf("alert %s has no severity label", r.Alert)
+			}
+			url := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(url, "https://github.com/egress-proxies/egress-proxies-operator/blob/main/docs/operator.md#")
+			if !ok || anchor != strings.ToLower(r.Alert) || !anchors[anchor] {
+				t.Errorf("alert %s: runbook_url %q; want docs/operator.md#%s, a \"#### %s\" heading there", r.Alert, url, strings.ToLower(r.Alert), r.Alert)
+			}
+		}
+	}
+	if alerts == 0 {
+		t.Fatal("the PrometheusRule has no alert")
+	}
+}
+
+// promtool (Debian's prometheus package) checks the rules and runs their
+// unit tests. make test/operator installs it and sets
+// MONITORING_TEST_PROMTOOL=1, which makes a missing promtool fail the
+// test instead of skipping it.
+func TestAlertRulesPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("MONITORING_TEST_PROMTOOL") == "1" {
+			t.Fatalf("promtool: %v (hack/apt-ensure.sh @monitoring installs it)", err)
+		}
+		t.Skip("promtool is not installed: hack/apt-ensure.sh @monitoring; make test/operator requires it")
+	}
+	_, rule := monitoringKit(t, renderMonitoring(t))
+	groups, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join("testdata", "alerts_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"alerts.yaml": groups, "alerts_test.yaml": tests} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, nil, promtool, "check", "rules", filepath.Join(dir, "alerts.yaml"))
+	run(t, nil, promtool, "test", "rules", filepath.Join(dir, "alerts_test.yaml"))
+}
+
+// With monitoring.serviceMonitor and monitoring.prometheusRule enabled,
+// the chart renders the kit's objects field for field (its alert rules
+// are a copy, files/alerts.yaml, that Helm does not template); with the
+// defaults it renders neither (TestChartRendersTheReleaseManifests).
+func TestChartRendersTheMonitoringKit(t *testing.T) {
+	want := map[string]map[string]any{}
+	namespace := ""
+	for _, o := range renderMonitoring(t) {
+		namespace = o.GetNamespace()
+		want[key(o)] = withoutHelmOnly(o)
+	}
+	got := map[string]map[string]any{}
+	for _, o := range helmTemplate(t, namespace, "--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true") {
+		if o.GetKind() == monitoringv1.ServiceMonitorsKind || o.GetKind() == monitoringv1.PrometheusRuleKind {
+			got[key(o)] = withoutHelmOnly(o)
+		}
+	}
+	for _, k := range sortedKeys(want) {
+		if _, ok := got[k]; !ok {
+			t.Errorf("the chart does not render %s", k)
+			continue
+		}
+		for _, d := range diff("", want[k], got[k]) {
+			t.Errorf("%s: %s", k, d)
+		}
+	}
+	for _, k := range sortedKeys(got) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("the chart renders %s, which the monitoring kit does not have", k)
+		}
+	}
+}
