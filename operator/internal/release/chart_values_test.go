@@ -2,8 +2,10 @@ package release
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,6 +122,34 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("args %v", c.Args)
 				}
 			}},
+		{"environment", []string{"--set", "env[0].name=OTEL_TRACES_EXPORTER,env[0].value=otlp"},
+			func(t *testing.T, _ []*unstructured.Unstructured, c corev1.Container) {
+				if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "OTEL_TRACES_EXPORTER" && e.Value == "otlp" }) ||
+					!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAMESPACE" }) {
+					t.Errorf("env %v: want OTEL_TRACES_EXPORTER beside POD_NAMESPACE", c.Env)
+				}
+			}},
+		{"environment without the Pod binding", []string{"--set", "podBinding.enabled=false,env[0].name=OTEL_TRACES_SAMPLER,env[0].value=parentbased_always_off"},
+			func(t *testing.T, _ []*unstructured.Unstructured, c corev1.Container) {
+				if len(c.Env) != 1 || c.Env[0].Name != "OTEL_TRACES_SAMPLER" {
+					t.Errorf("env %v", c.Env)
+				}
+			}},
+		{"image pull secrets, priority class, topology spread", []string{"--set", "imagePullSecrets[0].name=registry,priorityClassName=egress-critical," +
+			"topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone,topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway"},
+			func(t *testing.T, objs []*unstructured.Unstructured, _ corev1.Container) {
+				pod := deployment(t, objs).Spec.Template.Spec
+				if len(pod.ImagePullSecrets) != 1 || pod.ImagePullSecrets[0].Name != "registry" || pod.PriorityClassName != "egress-critical" ||
+					len(pod.TopologySpreadConstraints) != 1 || pod.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone" {
+					t.Errorf("pull secrets %v, priority class %q, topology spread %v", pod.ImagePullSecrets, pod.PriorityClassName, pod.TopologySpreadConstraints)
+				}
+			}},
+		{"no priority class", []string{"--set", "priorityClassName="},
+			func(t *testing.T, objs []*unstructured.Unstructured, _ corev1.Container) {
+				if pc := deployment(t, objs).Spec.Template.Spec.PriorityClassName; pc != "" {
+					t.Errorf("priority class %q", pc)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := helmTemplate(t, ns, tc.flags...)
@@ -148,4 +178,38 @@ func volume(t *testing.T, objs []*unstructured.Unstructured, name string) corev1
 	}
 	t.Fatalf("the Deployment has no volume %s", name)
 	return corev1.Volume{}
+}
+
+// The operator is on the egress data path (it alone takes a dead proxy VM
+// out of its Service), so it is scheduled ahead of workloads, as Karpenter
+// ships: system-cluster-critical.
+func TestOperatorIsClusterCritical(t *testing.T) {
+	if pc := deployment(t, render(t)).Spec.Template.Spec.PriorityClassName; pc != "system-cluster-critical" {
+		t.Errorf("priorityClassName %q, want system-cluster-critical", pc)
+	}
+}
+
+// values.schema.json refuses a value the chart does not have, a misspelled
+// one among them, and a value of the wrong type, naming it; Helm would
+// otherwise drop it silently.
+func TestChartRefusesUnknownValues(t *testing.T) {
+	for _, tc := range []struct{ set, names string }{
+		{"replica=3", "replica"},
+		{"metrics.enable=false", "enable"},
+		{"monitoring.serviceMonitor.enbled=true", "enbled"},
+		{"podBinding.noproxy={10.0.0.0/8}", "noproxy"},
+		{"replicas=two", "replicas"},
+		{"metrics.port=70000", "port"},
+		{"env[0].name=OTEL_SDK_DISABLED,env[0].value=true", "value"},
+	} {
+		args := []string{"template", "egress-proxies", chartDir, "--namespace", "operators", "--set", tc.set}
+		out, err := exec.CommandContext(t.Context(), tool(t, "HELM"), args...).CombinedOutput()
+		if err == nil {
+			t.Errorf("--set %s: rendered; want refused", tc.set)
+			continue
+		}
+		if !strings.Contains(string(out), "values don't meet the specifications of the schema") || !strings.Contains(string(out), tc.names) {
+			t.Errorf("--set %s: %s; want a schema error naming %s", tc.set, out, tc.names)
+		}
+	}
 }

@@ -26,7 +26,20 @@ func TestAPIServerAcceptsTheInstall(t *testing.T) {
 			}
 		}
 	}
-	apply("release manifests", render(t))
+	objs := render(t)
+	apply("release manifests", objs)
+	// The Pods too: the Priority admission plugin resolves the
+	// Deployment's priorityClassName (system-cluster-critical) outside
+	// kube-system, and the Pod's own validation runs. envtest runs no
+	// controller-manager, so the test makes the Pod the ReplicaSet would.
+	dep := deployment(t, objs)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: dep.Name + "-0", Labels: dep.Spec.Template.Labels},
+		Spec: dep.Spec.Template.Spec}
+	if err := c.Create(t.Context(), pod); err != nil {
+		t.Errorf("the install's Pod: %v", err)
+	} else if pod.Spec.Priority == nil || *pod.Spec.Priority < 1e9 {
+		t.Errorf("the install's Pod has priority %v; want system-cluster-critical's (2000000000)", pod.Spec.Priority)
+	}
 
 	const ns = "operators"
 	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
