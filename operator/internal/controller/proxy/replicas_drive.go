@@ -28,8 +28,8 @@ func (r *Reconciler) reconcileReplicas(ctx context.Context, sc *scope, networks 
 	proxy, entry := sc.proxy, sc.entry
 	result := ctrl.Result{RequeueAfter: r.Timing.Resync}
 	merge := func(res ctrl.Result) {
-		if res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter {
-			result.RequeueAfter = res.RequeueAfter
+		if res.RequeueAfter > 0 {
+			result = soonest(result, res.RequeueAfter)
 		}
 	}
 	var errs []error
