@@ -55,7 +55,11 @@ type install struct {
 	NamePrefix string `json:"namePrefix"`
 }
 
-func TestOperatorUnderTheShippedRBAC(t *testing.T) {
+// startAPIServer starts a kube-apiserver (with RBAC) and etcd with the
+// operator's CRDs for the test, and returns its config and an admin's
+// client.
+func startAPIServer(t *testing.T) (*rest.Config, client.Client) {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
 	}
@@ -69,6 +73,11 @@ func TestOperatorUnderTheShippedRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, admin
+}
+
+func TestOperatorUnderTheShippedRBAC(t *testing.T) {
+	cfg, admin := startAPIServer(t)
 	ctx := context.Background()
 	logf.SetLogger(logr.Discard())
 

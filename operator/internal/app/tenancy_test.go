@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
@@ -27,19 +25,7 @@ import (
 // the aggregated roles, does not run under envtest, so the aggregation is
 // checked against the bootstrap roles' own selectors.
 func TestTenantRolesAggregateAndBindPerNamespace(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test/operator`, or export KUBEBUILDER_ASSETS=$(hack/control-plane.sh)")
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(configDir, "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := client.New(cfg, client.Options{Scheme: NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, admin := startAPIServer(t)
 	ctx := context.Background()
 	var in install
 	readYAML(t, filepath.Join(configDir, "default", "kustomization.yaml"), &in)
