@@ -79,6 +79,14 @@ func TestChartRendersTheReleaseManifests(t *testing.T) {
 		}
 		got[key(o)] = withoutHelmOnly(o)
 	}
+	sameObjects(t, "the release manifests", want, got)
+}
+
+// sameObjects fails the test for each object of want the chart's got
+// lacks or renders otherwise, and each it renders that want (what the
+// manifests of source render) does not have.
+func sameObjects(t *testing.T, source string, want, got map[string]map[string]any) {
+	t.Helper()
 	for _, k := range sortedKeys(want) {
 		if _, ok := got[k]; !ok {
 			t.Errorf("the chart does not render %s", k)
@@ -90,7 +98,7 @@ func TestChartRendersTheReleaseManifests(t *testing.T) {
 	}
 	for _, k := range sortedKeys(got) {
 		if _, ok := want[k]; !ok {
-			t.Errorf("the chart renders %s, which the release manifests do not have", k)
+			t.Errorf("the chart renders %s, which %s do not have", k, source)
 		}
 	}
 }

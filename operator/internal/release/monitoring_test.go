@@ -223,18 +223,5 @@ func TestChartRendersTheMonitoringKit(t *testing.T) {
 			got[key(o)] = withoutHelmOnly(o)
 		}
 	}
-	for _, k := range sortedKeys(want) {
-		if _, ok := got[k]; !ok {
-			t.Errorf("the chart does not render %s", k)
-			continue
-		}
-		for _, d := range diff("", want[k], got[k]) {
-			t.Errorf("%s: %s", k, d)
-		}
-	}
-	for _, k := range sortedKeys(got) {
-		if _, ok := want[k]; !ok {
-			t.Errorf("the chart renders %s, which the monitoring kit does not have", k)
-		}
-	}
+	sameObjects(t, "the monitoring kit's manifests", want, got)
 }
