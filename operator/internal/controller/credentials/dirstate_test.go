@@ -72,3 +72,42 @@ func TestDirStateSeesEachChange(t *testing.T) {
 	step("the file it points at goes, leaving it dangling", func() error { return os.Remove(filepath.Join(dir, "b")) })
 	step("the volume goes", func() error { return os.RemoveAll(dir) })
 }
+
+// The kubelet's atomic writer works in steps a poll can fall between: a
+// new hidden payload directory, its files, a temporary link, then the swap
+// of `..data`. Only the swap changes what a reader of the files sees, so
+// only the swap is a change: a poll between two steps must not act twice
+// on one rotation.
+func TestDirStateIgnoresTheWritersHiddenSteps(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "credentials")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := secretvolume.Write(dir, map[string]string{"token": "a"}); err != nil {
+		t.Fatal(err)
+	}
+	before := dirState(dir)
+	payload := filepath.Join(dir, "..2026_12_04_17_00_00.123")
+	steps := []struct {
+		what   string
+		change func() error
+	}{
+		{"a new payload directory", func() error { return os.Mkdir(payload, 0o755) }},
+		{"a file in it", func() error { return os.WriteFile(filepath.Join(payload, "token"), []byte("b"), 0o644) }},
+		{"a temporary link to it", func() error { return os.Symlink(filepath.Base(payload), filepath.Join(dir, "..data_tmp")) }},
+	}
+	for _, s := range steps {
+		if err := s.change(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		if now := dirState(dir); now != before {
+			t.Errorf("%s is seen as a change: %q, was %q", s.what, now, before)
+		}
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if dirState(dir) == before {
+		t.Error("the swap of ..data is not seen")
+	}
+}

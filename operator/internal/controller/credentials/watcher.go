@@ -57,7 +57,8 @@ type Watcher struct {
 // checker it drives, on the leader.
 func (w *Watcher) NeedLeaderElection() bool { return true }
 
-// Start looks at Dir every Poll until ctx ends, and acts on each change.
+// Start looks at Dir every Poll until ctx ends, and acts on each change
+// once it has settled (one Poll later).
 // The state at start is the baseline: every Proxy reconciles at start
 // anyway.
 func (w *Watcher) Start(ctx context.Context) error {
@@ -67,7 +68,13 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if poll == 0 {
 		poll = DefaultPoll
 	}
-	last := dirState(w.Dir)
+	// acted is the state last acted on; seen, the state of the last look.
+	// A change is acted on once two looks in a row agree on it: a look is
+	// a walk, not a snapshot, and one that races the kubelet's swap and
+	// removal of the old payload sees a link that resolves nowhere — a
+	// state that lasts one look and would otherwise be a second change.
+	acted := dirState(w.Dir)
+	seen := acted
 	log.Info("watching the credential files")
 	t := time.NewTicker(poll)
 	defer t.Stop()
@@ -77,10 +84,12 @@ func (w *Watcher) Start(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if now := dirState(w.Dir); now != last {
-			last = now
+		now := dirState(w.Dir)
+		if now == seen && now != acted {
+			acted = now
 			w.changed(ctx)
 		}
+		seen = now
 	}
 }
 
