@@ -392,6 +392,32 @@ func TestLostReplicaIsDegradedAndRecreatedOnItsAddress(t *testing.T) {
 	}
 }
 
+// A replica whose operation runs does not keep the replicas after it from
+// being stepped: replica 1 is made and serves while replica 0's Create is
+// still held. The loop over the replicas skips a running lane; stopping
+// at it would leave replica 1 unmade until replica 0's Create ended.
+func TestARunningReplicaDoesNotHoldBackTheNext(t *testing.T) {
+	const name = "rep-next"
+	newPool(t, name, "198.51.100.180-198.51.100.181")
+	held, release := holdCreates(t, name)
+	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.AddressPool = name })
+	playGuests(t, p)
+	var first contract.Instance
+	select {
+	case first = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica 0's Create was never held")
+	}
+	narrowHold(first.Name)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 2 })
+	eventually(t, "replica 1 serves while replica 0's Create is held", func() bool {
+		s := get(t, p).Status
+		return s.Ready == "1/2" && replicaOf(&s, 1).Ready && !replicaOf(&s, 0).Ready
+	})
+	release(nil)
+	readyN(t, p, 2)
+}
+
 // Scaling down removes the highest replicas, and releases their addresses
 // only once their VMs are gone.
 func TestScaleDownReleasesAddressesAfterTheVMs(t *testing.T) {

@@ -366,11 +366,21 @@ func holdCreates(t *testing.T, prefix string) (held <-chan contract.Instance, re
 	return h.held, release
 }
 
+// narrowHold holds, from now on, only the Creates of instances named
+// prefix* among those holdCreates holds; the Creates held already stay
+// held until release.
+func narrowHold(prefix string) {
+	holder.mu.Lock()
+	defer holder.mu.Unlock()
+	holder.hold.prefix = prefix
+}
+
 func (c *createHolder) wait(ctx context.Context, name string, inst contract.Instance) error {
 	c.mu.Lock()
 	h := c.hold
+	holds := h != nil && strings.HasPrefix(name, h.prefix)
 	c.mu.Unlock()
-	if h == nil || !strings.HasPrefix(name, h.prefix) {
+	if !holds {
 		return nil
 	}
 	h.held <- inst
