@@ -42,6 +42,14 @@ type AddressPoolSpec struct {
 	// +kubebuilder:validation:MaxItems=3
 	// +optional
 	DNS []IPv4 `json:"dns,omitempty"`
+	// AllowedNamespaces selects, by their labels, the namespaces whose
+	// Proxies may draw addresses from the pool; a Proxy elsewhere is
+	// refused (Ready False, reason NamespaceNotAllowed) before any address
+	// or VM is made. Unset, every namespace may; {} selects every
+	// namespace too. Set it: an address of a pool is what a partner
+	// allow-lists, and this says which team may get one.
+	// +optional
+	AllowedNamespaces *metav1.LabelSelector `json:"allowedNamespaces,omitempty"`
 }
 
 // PoolAddresses is one entry of a pool's addresses: an IPv4 address, a

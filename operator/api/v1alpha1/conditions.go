@@ -97,6 +97,11 @@ const (
 	// admitted before the CRD's rules).
 	ReasonEgressRefused = "EgressRefused"
 
+	// ReasonNamespaceNotAllowed: the Proxy's namespace is not one its
+	// provider entry's or its AddressPool's allowedNamespaces selects. The
+	// message names the entry or pool, the namespace and the selector.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+
 	// ReasonServiceConflict: a Service or EndpointSlice of the Proxy's name
 	// exists that the operator did not create; it is left untouched, and
 	// the message names it and its owner.

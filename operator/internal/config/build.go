@@ -28,12 +28,13 @@ func Build(cfg *Config, reg providers.Registry, tp trace.TracerProvider) (*provi
 			return nil, fmt.Errorf("provider %q: %w", p.Name, err)
 		}
 		entries = append(entries, &providers.Entry{
-			Name:          p.Name,
-			Type:          p.Type,
-			Owner:         identity.Owner(cfg.InstallID, p.Name),
-			Provider:      providers.Instrument(p.Name, p.Type, providers.Limit(prov, p.Limits), tp),
-			GC:            p.GC,
-			CheckInterval: p.CheckInterval,
+			Name:              p.Name,
+			Type:              p.Type,
+			Owner:             identity.Owner(cfg.InstallID, p.Name),
+			Provider:          providers.Instrument(p.Name, p.Type, providers.Limit(prov, p.Limits), tp),
+			GC:                p.GC,
+			CheckInterval:     p.CheckInterval,
+			AllowedNamespaces: p.AllowedNamespaces,
 		})
 	}
 	return providers.NewSet(entries...), nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -69,6 +70,9 @@ type Provider struct {
 	GC            providers.GC
 	Limits        providers.Limits
 	CheckInterval time.Duration
+	// AllowedNamespaces selects the namespaces whose Proxies may use the
+	// entry; nil lets every namespace.
+	AllowedNamespaces labels.Selector
 }
 
 // file is the document as written.
@@ -91,7 +95,7 @@ type limitsBlock struct {
 }
 
 // commonKeys are the keys every provider entry may have besides its block.
-var commonKeys = []string{"name", "type", "gc", "limits", "checkInterval"}
+var commonKeys = []string{"name", "type", "gc", "limits", "checkInterval", "allowedNamespaces"}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
@@ -251,6 +255,14 @@ func (v *validator) provider(path string, entry map[string]json.RawMessage) (Pro
 		if p.CheckInterval < 10*time.Second {
 			v.addf("%s.checkInterval %q: at least 10s", path, p.CheckInterval)
 		}
+	}
+	var allowed metav1.LabelSelector
+	if entry["allowedNamespaces"] != nil && v.decode(path+".allowedNamespaces", entry["allowedNamespaces"], &allowed) {
+		sel, err := metav1.LabelSelectorAsSelector(&allowed)
+		if err != nil {
+			v.addf("%s.allowedNamespaces: %w", path, err)
+		}
+		p.AllowedNamespaces = sel
 	}
 	return p, len(v.errs) == before
 }

@@ -60,6 +60,7 @@ providers:
     gc: {minAge: 30m, interval: 1m}
     limits: {qps: 2.5, burst: 4, concurrency: 2}
     checkInterval: 2m
+    allowedNamespaces: {matchLabels: {team: a}, matchExpressions: [{key: tier, operator: In, values: [prod]}]}
 `), registry())
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,12 @@ providers:
 	p := cfg.Providers[0]
 	if p.GC != (providers.GC{MinAge: 30 * time.Minute, Interval: time.Minute}) || p.Limits != (providers.Limits{QPS: 2.5, Burst: 4, Concurrency: 2}) || p.CheckInterval != 2*time.Minute {
 		t.Errorf("parsed %+v", p)
+	}
+	if p.AllowedNamespaces == nil || p.AllowedNamespaces.String() != "team=a,tier in (prod)" {
+		t.Errorf("allowedNamespaces parsed as %v", p.AllowedNamespaces)
+	}
+	if cfg, err := Parse([]byte("providers: [{name: dev, type: memory, memory: {endpoint: x}}]"), registry()); err != nil || cfg.Providers[0].AllowedNamespaces != nil {
+		t.Errorf("without allowedNamespaces: %v, %v; want every namespace (nil)", cfg.Providers[0].AllowedNamespaces, err)
 	}
 }
 
@@ -81,6 +88,7 @@ providers:
     openstack: {}
     gc: {minAge: 10s, interval: 1s}
     limits: {qps: 0}
+    allowedNamespaces: {matchExpressions: [{key: team, operator: Near, values: [a]}]}
   - name: dev2
     type: vsphere
     vsphere: {}
@@ -104,10 +112,11 @@ allowedClientsWithin: ["10.0.0.0/8", "fd00::/8", "bad"]
 		`providers[0].gc.minAge "10s": at least 1m`,
 		`providers[0].gc.interval "1s": at least 10s`,
 		`providers[0].limits {qps: 0, burst: 10, concurrency: 4}: each must be positive`,
+		`providers[0].allowedNamespaces: "Near" is not a valid label selector operator`,
 		`providers[1].type "vsphere": not compiled into this operator (compiled in: memory); build with -tags "vsphere"`,
 		`providers[2].type "nimbus": unknown; one of libvirt, memory, openstack, proxmox, vsphere`,
 		`providers[3].memory: the block for type "memory" is missing`,
-		`providers[4].memory: unknown field "color" (line 18)`,
+		`providers[4].memory: unknown field "color" (line 19)`,
 		`defaultAllowedClients[0] "0.0.0.0/0"`,
 		`defaultAllowedClients[1] "nope"`,
 		`defaultAllowedClients[2] "0.0.0.0/1": an IPv4 network must be /8 or longer`,

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
@@ -25,6 +27,9 @@ type Entry struct {
 	// CheckInterval is how often the health checker runs the provider's
 	// Checker.
 	CheckInterval time.Duration
+	// AllowedNamespaces selects the namespaces whose Proxies may use the
+	// entry (the config's allowedNamespaces); nil lets every namespace.
+	AllowedNamespaces labels.Selector
 }
 
 // GC is one provider's garbage-collection settings.

@@ -161,6 +161,7 @@ func (t Timing) withDefaults() Timing {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=egressproxies.io,resources=addresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=egressproxies.io,resources=proxyaddresses,verbs=get;list;watch;create;delete
 
 // SetupWithManager registers the reconciler: Bounds.Workers reconciles at
@@ -207,6 +208,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		})).
 		Watches(&v1alpha1.AddressPool{}, handler.EnqueueRequestsFromMapFunc(r.proxiesOfPool(client.Object.GetName)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.proxiesOfNamespace),
+			builder.WithPredicates(namespaceLabelsChanged)).
 		WatchesRawSource(r.requeueSource()).
 		WatchesRawSource(source.Channel(r.ops.Wakes(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.wakes, &handler.EnqueueRequestForObject{})).
@@ -271,6 +274,17 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.record(&proxy, refused(reason, msg))
 		// Nothing to retry: a spec change, or a restart with another
 		// config, reconciles again.
+		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
+	}
+	reason, msg, err := r.namespaceRefusal(ctx, &proxy, entry)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if reason != "" {
+		replica.SetNotReady(&proxy, reason, msg)
+		r.record(&proxy, refused(reason, msg))
+		// A Namespace's label change, or the entry's or pool's, reconciles
+		// again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
 	if !replica.Multi(&proxy) && r.ops.Running(proxy.UID) {

@@ -151,7 +151,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&seamProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
-	}, slow)
+	}, slow, tenantEntry(prov, tp))
 
 	listener, err := probetest.StandIn(func() bool {
 		if failingProbes.Load() > 0 && failingProbes.Add(-1) >= 0 {
