@@ -21,7 +21,7 @@ func placementRequest(name string) contract.CreateRequest {
 
 func TestCloneOnClusterWithoutDRSPicksAHost(t *testing.T) {
 	v := startVcsim(t)
-	v.setDRS(t, "/DC0/host/DC0_C0", false)
+	v.disableDRS(t)
 	inst, err := v.provider(t).Create(context.Background(), placementRequest("no-drs"))
 	if err != nil {
 		t.Fatalf("Create on a cluster without DRS: %v", err)
@@ -36,7 +36,7 @@ func TestCloneOnClusterWithoutDRSPicksAHost(t *testing.T) {
 // back.
 func TestCloneWithoutDRSSkipsHostsInMaintenance(t *testing.T) {
 	v := startVcsim(t)
-	v.setDRS(t, "/DC0/host/DC0_C0", false)
+	v.disableDRS(t)
 	v.maintenance(t, "/DC0/host/DC0_C0/DC0_C0_H0", true)
 	v.maintenance(t, "/DC0/host/DC0_C0/DC0_C0_H1", true)
 	p := v.provider(t)
@@ -56,7 +56,7 @@ func TestCloneWithoutDRSSkipsHostsInMaintenance(t *testing.T) {
 
 func TestZoneHostPinsTheClone(t *testing.T) {
 	v := startVcsim(t)
-	v.setDRS(t, "/DC0/host/DC0_C0", false)
+	v.disableDRS(t)
 	p := withConfig(t, v, func(c *Config) {
 		r := c.Regions["dc0"]
 		z := r.Zones["c0"]
@@ -85,5 +85,36 @@ func TestZoneHostOutsideThePoolIsPermanent(t *testing.T) {
 	_, err := p.Create(context.Background(), placementRequest("elsewhere"))
 	if contract.ClassOf(err) != contract.ClassPermanent {
 		t.Errorf("Create with a host outside the pool's cluster = %v (class %s), want Permanent", err, contract.ClassOf(err))
+	}
+}
+
+// On a cluster without DRS the provider picks a host that sees the zone's
+// datastore and network (the control refuses a clone onto one that does
+// not, as vCenter does: vcsim_checks_test.go). H0, first by name with the
+// fewest VMs, sees neither here; H1 lacks the port group only.
+func TestCloneWithoutDRSPicksAHostThatSeesTheStorageAndNetwork(t *testing.T) {
+	v := startVcsim(t)
+	v.disableDRS(t)
+	v.hide(t, "/DC0/host/DC0_C0/DC0_C0_H0", "LocalDS_0", "DC0_DVPG0")
+	v.hide(t, "/DC0/host/DC0_C0/DC0_C0_H1", "", "DC0_DVPG0")
+	p := v.provider(t)
+	inst, err := p.Create(context.Background(), placementRequest("sees"))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if host := v.hostOf(t, inst.ProviderID); host != "DC0_C0_H2" {
+		t.Errorf("the VM runs on %q, want DC0_C0_H2, the one host that sees LocalDS_0 and DC0_DVPG0", host)
+	}
+	// No host left that sees them: an administrator must act, and the
+	// error names the zone and what no host sees.
+	v.hide(t, "/DC0/host/DC0_C0/DC0_C0_H2", "LocalDS_0", "")
+	_, err = p.Create(context.Background(), placementRequest("sees-none"))
+	if contract.ClassOf(err) != contract.ClassPermanent {
+		t.Fatalf("Create with no host that sees the zone's datastore = %v (class %s), want Permanent", err, contract.ClassOf(err))
+	}
+	for _, want := range []string{`regions["dc0"].zones["c0"]:`, "DC0_C0", "LocalDS_0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not name %s", err, want)
+		}
 	}
 }

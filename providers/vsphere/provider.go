@@ -6,6 +6,7 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -281,13 +282,9 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 		if err != nil {
 			return err
 		}
-		host, err := p.hostFor(ctx, c, plan, pool)
-		if err != nil {
-			return err
-		}
 		poolRef := pool.Reference()
 		spec := types.VirtualMachineCloneSpec{
-			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Host: host},
+			Location: types.VirtualMachineRelocateSpec{Pool: &poolRef},
 			// A static network is written once the clone has its MAC,
 			// before its first boot (network.go).
 			PowerOn: req.Network == nil,
@@ -297,11 +294,13 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 				ExtraConfig: extraConfig(req),
 			},
 		}
+		var sees hostNeeds
 		if plan.zone.Network != "" {
 			net, err := ref(ctx, p, c, plan.regionName, plan.field("network"), plan.zone.Network, (*find.Finder).Network)
 			if err != nil {
 				return err
 			}
+			sees.network = &named{net.Reference(), plan.zone.Network}
 			change, err := nicChange(ctx, net, tmpl)
 			if err != nil {
 				return err
@@ -318,6 +317,13 @@ func (p *Provider) clone(ctx context.Context, plan plan, req contract.CreateRequ
 			return err
 		}
 		if err := p.placeStorage(ctx, c, plan, tmpl, folder, req.Name, &spec); err != nil {
+			return err
+		}
+		sees.datastore = &named{*spec.Location.Datastore, cmp.Or(plan.zone.Datastore, "the datastore storage DRS recommended")}
+		if p.cfg.CloneMode == linkedClone {
+			sees.template = tmpl
+		}
+		if spec.Location.Host, err = p.hostFor(ctx, c, plan, pool, sees); err != nil {
 			return err
 		}
 		task, err := tmpl.Clone(ctx, folder, req.Name, spec)

@@ -3,6 +3,8 @@ package vsphere
 import (
 	"bytes"
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vmware/govmomi/find"
@@ -39,6 +41,16 @@ type checkedTemplate struct {
 //   - a host that is not in the pool's cluster: "Host … not found in the
 //     specified resource pool" (vCenter's VmProv log in
 //     ansible-modules-extras#2911), invalidProperty spec.location.host.
+//
+// and, on a named host that does not see them (vcsim never checks):
+//   - the clone's datastore: InvalidDatastore, which the API reference
+//     lists for CloneVM_Task ("Thrown if the operation cannot be
+//     performed on the target datastores"); a host sees the datastores in
+//     its `datastore` property (HostSystem, vim.HostSystem).
+//   - a network a card of the clone is backed by: CannotAccessNetwork
+//     ("a network … is not accessible" from the host; vim.fault, a
+//     CannotAccessVmDevice), as vCenter's compatibility check answers; a
+//     host sees the networks in its `network` property.
 func (vm *checkedTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_Task) soap.HasFault {
 	vm.v.mu.Lock()
 	vm.v.clones = append(vm.v.clones, req.Spec)
@@ -46,7 +58,52 @@ func (vm *checkedTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneV
 	if prop := placementFault(ctx, req.Spec.Location); prop != "" {
 		return &methods.CloneVM_TaskBody{Fault_: simulator.Fault("A specified parameter was not correct: "+prop, &types.InvalidArgument{InvalidProperty: prop})}
 	}
+	if fault := visibilityFault(ctx, req.Spec); fault != nil {
+		return &methods.CloneVM_TaskBody{Fault_: fault}
+	}
 	return vm.VirtualMachine.CloneVMTask(ctx, req)
+}
+
+// visibilityFault is vCenter's fault for a clone onto a named host that
+// does not see its datastore or one of its cards' networks, or nil.
+func visibilityFault(ctx *simulator.Context, spec types.VirtualMachineCloneSpec) *soap.Fault {
+	if spec.Location.Host == nil {
+		return nil
+	}
+	host, ok := ctx.Map.Get(*spec.Location.Host).(*simulator.HostSystem)
+	if !ok {
+		return nil
+	}
+	if ds := spec.Location.Datastore; ds != nil && !slices.Contains(host.Datastore, *ds) {
+		return simulator.Fault("The operation is not supported on the object: datastore "+ds.Value+" is not accessible from host "+host.Name,
+			&types.InvalidDatastore{Datastore: ds})
+	}
+	if spec.Config == nil {
+		return nil
+	}
+	for _, change := range spec.Config.DeviceChange {
+		nic, ok := change.GetVirtualDeviceConfigSpec().Device.(types.BaseVirtualEthernetCard)
+		if !ok {
+			continue
+		}
+		var net types.ManagedObjectReference
+		switch b := nic.GetVirtualEthernetCard().Backing.(type) {
+		case *types.VirtualEthernetCardDistributedVirtualPortBackingInfo:
+			net = types.ManagedObjectReference{Type: "DistributedVirtualPortgroup", Value: b.Port.PortgroupKey}
+		case *types.VirtualEthernetCardNetworkBackingInfo:
+			if b.Network == nil {
+				continue
+			}
+			net = *b.Network
+		default:
+			continue
+		}
+		if !slices.Contains(host.Network, net) {
+			return simulator.Fault("Network "+net.Value+" is not accessible from host "+host.Name,
+				&types.CannotAccessNetwork{CannotAccessVmDevice: types.CannotAccessVmDevice{Device: "ethernet"}, Network: &net})
+		}
+	}
+	return nil
 }
 
 // placementFault returns the property vCenter would name refusing loc, or
@@ -94,15 +151,16 @@ func (v *vcsim) checkTemplates(t testing.TB) {
 	}
 }
 
-// setDRS turns DRS on or off on the cluster at path, as an administrator.
-func (v *vcsim) setDRS(t *testing.T, path string, enabled bool) {
+// disableDRS turns DRS off on cluster DC0_C0 (zone c0's), as an
+// administrator.
+func (v *vcsim) disableDRS(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	cluster, err := find.NewFinder(v.client, true).ClusterComputeResource(ctx, path)
+	cluster, err := find.NewFinder(v.client, true).ClusterComputeResource(ctx, "/DC0/host/DC0_C0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := cluster.Reconfigure(ctx, &types.ClusterConfigSpecEx{DrsConfig: &types.ClusterDrsConfigInfo{Enabled: types.NewBool(enabled)}}, true)
+	task, err := cluster.Reconfigure(ctx, &types.ClusterConfigSpecEx{DrsConfig: &types.ClusterDrsConfigInfo{Enabled: types.NewBool(false)}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,4 +263,39 @@ func (v *vcsim) lastClone(t *testing.T) types.VirtualMachineCloneSpec {
 		t.Fatal("no clone was asked for")
 	}
 	return v.clones[len(v.clones)-1]
+}
+
+// hide makes the host at path see neither the datastore nor the network
+// named (either may be ""), as a host without that local datastore or
+// port group does.
+func (v *vcsim) hide(t *testing.T, path, datastore, network string) {
+	t.Helper()
+	ctx := context.Background()
+	f := find.NewFinder(v.client, true)
+	h, err := f.HostSystem(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := f.Datacenter(ctx, "/"+strings.Split(strings.TrimPrefix(path, "/"), "/")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(dc)
+	host := v.model.Map().Get(h.Reference()).(*simulator.HostSystem)
+	var changes []types.PropertyChange
+	if datastore != "" {
+		ds, err := f.Datastore(ctx, datastore)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes = append(changes, types.PropertyChange{Name: "datastore", Val: slices.DeleteFunc(slices.Clone(host.Datastore), func(r types.ManagedObjectReference) bool { return r == ds.Reference() })})
+	}
+	if network != "" {
+		n, err := f.Network(ctx, network)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes = append(changes, types.PropertyChange{Name: "network", Val: slices.DeleteFunc(slices.Clone(host.Network), func(r types.ManagedObjectReference) bool { return r == n.Reference() })})
+	}
+	v.model.Map().AtomicUpdate(v.simContext(), host, changes)
 }
