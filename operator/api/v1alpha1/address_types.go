@@ -123,8 +123,10 @@ type AddressPoolList struct {
 
 // ProxyRef names the Proxy holding an address.
 type ProxyRef struct {
+	// Namespace is the Proxy's namespace.
 	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// Name is the Proxy's name.
+	Name string `json:"name"`
 	// UID tells this Proxy from a later one of the same name.
 	UID string `json:"uid"`
 }

@@ -250,9 +250,12 @@ type ReplicaStatus struct {
 	Address string `json:"address,omitempty"`
 	// Ready says the replica's proxy answers on its port at Address.
 	Ready bool `json:"ready"`
-	// Reason and Message say why not, or what it is doing.
+	// Reason says, in one CamelCase word, why the replica does not
+	// answer, or what it is doing (the Ready condition's reasons).
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// Message says the same for a person: the step, the error, the
+	// address it waits for.
 	// +optional
 	Message string `json:"message,omitempty"`
 }
@@ -272,8 +275,12 @@ type ProxyStatus struct {
 	// Phase summarises the conditions.
 	// +optional
 	Phase ProxyPhase `json:"phase,omitempty"`
-	// Conditions: Ready (the proxy answers on its port at Address) and
-	// Provisioned (the VM runs with an address).
+	// Conditions: Ready (the proxy answers on its port at Address; False
+	// says why, by reason), Provisioned (the serving VM runs with an
+	// address), CloudInitCurrent (the VM was made with today's default
+	// cloud-init), AddressesAllocated (the static addresses of
+	// spec.addressPool are held) and Degraded (fewer than spec.replicas
+	// replicas answer). docs/operator.md lists every reason.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
