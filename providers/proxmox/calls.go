@@ -70,8 +70,12 @@ func newVM(c *pve.Client, node string, vmid int) *pve.VirtualMachine {
 	return vm
 }
 
-// resources lists the region's VMs (GET /cluster/resources?type=vm): one
-// call for the whole cluster; PVE cannot filter by tag on the server.
+// resources lists the region's guests (GET /cluster/resources?type=vm):
+// one call for the whole cluster; PVE cannot filter by tag on the server.
+// The list holds LXC containers too (pve-manager PVE/API2/Cluster.pm
+// resources: every guest of the vmlist, type qemu or lxc): what reads VMs
+// skips them (isVM); only the choice of a free VMID counts them, as VMIDs
+// are one space for both.
 func (p *Provider) resources(ctx context.Context, region string) (pve.ClusterResources, error) {
 	var rs pve.ClusterResources
 	err := p.call(ctx, region, "ListVMs", func(ctx context.Context, c conn) error {
@@ -79,6 +83,9 @@ func (p *Provider) resources(ctx context.Context, region string) (pve.ClusterRes
 	})
 	return rs, err
 }
+
+// isVM reports whether a listed guest is a QEMU VM, not a container.
+func isVM(r *pve.ClusterResource) bool { return r != nil && r.Type == "qemu" }
 
 // vmStatus is the part of status/current the provider reads.
 type vmStatus struct {

@@ -162,7 +162,7 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 // VMs of the same name without this UID are ignored, never adopted.
 func (p *Provider) findOwn(ctx context.Context, region string, req contract.CreateRequest, vms pve.ClusterResources) (vmInfo, bool, error) {
 	for _, r := range vms {
-		if r == nil || r.Name != req.Name || r.Template == 1 {
+		if !isVM(r) || r.Name != req.Name || r.Template == 1 {
 			continue
 		}
 		v, err := p.readVM(ctx, region, r.Node, int(r.VMID))
@@ -203,7 +203,7 @@ func (p *Provider) cloneNew(ctx context.Context, pl plan, req contract.CreateReq
 	for i := 0; i < size && attempts < maxCloneAttempts; i++ {
 		vmid := rng.Min + (first-rng.Min+i)%size
 		if r, ok := used[vmid]; ok {
-			if nameless(r.Name, vmid) || r.Name == req.Name {
+			if isVM(r) && (nameless(r.Name, vmid) || r.Name == req.Name) {
 				// The list's names come from pvestatd and lag, and a clone
 				// in progress has none ("VM <vmid>" once pvestatd saw it):
 				// read the config before passing by what may be this
@@ -461,7 +461,7 @@ func (p *Provider) locate(ctx context.Context, region string, vmid int) (string,
 		return "", err
 	}
 	for _, r := range vms {
-		if r != nil && int(r.VMID) == vmid {
+		if isVM(r) && int(r.VMID) == vmid {
 			return r.Node, nil
 		}
 	}
@@ -605,7 +605,7 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			owner = value
 		}
 		for _, r := range vms {
-			if r == nil || r.Template == 1 {
+			if !isVM(r) || r.Template == 1 {
 				continue
 			}
 			v, found, err := p.listedMarks(ctx, region, r, owner)

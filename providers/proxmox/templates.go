@@ -52,7 +52,7 @@ func (p *Provider) template(ctx context.Context, region, zoneKey, imgKey string,
 	zone := p.cfg.Regions[region].Zones[zoneKey]
 	var found, here []templateRef
 	for _, r := range vms {
-		if r == nil || (img.TemplateVMID != 0 && int(r.VMID) != img.TemplateVMID) || (img.TemplateName != "" && r.Name != img.TemplateName) {
+		if !isVM(r) || (img.TemplateVMID != 0 && int(r.VMID) != img.TemplateVMID) || (img.TemplateName != "" && r.Name != img.TemplateName) {
 			continue
 		}
 		if r.Template != 1 {

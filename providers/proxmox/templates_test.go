@@ -188,3 +188,35 @@ func checkResult(t *testing.T, p *Provider, target string) contract.CheckResult 
 	t.Fatalf("Check has no target %s", target)
 	return contract.CheckResult{}
 }
+
+// /cluster/resources?type=vm lists LXC containers with the VMs: a
+// container template of the image's name is not the image, a container
+// is never a Proxy's VM, and a container's VMID is never cloned onto.
+func TestContainersAreNotVMs(t *testing.T) {
+	f := startFake(t)
+	// The range is 1000–1099; the request's first pick is
+	// firstVMID(uid, range): every VMID but 1099 is a container's.
+	for id := 1000; id < 1099; id++ {
+		f.s.AddContainer(id, "pve1", "ct", false)
+	}
+	f.s.AddContainer(8000, "pve1", "debian-12-proxy", true)
+	p := f.provider(t)
+	inst, err := p.Create(context.Background(), inZone("beside-cts", 41, "a"))
+	if err != nil {
+		t.Fatalf("Create beside containers: %v", err)
+	}
+	if clone := lastClone(t, f); clone["vmid"] != strconv.Itoa(templateVMID) {
+		t.Errorf("cloned %s, want the VM template %d, not the container template 8000", clone["vmid"], templateVMID)
+	}
+	if vmid, _ := vmidOf(inst.ProviderID); vmid != 1099 {
+		t.Errorf("the VM has VMID %d, want 1099, the one no container has", vmid)
+	}
+	found, err := p.ListByTag(context.Background(), contract.LabelUID, testUID(41))
+	if err != nil || len(found) != 1 {
+		t.Errorf("ListByTag beside containers = %v, %v; want the one VM", found, err)
+	}
+	img := checkResult(t, p, "region/lab/image/debian-12")
+	if !img.OK || img.Details["zone.a"] != "9000 on pve1" {
+		t.Errorf("Check image = %+v; want zone.a 9000 on pve1", img)
+	}
+}

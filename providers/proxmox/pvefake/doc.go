@@ -207,6 +207,13 @@
 // status "unknown" (HideNames plays that); lock and tags come from the
 // config at once (Cluster.pm resources, get_guest_config_properties).
 //
+// Containers. /cluster/resources?type=vm lists LXC containers with the
+// VMs (Cluster.pm resources: every guest of the vmlist, type "lxc"), and
+// a container's VMID is taken for a VM too: /cluster/nextid skips it, and
+// a clone onto it is refused before the worker, "CT <vmid> already exists
+// on node '<n>'" (pve-cluster PVE/Cluster.pm check_vmid_unused, called by
+// clone_vm). AddContainer puts one; the fake serves no LXC endpoint.
+//
 // Clone (qemu-server API2/Qemu.pm clone_vm). Before the worker forks,
 // $load_and_check answers the request, in this order: "no such cluster
 // node '<n>'" (pve-cluster Cluster.pm check_node_exists; a target equal to

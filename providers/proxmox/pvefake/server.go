@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +91,7 @@ type Server struct {
 	mu       sync.Mutex
 	rejected bool
 	vms      map[int]*vm
+	cts      map[int]*container
 	storages map[string]*storage // by storageKey
 	tasks    map[string]*task
 	pid      int
@@ -136,7 +139,7 @@ func New(opts Options) *Server {
 		panic(fmt.Sprintf("pvefake: PVE version %d has no pinned schema (8 or 9)", opts.Version))
 	}
 	s := &Server{
-		opts: opts, vms: map[int]*vm{}, storages: map[string]*storage{}, tasks: map[string]*task{},
+		opts: opts, vms: map[int]*vm{}, cts: map[int]*container{}, storages: map[string]*storage{}, tasks: map[string]*task{},
 		pid: 0x1000, taskExit: map[string]string{}, hold: map[string]chan struct{}{}, locks: map[int]string{},
 	}
 	for _, spec := range opts.Storages {
@@ -558,13 +561,13 @@ func b2i(b bool) int {
 func (s *Server) nextID(req *request) (any, *apiError) {
 	if v := req.params.Get("vmid"); v != "" {
 		id, _ := strconv.Atoi(v) // the schema checked it (pve-vmid)
-		if _, used := s.vms[id]; used {
+		if s.vmidUsed(id) {
 			return nil, paramErr("vmid", fmt.Sprintf("VM %d already exists", id))
 		}
 		return strconv.Itoa(id), nil
 	}
 	for id := 100; ; id++ {
-		if _, used := s.vms[id]; !used {
+		if !s.vmidUsed(id) {
 			return strconv.Itoa(id), nil
 		}
 	}
@@ -577,6 +580,9 @@ func (s *Server) resources(req *request) any {
 	if typ == "" || typ == "vm" {
 		for _, id := range s.sortedVMIDs() {
 			out = append(out, s.vms[id].resource(s.hideNames))
+		}
+		for _, id := range slices.Sorted(maps.Keys(s.cts)) {
+			out = append(out, s.cts[id].resource())
 		}
 	}
 	if typ == "" || typ == "node" {

@@ -337,6 +337,13 @@ func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
 		// is full or linked.
 		return nil, nil, fail(500, "can't clone VM to node '%s' (VM uses local storage)", target), true
 	}
+	if ct, used := s.cts[newid]; used {
+		// qemu-server API2/Qemu.pm clone_vm calls
+		// PVE::Cluster::check_vmid_unused, which refuses a VMID any guest
+		// of the cluster has, a container's too ("CT <vmid> already exists
+		// on node '<node>'").
+		return nil, nil, fail(500, "CT %d already exists on node '%s'", newid, ct.node), true
+	}
 	if other, used := s.vms[newid]; used && other.node == src.node {
 		// `-f $conffile`: the config path of the node serving the call.
 		return nil, nil, fail(500, "unable to create VM %d: config file already exists", newid), true
