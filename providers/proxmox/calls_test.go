@@ -42,7 +42,7 @@ func TestCallCounts(t *testing.T) {
 	count("Get (Running)", 3, func() error { _, err := p.Get(ctx, inst.ProviderID); return err })
 	count("Get from a restarted provider", 4, func() error { _, err := f.provider(t).Get(ctx, inst.ProviderID); return err })
 	count("ListByTag", 1, func() error { _, err := p.ListByTag(ctx, contract.LabelManaged, testOwner); return err })
-	count("Delete", 9, func() error { return p.Delete(ctx, inst.ProviderID) })
+	count("Delete", 7, func() error { return p.Delete(ctx, inst.ProviderID) })
 
 	// A static address costs no call more (address.go).
 	req := request("counted-static", testUID(10))

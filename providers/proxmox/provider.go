@@ -493,7 +493,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		return err
 	case v.lock() == "destroyed":
 		log.V(contract.LogStep).Info("instance is already being destroyed")
-		return p.deleteSeeds(ctx, region, id)
+		return p.deleteSeedsOn(ctx, region, id, v.node)
 	case !v.marks.managed():
 		log.Info("VM carries no egress-proxies marks; not deleting it", "vmid", id)
 		return nil
@@ -519,7 +519,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	}
 	p.forget(region, id)
 	log.V(contract.LogOutcome).Info("destroyed instance", "vmid", id)
-	return p.deleteSeeds(ctx, region, id)
+	return p.deleteSeedsOn(ctx, region, id, v.node)
 }
 
 // deleteRaced decides a Delete whose stop or destroy failed with err: if
@@ -556,18 +556,54 @@ func (p *Provider) stop(ctx context.Context, v vmInfo) error {
 	return p.waitTask(ctx, v.region, upid, fmt.Sprintf("stop of VM %d", v.vmid))
 }
 
-// deleteSeeds deletes the VM's seeds from every zone's ISO storage of the
-// region: the VM may be gone, and its node with it.
-func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) error {
+// deleteSeedsOn deletes the VM's seeds from the ISO storage of the zones
+// on node, the node it ran on: its seed was uploaded there (Create writes
+// it to its zone's node). Other nodes are not asked: one of them down must
+// not fail this Delete.
+func (p *Provider) deleteSeedsOn(ctx context.Context, region string, vmid int, node string) error {
 	zones := p.cfg.Regions[region].Zones
 	for _, zn := range slices.Sorted(maps.Keys(zones)) {
+		if zones[zn].Node != node {
+			continue
+		}
 		if err := p.deleteVolumes(ctx, region, zones[zn], isSeedOf(vmid)); err != nil {
 			return err
 		}
 	}
-	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("deleted seeds", "vmid", vmid)
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("deleted seeds", "vmid", vmid, "node", node)
 	return nil
 }
+
+// deleteSeeds deletes the VM's seeds when its node is not known (the VM
+// was gone before this Delete read it): from every zone's ISO storage of
+// the region. A node that cannot be reached (pveproxy's 595) is passed
+// by, logged: a seed of the VM there (seed-<vmid>-<name>.iso, a few
+// hundred KiB) stays until deleted by hand, or replaced by a later Create
+// of the same name on that VMID; an unreachable node must not hold every
+// Delete of the region.
+func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) error {
+	log := logr.FromContextOrDiscard(ctx)
+	zones := p.cfg.Regions[region].Zones
+	for _, zn := range slices.Sorted(maps.Keys(zones)) {
+		err := p.deleteVolumes(ctx, region, zones[zn], isSeedOf(vmid))
+		if api := (*APIError)(nil); errors.As(err, &api) && api.StatusCode == statusNodeUnreachable {
+			log.Info("node unreachable: its seeds of this VM, if any, stay until it is back", "vmid", vmid, "node", zones[zn].Node, "error", err.Error())
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	log.V(contract.LogStep).Info("deleted seeds", "vmid", vmid)
+	return nil
+}
+
+// statusNodeUnreachable is pveproxy's status for a call it forwards to a
+// node it cannot connect to (AnyEvent::HTTP's 595, "errors during
+// connection establishment"; pve-http-server AnyEvent.pm proxy_request
+// passes it on). 596 (the answer lost after sending) is not it: the call
+// may have run.
+const statusNodeUnreachable = 595
 
 // ListByTag lists each region's VMs in one call and keeps those whose tags
 // carry the mark with exactly this value (list-partial: fail-whole): an

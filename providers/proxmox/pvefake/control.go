@@ -191,6 +191,35 @@ var (
 	errCutAfter  = fail(596, "Connection timed out")
 )
 
+// errNodeDown is pveproxy's answer for a call it forwards to a node it
+// cannot reach (AnyEvent::HTTP's 595, "errors during connection
+// establishment", with the system error: a node powered off or cut from
+// the network answers "No route to host").
+var errNodeDown = fail(595, "No route to host")
+
+// NodeDown takes node off the network (down) or brings it back: every call
+// under /nodes/<node>/ fails with 595 as pveproxy forwards it there. The
+// node serving the API stays up, and what the cluster knows of the node's
+// VMs (/cluster/resources) stays listed, as pmxcfs keeps it.
+func (s *Server) NodeDown(node string, down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down[node] = down
+}
+
+// forDownNode reports whether the call at path goes to a node NodeDown
+// took down.
+func (s *Server) forDownNode(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/api2/json/nodes/")
+	if !ok {
+		return false
+	}
+	node, _, _ := strings.Cut(rest, "/")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down[node]
+}
+
 // CutCall makes the n-th API call from now (1 is the next; counted as
 // Calls counts) fail as a call lost between pveproxy and the node serving
 // it: before it was served (595, nothing happened) or after (596, the
@@ -228,6 +257,7 @@ func (s *Server) Reset() {
 	s.cut = cut{}
 	s.rejected = false
 	s.hideNames = false
+	clear(s.down)
 	s.disksCopied = false
 	for typ, ch := range s.hold {
 		delete(s.hold, typ)

@@ -92,6 +92,7 @@ type Server struct {
 	rejected bool
 	vms      map[int]*vm
 	cts      map[int]*container
+	down     map[string]bool     // nodes NodeDown took off the network
 	storages map[string]*storage // by storageKey
 	tasks    map[string]*task
 	pid      int
@@ -139,7 +140,7 @@ func New(opts Options) *Server {
 		panic(fmt.Sprintf("pvefake: PVE version %d has no pinned schema (8 or 9)", opts.Version))
 	}
 	s := &Server{
-		opts: opts, vms: map[int]*vm{}, cts: map[int]*container{}, storages: map[string]*storage{}, tasks: map[string]*task{},
+		opts: opts, vms: map[int]*vm{}, cts: map[int]*container{}, down: map[string]bool{}, storages: map[string]*storage{}, tasks: map[string]*task{},
 		pid: 0x1000, taskExit: map[string]string{}, hold: map[string]chan struct{}{}, locks: map[int]string{},
 	}
 	for _, spec := range opts.Storages {
@@ -225,6 +226,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cutHere, cutAfter := s.takeCut(n)
+	if s.forDownNode(r.URL.Path) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeError(w, errNodeDown)
+		return
+	}
 	if cutHere && !cutAfter {
 		// The request never reached the node that would serve it.
 		_, _ = io.Copy(io.Discard, r.Body)
