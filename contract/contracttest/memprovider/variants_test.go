@@ -745,6 +745,33 @@ var variants = []variant{
 			return all, err
 		}
 	}, nil},
+	{"owner-matched-by-prefix", "ListByTagSeparatesOwners", func(b *brokenProvider) {
+		// Matches the managed mark's value by prefix (a tag search with a
+		// wildcard, a "starts with" filter), so an install whose Owner
+		// extends another's is listed by it.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			if key != contract.LabelManaged {
+				return b.Provider.ListByTag(ctx, key, value)
+			}
+			all, err := b.Provider.ListByTag(ctx, "", "")
+			return slices.DeleteFunc(all, func(i contract.Instance) bool { return !strings.HasPrefix(i.Owner, value) }), err
+		}
+	}, nil},
+	{"owner-truncated", "ListByTagSeparatesOwners", func(b *brokenProvider) {
+		// Writes at most 40 characters of the Owner (a backend's tag
+		// length), and reads back what it wrote.
+		const limit = 40
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err == nil && len(req.Owner) > limit {
+				b.cloud.mu.Lock()
+				b.cloud.regions[req.Placement.Region].vms[req.Name].Labels[contract.LabelManaged] = req.Owner[:limit]
+				b.cloud.mu.Unlock()
+				inst.Owner = req.Owner[:limit]
+			}
+			return inst, err
+		}
+	}, nil},
 	{"owner-not-read-back", "UIDAndCreatedAtReadBack", func(b *brokenProvider) {
 		// Fills Owner in Create's answer but never reads the mark back.
 		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
