@@ -187,3 +187,42 @@ func TestSecondsUp(t *testing.T) {
 		}
 	}
 }
+
+// Break-before-make waits until the old VM is gone from the backend's
+// listing, not only until its Delete returned: a VM whose deletion the
+// backend still runs (listed Terminated) may still answer on the address.
+func TestBreakBeforeMakeWaitsUntilTheOldVMIsGone(t *testing.T) {
+	const ip = "198.51.100.186"
+	newPool(t, "linger", ip)
+	p := newProxy(t, "linger", withPool("linger"))
+	bootGuestAt(t, p, current, ip)
+	old := waitReady(t, p).Status.Instance
+	// The backend starts deleting the old VM and keeps it listed until
+	// finish: the provider's Delete of it returns nil at once.
+	finish, err := control.BeginDelete(context.Background(), old.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer finish()
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
+	eventually(t, "the replacement is set up", func() bool {
+		r := get(t, p).Status.Replacement
+		return r != nil && r.Name != old.Name
+	})
+	next := get(t, p).Status.Replacement.Name
+	time.Sleep(2 * suitePoll)
+	if _, made := createRequests.Load(next); made {
+		t.Fatalf("the replacement %s was created while the old VM %s was still listed (being deleted): two VMs on %s", next, old.Name, ip)
+	}
+	finish()
+	bootGuestAt(t, p, func(s *v1alpha1.ProxyStatus) *v1alpha1.InstanceRef {
+		if s.Instance != nil && s.Instance.Name == next {
+			return s.Instance
+		}
+		return nil
+	}, ip)
+	eventually(t, "the replacement serves on port 3129", func() bool {
+		got := get(t, p)
+		return got.Status.Phase == v1alpha1.PhaseReady && got.Status.Instance.Name == next
+	})
+}
