@@ -464,3 +464,24 @@ func TestPoolChangeReleasesTheOldAddressAfterTheOldVM(t *testing.T) {
 		t.Errorf("status.address %q, want 198.51.100.120", got.Status.Address)
 	}
 }
+
+// A serving Proxy moved to a pool with no address left keeps serving on
+// its old address, and says why its move waits: only a Proxy without a VM
+// is not Ready for want of an address.
+func TestServingProxyKeepsServingWhileItsNewPoolIsFull(t *testing.T) {
+	newPool(t, "keep-old", "198.51.100.187")
+	newPool(t, "keep-full", "198.51.100.188")
+	taker := newProxy(t, "keep-taker", withPool("keep-full"))
+	allocated(t, taker)
+	p := newProxy(t, "keep-mover", withPool("keep-old"))
+	bootGuestAt(t, p, current, "198.51.100.187")
+	waitReady(t, p)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.AddressPool = "keep-full" })
+	eventually(t, "the move waits for the full pool", func() bool {
+		c := addressCondition(get(t, p))
+		return c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonPoolExhausted
+	})
+	if got := get(t, p); readyCondition(got).Status != metav1.ConditionTrue || got.Status.Address != "198.51.100.187" {
+		t.Errorf("while its new pool is full: Ready %+v at %q, want it serving on 198.51.100.187", readyCondition(got), got.Status.Address)
+	}
+}
