@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
@@ -54,6 +56,13 @@ func Parse(spec *v1alpha1.AddressPoolSpec) (Pool, error) {
 	}
 	if len(pn.dns) > contract.MaxDNS {
 		return pn, fmt.Errorf("spec.dns: %d resolvers, at most %d", len(pn.dns), contract.MaxDNS)
+	}
+	if spec.AllowedNamespaces != nil {
+		// The CRD cannot check a selector's operators; the controller
+		// refuses the pool's Proxies while it is wrong (tenancy.go).
+		if _, err := metav1.LabelSelectorAsSelector(spec.AllowedNamespaces); err != nil {
+			return pn, fmt.Errorf("spec.allowedNamespaces: %w", err)
+		}
 	}
 	seen := map[netip.Addr]bool{}
 	for i, entry := range spec.Addresses {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
@@ -33,6 +35,9 @@ func TestParsePool(t *testing.T) {
 			s.Gateway = "10.0.0.1"
 		}, "spec.addresses: more than 4096"},
 		{func(s *v1alpha1.AddressPoolSpec) { s.Gateway = "nope" }, `spec.gateway: "nope"`},
+		{func(s *v1alpha1.AddressPoolSpec) {
+			s.AllowedNamespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near", Values: []string{"a"}}}}
+		}, `spec.allowedNamespaces: "Near" is not a valid label selector operator`},
 	} {
 		s := spec
 		tc.edit(&s)
