@@ -26,15 +26,22 @@ func addressPoolOf(o client.Object) []string {
 // proxiesOfPool maps an object to the Proxies of the pool poolOf names.
 func (r *Reconciler) proxiesOfPool(poolOf func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list v1alpha1.ProxyList
-		if err := r.List(ctx, &list, client.MatchingFields{indexAddressPool: poolOf(o)}); err != nil {
-			logf.FromContext(ctx).Error(err, "listing the Proxies of a pool", "pool", poolOf(o))
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-		}
-		return out
+		return r.proxiesListed(ctx, "pool", poolOf(o), client.MatchingFields{indexAddressPool: poolOf(o)})
 	}
+}
+
+// proxiesListed is a request for each Proxy the list options select; a
+// failed list is logged, naming what the Proxies were listed for (kind
+// and name), and wakes none.
+func (r *Reconciler) proxiesListed(ctx context.Context, kind, name string, opts ...client.ListOption) []reconcile.Request {
+	var list v1alpha1.ProxyList
+	if err := r.List(ctx, &list, opts...); err != nil {
+		logf.FromContext(ctx).Error(err, "listing the Proxies of a "+kind, kind, name)
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+	}
+	return out
 }

@@ -269,22 +269,18 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
-	if reason, msg := r.refusal(&proxy); reason != "" {
-		replica.SetNotReady(&proxy, reason, msg)
-		r.record(&proxy, refused(reason, msg))
-		// Nothing to retry: a spec change, or a restart with another
-		// config, reconciles again.
-		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
-	}
-	reason, msg, err := r.namespaceRefusal(ctx, &proxy, entry)
-	if err != nil {
-		return ctrl.Result{}, err
+	reason, msg := r.refusal(&proxy)
+	if reason == "" {
+		var err error
+		if reason, msg, err = r.namespaceRefusal(ctx, &proxy, entry); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if reason != "" {
 		replica.SetNotReady(&proxy, reason, msg)
 		r.record(&proxy, refused(reason, msg))
-		// A Namespace's label change, or the entry's or pool's, reconciles
-		// again.
+		// Nothing to retry: a spec change, a Namespace's label change, a
+		// pool's change or a restart with another config reconciles again.
 		return ctrl.Result{}, r.writeStatus(ctx, &proxy)
 	}
 	if !replica.Multi(&proxy) && r.ops.Running(proxy.UID) {

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -69,16 +68,7 @@ func (r *Reconciler) namespaceRefusal(ctx context.Context, proxy *v1alpha1.Proxy
 // proxiesOfNamespace maps a Namespace whose labels changed to its
 // Proxies: one may be allowed now, or no longer.
 func (r *Reconciler) proxiesOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	var list v1alpha1.ProxyList
-	if err := r.List(ctx, &list, client.InNamespace(ns.GetName())); err != nil {
-		logf.FromContext(ctx).Error(err, "listing the Proxies of a namespace", "namespace", ns.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-	}
-	return reqs
+	return r.proxiesListed(ctx, "namespace", ns.GetName(), client.InNamespace(ns.GetName()))
 }
 
 // namespaceLabelsChanged passes a Namespace's label changes only: every
