@@ -114,9 +114,9 @@ func libvirtSecret(t *testing.T, l lane) string {
 	return string(out)
 }
 
-// saveOperatorLogs writes every operator Pod's log to operator.log in the
-// lane's directory, which run.sh prints when the lane fails.
-func saveOperatorLogs(l lane) {
+// saveOperatorLogs writes every operator Pod's log to name in the lane's
+// directory; run.sh prints operator.log when the lane fails.
+func saveOperatorLogs(l lane, name string) {
 	// A Cleanup: t.Context() is cancelled by now, and kubectl with it
 	// saved nothing but "context canceled".
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -126,5 +126,5 @@ func saveOperatorLogs(l lane) {
 	if err != nil {
 		out += "\n" + err.Error()
 	}
-	_ = os.WriteFile(filepath.Join(l.State, "operator.log"), []byte(out), 0o644)
+	_ = os.WriteFile(filepath.Join(l.State, name), []byte(out), 0o644)
 }

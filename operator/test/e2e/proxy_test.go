@@ -50,7 +50,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 	k8s, cs := connect(t, l)
 	imageURL, imageSHA, imageGate := serveImage(t, l.Image, l.HostIP)
 	org := startOrigin(t, l.HostIP)
-	t.Cleanup(func() { saveOperatorLogs(l) })
+	t.Cleanup(func() { saveOperatorLogs(l, "operator.log") })
 	installed := installOperator(t, l, writeProvidersConfig(t, l, podURI(l), imageURL, imageSHA))
 	t.Logf("operator installed from %s and rolled out in %s (libvirt at %s); origin %s",
 		l.Manifest, installed.Round(time.Millisecond), podURI(l), org.URL)

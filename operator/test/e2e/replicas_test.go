@@ -94,8 +94,16 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 
 	// Failover: replica 1's VM dies while the client goes on; its
 	// requests from the kill until the replica answers again are the
-	// failover's, counted apart (docs/performance.md, "Failover").
+	// failover's, counted apart (docs/performance.md, "Failover"). The
+	// kill comes at a quiet moment: the roll's old VMs are gone, so
+	// nothing of the Proxy is in progress and, but for the serving watch,
+	// it is next checked at its resync.
+	within(t, 5*time.Minute, time.Second, "the roll's old VMs are gone", func() (bool, string) {
+		left := slices.DeleteFunc(domains(t, l), func(d string) bool { return d != old[0] && d != old[1] })
+		return len(left) == 0, fmt.Sprintf("still defined: %v", left)
+	})
 	out.failover = killReplica(t, k8s, cs, l, after, 1)
+	saveOperatorLogs(l, "failover.log")
 	after = waitReplicas(ctx, t, k8s, key, nil, 5*time.Minute)
 
 	scaling = time.Now()
