@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
@@ -117,4 +120,62 @@ func TestCloneWithoutDRSPicksAHostThatSeesTheStorageAndNetwork(t *testing.T) {
 			t.Errorf("the error %q does not name %s", err, want)
 		}
 	}
+}
+
+// A linked clone's disks are children of the template's, so without DRS
+// its host must see the template's datastores as well as the clone's
+// (placement.go). Here the template's disks are on a datastore only H2
+// mounts: a full clone may go elsewhere, a linked one must go to H2.
+func TestLinkedCloneWithoutDRSPicksAHostThatSeesTheTemplatesDatastore(t *testing.T) {
+	v := startVcsim(t)
+	v.disableDRS(t)
+	v.templateOnlyOn(t, "/DC0/host/DC0_C0/DC0_C0_H2")
+	ctx := context.Background()
+	full, err := v.provider(t).Create(ctx, placementRequest("full-clone"))
+	if err != nil {
+		t.Fatalf("Create, full clone: %v", err)
+	}
+	if host := v.hostOf(t, full.ProviderID); host == "DC0_C0_H2" {
+		t.Fatalf("the full clone went to %s too: this setup cannot tell the template's datastore from the pick's own order", host)
+	}
+	p := withConfig(t, v, func(c *Config) { c.CloneMode, c.Snapshot = linkedClone, baseSnapshot })
+	linked, err := p.Create(ctx, placementRequest("linked-clone"))
+	if err != nil {
+		t.Fatalf("Create, linked clone: %v", err)
+	}
+	if host := v.hostOf(t, linked.ProviderID); host != "DC0_C0_H2" {
+		t.Errorf("the linked clone runs on %q, want DC0_C0_H2, the one host that sees the template's datastore", host)
+	}
+}
+
+// templateOnlyOn makes a datastore that only the host at path mounts
+// (vcsim's CreateLocalDatastore, as vCenter's) and records it as DC0's
+// template's datastore.
+func (v *vcsim) templateOnlyOn(t *testing.T, path string) {
+	t.Helper()
+	ctx := context.Background()
+	f := find.NewFinder(v.client, true)
+	h, err := f.HostSystem(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dss, err := h.ConfigManager().DatastoreSystem(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := dss.CreateLocalDatastore(ctx, "TemplateDS", t.TempDir())
+	if err != nil {
+		t.Fatalf("create a datastore on %s: %v", path, err)
+	}
+	dc, err := f.Datacenter(ctx, "/DC0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetDatacenter(dc)
+	tmpl, err := f.VirtualMachine(ctx, templateName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := v.model.Map().Get(tmpl.Reference()).(*checkedTemplate).VirtualMachine
+	v.model.Map().AtomicUpdate(v.simContext(), vm, []types.PropertyChange{{Name: "datastore", Val: []types.ManagedObjectReference{ds.Reference()}}})
 }
