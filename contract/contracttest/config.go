@@ -56,9 +56,19 @@ type Config struct {
 	// StaticNetwork is a static address the backend can give an instance
 	// (contract §4.13): for a cloud, a free address of the configured
 	// subnet; elsewhere any. The StaticAddressDelivered rule creates with
-	// it (and with the next address) and checks that the guest is given
-	// exactly it and that Get reports its IP; nil skips that rule.
+	// it (and with the next address, of another shape: see
+	// NetworkFromBackend) and checks that the guest is given exactly it
+	// and that Get reports its IP; nil skips that rule.
 	StaticNetwork *contract.StaticNetwork
+
+	// NetworkFromBackend says the backend, not the request, gives the
+	// guest its gateway and resolvers (a cloud subnet's, which the
+	// provider only checks, §4.13). The StaticAddressDelivered rule's
+	// second instance then keeps StaticNetwork's gateway and resolvers;
+	// otherwise it asks for another gateway (the network's last host
+	// address) and contract.MaxDNS resolvers, so that a provider that
+	// assumes the gateway or writes the first resolver only is caught.
+	NetworkFromBackend bool
 
 	// IPAssignedAtCreate says the backend gives the instance its address
 	// when it is made (ip-source: assigned-at-create, §4.3), so Get may say

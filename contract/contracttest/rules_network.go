@@ -12,8 +12,10 @@ import (
 // control parses it back), and Get reports exactly its address once
 // Running: never an address the guest reports besides it (a DHCP lease).
 // Two instances with different addresses show the address is the
-// request's, not a constant (§2.2). Without a GuestReporter only the
-// delivery is checked.
+// request's, not a constant (§2.2); the second has another gateway and
+// three resolvers where the request sets them (Config.NetworkFromBackend),
+// so neither is a constant or cut short either. Without a GuestReporter
+// only the delivery is checked.
 func staticAddressDelivered(e *env) {
 	if e.cfg.StaticNetwork == nil {
 		e.t.Skip("skipped: Config.StaticNetwork is nil; give an address the backend can give an instance")
@@ -24,7 +26,7 @@ func staticAddressDelivered(e *env) {
 	// guest's to prove.
 	guest, hasGuest := e.cfg.Backend.(GuestReporter)
 	first := *e.cfg.StaticNetwork
-	for _, n := range []contract.StaticNetwork{first, neighbour(first)} {
+	for _, n := range []contract.StaticNetwork{first, otherShape(first, e.cfg.NetworkFromBackend)} {
 		req := e.request()
 		req.Network = &n
 		inst := e.mustCreate(req)
@@ -81,6 +83,32 @@ func neighbour(n contract.StaticNetwork) contract.StaticNetwork {
 		}
 	}
 	return n
+}
+
+// otherShape is n's neighbour with, unless the backend gives the guest
+// its gateway and resolvers, another gateway (a host address near it:
+// neither the network's first, which a provider might assume, nor n's)
+// and contract.MaxDNS resolvers from the documentation ranges (RFC 5737:
+// never contacted). Where the network has no such address, only the
+// resolvers change.
+func otherShape(n contract.StaticNetwork, fromBackend bool) contract.StaticNetwork {
+	out := neighbour(n)
+	if fromBackend {
+		return out
+	}
+	resolvers := []netip.Addr{netip.MustParseAddr("203.0.113.53"), netip.MustParseAddr("198.51.100.53"), netip.MustParseAddr("192.0.2.53")}
+	out.DNS = resolvers[:min(len(resolvers), contract.MaxDNS)]
+	network := out.Address.Masked()
+	for _, step := range []func(netip.Addr) netip.Addr{netip.Addr.Next, netip.Addr.Prev} {
+		for a, i := step(out.Address.Addr()), 0; i < 8 && network.Contains(a); a, i = step(a), i+1 {
+			host := a != network.Addr() && network.Contains(a.Next())
+			if host && a != network.Addr().Next() && a != n.Gateway && a != n.Address.Addr() {
+				out.Gateway = a
+				return out
+			}
+		}
+	}
+	return out
 }
 
 func sameNetwork(a, b contract.StaticNetwork) bool {

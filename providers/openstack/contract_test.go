@@ -44,9 +44,10 @@ func runContract(t *testing.T, c *cloud) {
 		Credential:   testAppCredSecret,
 		// A free address of the fake network's static subnet (and, for the
 		// rule's second instance, the next one).
-		StaticNetwork: testNetwork("10.0.0.200/24"),
-		CallBudget:    time.Second,
-		WaitTimeout:   20 * time.Second,
+		StaticNetwork:      testNetwork("10.0.0.200/24"),
+		NetworkFromBackend: true,
+		CallBudget:         time.Second,
+		WaitTimeout:        20 * time.Second,
 	})
 }
 

@@ -363,10 +363,11 @@ func TestContractRealCloud(t *testing.T) {
 		IPAssignedAtCreate: true,
 		// An address of the tenant's own subnet (the member may choose a
 		// fixed IP only on its project's network).
-		StaticNetwork: rc.tenant.static,
-		CallBudget:    rc.tenant.cfg.CallTimeout.Duration,
-		WaitTimeout:   2 * time.Minute,
-		NamePrefix:    "osreal",
+		StaticNetwork:      rc.tenant.static,
+		NetworkFromBackend: true,
+		CallBudget:         rc.tenant.cfg.CallTimeout.Duration,
+		WaitTimeout:        2 * time.Minute,
+		NamePrefix:         "osreal",
 	})
 }
 

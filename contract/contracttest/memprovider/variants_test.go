@@ -157,6 +157,26 @@ var variants = []variant{
 			return b.Provider.Create(ctx, req)
 		}
 	}, nil},
+	{"network-first-dns-only", "StaticAddressDelivered", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if req.Network != nil && len(req.Network.DNS) > 1 {
+				n := *req.Network
+				n.DNS = n.DNS[:1]
+				req.Network = &n
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"network-gateway-assumed", "StaticAddressDelivered", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if req.Network != nil {
+				n := *req.Network
+				n.Gateway = n.Address.Masked().Addr().Next()
+				req.Network = &n
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
 	{"reports-any-guest-ip", "StaticAddressDelivered", func(b *brokenProvider) {
 		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
 			if ip := contract.FirstRoutableIPv4(vm.IPs); vm.Network != nil && vm.Started && ip != "" {
