@@ -70,6 +70,13 @@ type Config struct {
 	// assumes the gateway or writes the first resolver only is caught.
 	NetworkFromBackend bool
 
+	// Seed seeds the shapes the rules draw where a MUST has more than one
+	// (the static network's gateway and resolvers; doc.go lists what each
+	// rule draws). Zero: CONTRACTTEST_SEED (SeedEnv) if set, else a new
+	// seed each run. A failed rule names its seed, and the same seed draws
+	// the same shapes again.
+	Seed uint64
+
 	// IPAssignedAtCreate says the backend gives the instance its address
 	// when it is made (ip-source: assigned-at-create, §4.3), so Get may say
 	// Running with that address before any guest reports one. A provider
@@ -120,6 +127,7 @@ func (c Config) withDefaults(t *testing.T) Config {
 	if c.NamePrefix == "" {
 		c.NamePrefix = "ct"
 	}
+	c.Seed = runSeed(t, c.Seed)
 	return c
 }
 

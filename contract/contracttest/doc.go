@@ -31,6 +31,18 @@
 // process's stderr and global loggers while they run, so Run must not be
 // called from parallel tests.
 //
+// Where a MUST has more than one shape, a rule draws its shape from a
+// generator seeded by Config.Seed (else CONTRACTTEST_SEED, else a new seed
+// each run), so that a provider right for one shape and wrong beside it
+// is caught on some run; a failed rule names its seed, which draws the
+// same shapes again. What is drawn so far: StaticAddressDelivered's
+// second network (a gateway anywhere among the network's host addresses
+// but the first and the request's, and two to contract.MaxDNS
+// resolvers). Where one shape is the hardest, the rule uses it every run
+// instead: ListByTagSeparatesOwners' second Owner extends the first to
+// the 63 characters an Owner may have, which catches both a prefix match
+// and any truncation.
+//
 // This is a module of its own so that the contract module stays free of the
 // OpenTelemetry SDK, which the harness needs to record spans.
 //

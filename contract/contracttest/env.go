@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -31,10 +32,11 @@ type env struct {
 	errs     []error
 	messages []string // every Instance.Message the provider returned
 	created  []string
-	uids     []string // every UID a Create was asked for, found again at cleanup
-	owners   []string // every Owner a Create was asked for, listed at cleanup
-	owner    string   // the Owner of this rule's requests
-	foreign  []string // unmarked instances the control made
+	uids     []string    // every UID a Create was asked for, found again at cleanup
+	owners   []string    // every Owner a Create was asked for, listed at cleanup
+	owner    string      // the Owner of this rule's requests
+	draw     *mrand.Rand // the rule's shapes (Config.Seed)
+	foreign  []string    // unmarked instances the control made
 	seq      int
 	globals  *globalOutput // set while a rule captures process-wide output
 }
@@ -43,7 +45,7 @@ type env struct {
 // a provider, and at the end the rule's instances deleted and the backend
 // checked to hold no more than it held when the rule began.
 func newEnv(t *testing.T, cfg Config) *env {
-	e := &env{t: t, cfg: cfg, logs: &logSink{}, spans: newSpanRecorder(), owner: newOwner(cfg)}
+	e := &env{t: t, cfg: cfg, logs: &logSink{}, spans: newSpanRecorder(), owner: newOwner(cfg), draw: newDraw(t, cfg.Seed)}
 	if r, ok := cfg.Backend.(Resetter); ok {
 		r.Reset()
 	}

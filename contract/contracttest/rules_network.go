@@ -1,6 +1,8 @@
 package contracttest
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 
@@ -26,7 +28,7 @@ func staticAddressDelivered(e *env) {
 	// guest's to prove.
 	guest, hasGuest := e.cfg.Backend.(GuestReporter)
 	first := *e.cfg.StaticNetwork
-	for _, n := range []contract.StaticNetwork{first, otherShape(first, e.cfg.NetworkFromBackend)} {
+	for _, n := range []contract.StaticNetwork{first, otherShape(first, e.cfg.NetworkFromBackend, e.draw)} {
 		req := e.request()
 		req.Network = &n
 		inst := e.mustCreate(req)
@@ -86,29 +88,42 @@ func neighbour(n contract.StaticNetwork) contract.StaticNetwork {
 }
 
 // otherShape is n's neighbour with, unless the backend gives the guest
-// its gateway and resolvers, another gateway (a host address near it:
-// neither the network's first, which a provider might assume, nor n's)
-// and contract.MaxDNS resolvers from the documentation ranges (RFC 5737:
-// never contacted). Where the network has no such address, only the
-// resolvers change.
-func otherShape(n contract.StaticNetwork, fromBackend bool) contract.StaticNetwork {
+// its gateway and resolvers, a gateway drawn from the network's host
+// addresses (never its first, which a provider might assume, nor n's) and
+// two to contract.MaxDNS resolvers drawn from the documentation ranges
+// (RFC 5737: never contacted). Where the network has no other host
+// address, only the resolvers change.
+func otherShape(n contract.StaticNetwork, fromBackend bool, draw *rand.Rand) contract.StaticNetwork {
 	out := neighbour(n)
 	if fromBackend {
 		return out
 	}
-	resolvers := []netip.Addr{netip.MustParseAddr("203.0.113.53"), netip.MustParseAddr("198.51.100.53"), netip.MustParseAddr("192.0.2.53")}
-	out.DNS = resolvers[:min(len(resolvers), contract.MaxDNS)]
+	ranges := []netip.Addr{netip.MustParseAddr("192.0.2.0"), netip.MustParseAddr("198.51.100.0"), netip.MustParseAddr("203.0.113.0")}
+	draw.Shuffle(len(ranges), func(i, j int) { ranges[i], ranges[j] = ranges[j], ranges[i] })
+	out.DNS = nil
+	for _, base := range ranges[:2+draw.IntN(min(contract.MaxDNS, len(ranges))-1)] {
+		out.DNS = append(out.DNS, plus(base, 1+draw.IntN(254)))
+	}
 	network := out.Address.Masked()
-	for _, step := range []func(netip.Addr) netip.Addr{netip.Addr.Next, netip.Addr.Prev} {
-		for a, i := step(out.Address.Addr()), 0; i < 8 && network.Contains(a); a, i = step(a), i+1 {
-			host := a != network.Addr() && network.Contains(a.Next())
-			if host && a != network.Addr().Next() && a != n.Gateway && a != n.Address.Addr() {
+	if hosts := 1<<(32-network.Bits()) - 2; hosts > 2 {
+		for range 16 {
+			// Host 2 to the last: the first host address is left out.
+			a := plus(network.Addr(), 2+draw.IntN(hosts-1))
+			if a != n.Gateway && a != n.Address.Addr() && a != out.Address.Addr() {
 				out.Gateway = a
-				return out
+				break
 			}
 		}
 	}
 	return out
+}
+
+// plus is the address n after a.
+func plus(a netip.Addr, n int) netip.Addr {
+	b := a.As4()
+	v := binary.BigEndian.Uint32(b[:]) + uint32(n)
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
 }
 
 func sameNetwork(a, b contract.StaticNetwork) bool {
