@@ -86,12 +86,14 @@ func (e *env) requestIn(pl contract.Placement) contract.CreateRequest {
 	e.seq++
 	n := e.seq
 	e.mu.Unlock()
+	name := fmt.Sprintf("%s-%s-%d", e.cfg.NamePrefix, randomHex(3), n)
 	return contract.CreateRequest{
-		Name:      fmt.Sprintf("%s-%s-%d", e.cfg.NamePrefix, randomHex(3), n),
+		Name:      name,
 		UID:       newUID(),
 		Owner:     e.owner,
 		Placement: pl,
-		CloudInit: []byte("#cloud-config\npackages: [tinyproxy]\n"),
+		// Each request's own, so that a guest given another's is seen.
+		CloudInit: []byte("#cloud-config\n# " + name + "\npackages: [tinyproxy]\n"),
 		Port:      3128,
 	}
 }

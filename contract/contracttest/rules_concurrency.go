@@ -1,6 +1,8 @@
 package contracttest
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,17 +14,26 @@ import (
 const callers = 5
 
 // concurrentCallsAreSafe: one provider value serves concurrent callers
-// (§1.3): Creates of one request race into exactly one instance; Creates
-// of different requests, in every location, each make their own; Gets and
-// lists meanwhile see valid instances; concurrent Deletes of one instance
-// all return nil. Run it under -race: the race detector is half the rule.
+// (§1.3): Creates of one request race into exactly one instance, whose
+// guest reads one racer's CloudInit whole (racers may carry different
+// ones: two operator replicas of different versions), and no loser
+// removes what the winner made; Creates of different requests, in every
+// location, each make their own and each guest reads its own CloudInit;
+// Gets and lists meanwhile see valid instances; concurrent Deletes of one
+// instance all return nil. Run it under -race: the race detector is half
+// the rule.
 func concurrentCallsAreSafe(e *env) {
 	same := e.request()
+	racers := make([]contract.CreateRequest, callers)
+	for i := range racers {
+		racers[i] = same
+		racers[i].CloudInit = append(slices.Clone(same.CloudInit), fmt.Sprintf("# racer %d\n", i)...)
+	}
 	ids := make([]string, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
 	e.race(callers, func(i int) {
-		inst, err := e.create(e.ctx(), e.p, same)
+		inst, err := e.create(e.ctx(), e.p, racers[i])
 		ids[i], errs[i] = inst.ProviderID, err
 	})
 	var winner string
@@ -36,10 +47,12 @@ func concurrentCallsAreSafe(e *env) {
 			e.t.Errorf("racing Creates of one request returned %s and %s", winner, ids[i])
 		}
 	}
-	if final := e.mustCreate(same); winner != "" && final.ProviderID != winner {
+	final := e.mustCreate(racers[0])
+	if winner != "" && final.ProviderID != winner {
 		e.t.Errorf("Create after the race returned %s, the race returned %s", final.ProviderID, winner)
 	}
 	e.expectOne(same)
+	e.checkUserDataOneOf(final.ProviderID, racers, "after racing Creates of one request")
 
 	placements := e.placements()
 	reqs := make([]contract.CreateRequest, callers)
@@ -65,6 +78,7 @@ func concurrentCallsAreSafe(e *env) {
 		if one := e.expectOne(reqs[i]); one.ProviderID != "" && one.ProviderID != insts[i].ProviderID {
 			e.t.Errorf("Create of %s returned %s, but its UID marks %s", reqs[i].Name, insts[i].ProviderID, one.ProviderID)
 		}
+		e.checkUserData(insts[i].ProviderID, reqs[i], "after concurrent Creates of different requests")
 	}
 
 	for i := range callers {

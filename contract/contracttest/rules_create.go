@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -111,13 +112,24 @@ func (e *env) cutsTookEffect(call string, failed map[bool]int) {
 // control can read it.
 func (e *env) checkUserData(id string, req contract.CreateRequest, what string) {
 	e.t.Helper()
+	e.checkUserDataOneOf(id, []contract.CreateRequest{req}, what)
+}
+
+// checkUserDataOneOf checks the guest of id reads the CloudInit of one of
+// reqs, whole, where the control can read it.
+func (e *env) checkUserDataOneOf(id string, reqs []contract.CreateRequest, what string) {
+	e.t.Helper()
 	reader, ok := e.cfg.Backend.(UserDataReader)
 	if !ok {
 		return
 	}
 	got, err := reader.UserData(e.ctx(), id)
-	if err != nil || !bytes.Equal(got, req.CloudInit) {
-		e.t.Errorf("%s: the guest reads %q (%v), want the request's CloudInit %q", what, got, err, req.CloudInit)
+	if err != nil || !slices.ContainsFunc(reqs, func(r contract.CreateRequest) bool { return bytes.Equal(got, r.CloudInit) }) {
+		want := "the request's CloudInit"
+		if len(reqs) > 1 {
+			want = "one racer's CloudInit whole, such as"
+		}
+		e.t.Errorf("%s: the guest reads %q (%v), want %s %q", what, got, err, want, reqs[0].CloudInit)
 	}
 }
 

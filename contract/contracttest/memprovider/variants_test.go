@@ -765,6 +765,29 @@ var variants = []variant{
 			return all, err
 		}
 	}, nil},
+	{"race-loser-drops-seed", "ConcurrentCallsAreSafe", func(b *brokenProvider) {
+		// A Create that raced another of the same name and finished
+		// after it takes the seed volume for its own orphan and deletes
+		// it: the winner's guest is left without its user-data.
+		var mu sync.Mutex
+		inFlight, raced, done := map[string]int{}, map[string]bool{}, map[string]int{}
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			mu.Lock()
+			inFlight[req.Name]++
+			raced[req.Name] = raced[req.Name] || inFlight[req.Name] > 1
+			mu.Unlock()
+			inst, err := b.Provider.Create(ctx, req)
+			mu.Lock()
+			inFlight[req.Name]--
+			done[req.Name]++
+			loser := err == nil && raced[req.Name] && done[req.Name] > 1
+			mu.Unlock()
+			if loser {
+				_ = b.cloud.DeleteVolume(ctx, b.cfg.Token, req.Placement.Region, seedVolume(req.Name))
+			}
+			return inst, err
+		}
+	}, nil},
 	{"owner-matched-by-prefix", "ListByTagSeparatesOwners", func(b *brokenProvider) {
 		// Matches the managed mark's value by prefix (a tag search with a
 		// wildcard, a "starts with" filter), so an install whose Owner
