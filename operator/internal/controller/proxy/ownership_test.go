@@ -347,3 +347,14 @@ func TestConflictEventOnlyWhenNew(t *testing.T) {
 		}
 	}
 }
+
+// The same Service in the way of a Proxy of replicas, before any of them
+// answers: the replicas' reconcile writes the Service after stepping
+// them, and reports its conflict as the single-replica path does, rather
+// than retrying it as an error with nothing on the Proxy to say why.
+func TestUserServiceInTheWayOfReplicasIsReported(t *testing.T) {
+	create(t, userService(testNamespace, "yours-replicas"))
+	newPool(t, "yours-replicas", "198.51.100.252-198.51.100.253")
+	p := newProxy(t, "yours-replicas", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "yours-replicas" })
+	waitConflict(t, p, "Service default/yours-replicas", "not created by this operator")
+}

@@ -714,6 +714,9 @@ func TestDeleteDoesNotWaitForALingeringInstance(t *testing.T) {
 		inst, err := entry.Provider.Get(ctx, live)
 		return errors.Is(err, contract.ErrNotFound) || err == nil && inst.State == contract.StateTerminated
 	})
+	// Polls later, the lingering instance still holds the finalizer: the
+	// Proxy and its addresses go only once every VM is gone.
+	time.Sleep(3 * suitePoll)
 	if got := get(t, p); got.Status.Phase != v1alpha1.PhaseDeleting {
 		t.Errorf("phase %s while an instance lingers, want Deleting", got.Status.Phase)
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,6 +61,32 @@ func TestServingProxyLeavesOnlyAfterProbesInARowFail(t *testing.T) {
 	wg.Wait()
 	if len(lost) > 0 {
 		t.Errorf("%d failed probes in a row (twice) took the proxy out of service: %v", readiness.FailureThreshold-1, slices.Compact(lost))
+	}
+
+	// Exactly the threshold takes it out of service; the next answer
+	// brings it back.
+	var unreachable atomic.Bool
+	done := make(chan struct{})
+	wg.Go(func() {
+		for {
+			if readyCondition(get(t, p)).Reason == v1alpha1.ReasonProxyUnreachable {
+				unreachable.Store(true)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	failingProbes.Store(readiness.FailureThreshold)
+	eventually(t, "the threshold's failing probes are spent", func() bool { return failingProbes.Load() <= 0 })
+	waitProbed(t)
+	waitReady(t, p)
+	close(done)
+	wg.Wait()
+	if !unreachable.Load() {
+		t.Errorf("%d failed probes in a row left the proxy in service", readiness.FailureThreshold)
 	}
 
 	// A proxy that stops answering is not Ready once the threshold is met.

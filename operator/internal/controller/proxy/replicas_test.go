@@ -208,6 +208,15 @@ func TestReplicasSpreadEachOnItsOwnAddress(t *testing.T) {
 	eventually(t, "the EndpointSlice lists the 3 replicas", func() bool {
 		return fmt.Sprint(endpointsOf(t, p)) == fmt.Sprint(map[int32][]string{3128: ips})
 	})
+	// status.address is replica 0's: the address a single-replica Proxy
+	// had, which the printer column and a scale to one keep.
+	if first := replicaOf(&s, 0).Address; s.Address != first {
+		t.Errorf("status.address %s, want replica 0's %s", s.Address, first)
+	}
+	for k := range 3 {
+		want := fmt.Sprintf("%s: replica %d answers at %s:3128", v1alpha1.ReasonReady, k, replicaOf(&s, k).Address)
+		eventually(t, "event "+want, func() bool { return slices.Contains(eventsFor(t, p), want) })
+	}
 }
 
 // A spec change replaces the replicas one at a time, each on its own

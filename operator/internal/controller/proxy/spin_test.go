@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
 // TestWaitingOnAnOperationDoesNotSpin: while a Proxy's Create runs, its
@@ -38,4 +40,35 @@ func TestWaitingOnAnOperationDoesNotSpin(t *testing.T) {
 	}
 	t.Logf("%d reconciles in %s while the Create ran", n, window)
 	waitReady(t, p)
+}
+
+// TestReadyReplicasAreQuiet: a Proxy of two replicas that both answer,
+// with nothing in progress, is checked at its resync, as a Proxy of one
+// is. Reconciling it every poll would call the backend's Get for every
+// replica that often, for nothing.
+func TestReadyReplicasAreQuiet(t *testing.T) {
+	const name = "quiet-replicas"
+	newPool(t, name, "198.51.100.250-198.51.100.251")
+	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, name })
+	playGuests(t, p)
+	readyN(t, p, 2)
+	// The last replica's first answer, its events and status writes: let
+	// them settle.
+	time.Sleep(3 * suitePoll)
+	count := func() int64 {
+		n, _ := reconciles.LoadOrStore(name, new(atomic.Int64))
+		return n.(*atomic.Int64).Load()
+	}
+	const window = 3 * time.Second
+	before := count()
+	time.Sleep(window)
+	n := count() - before
+	// Each check is two reconciles: one starts the Get as an operation,
+	// its end wakes the next. At the resync that is 2*window/suiteResync
+	// (20), at the poll 2*window/suitePoll (60); half-way between fails
+	// the poll.
+	if most := int64(2*window/suiteResync) + int64(2*window/suitePoll-2*window/suiteResync)/2; n > most {
+		t.Errorf("%d reconciles in %s of a Ready Proxy of two replicas, want at most %d (its resync)", n, window, most)
+	}
+	t.Logf("%d reconciles in %s of a Ready Proxy of two replicas", n, window)
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,16 +161,30 @@ func TestReadyProxyResyncWritesNothing(t *testing.T) {
 	// The writes that follow Ready (its event's, the Service's) are done
 	// within a few resyncs.
 	time.Sleep(3 * suiteResync)
-	before := statusUpdates(t)
+	before, readsBefore := statusUpdates(t), proxyRequests(t, "", "GET")
 	time.Sleep(10 * suiteResync)
 	if n := statusUpdates(t) - before; n != 0 {
 		t.Errorf("%v status updates of Proxies during ten resyncs of one Ready Proxy with nothing changed, want none", n)
+	}
+	// Nor reads past the cache: a reconcile woken by a check's end reads
+	// the Proxy from the API server only when the cache may not hold what
+	// was written when the check started, and nothing was.
+	if n := proxyRequests(t, "", "GET") - readsBefore; n != 0 {
+		t.Errorf("%v reads of Proxies from the API server during ten resyncs of one Ready Proxy with nothing changed, want none", n)
 	}
 }
 
 // statusUpdates is the API server's count of Proxy status writes
 // (apiserver_request_total, verb PUT or PATCH, subresource status).
 func statusUpdates(t *testing.T) float64 {
+	t.Helper()
+	return proxyRequests(t, "status", "PUT", "PATCH")
+}
+
+// proxyRequests is the API server's count of its requests on Proxies
+// (apiserver_request_total) of the subresource ("" for the object) and
+// any of the verbs.
+func proxyRequests(t *testing.T, subresource string, verbs ...string) float64 {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
@@ -182,7 +197,8 @@ func statusUpdates(t *testing.T) float64 {
 	var n float64
 	for _, line := range strings.Split(string(raw), "\n") {
 		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="proxies"`) ||
-			!strings.Contains(line, `subresource="status"`) || !strings.Contains(line, `verb="PUT"`) && !strings.Contains(line, `verb="PATCH"`) {
+			!strings.Contains(line, `subresource="`+subresource+`"`) ||
+			!slices.ContainsFunc(verbs, func(v string) bool { return strings.Contains(line, `verb="`+v+`"`) }) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
@@ -192,4 +208,28 @@ func statusUpdates(t *testing.T) float64 {
 		n += v
 	}
 	return n
+}
+
+// While a Proxy's first Create runs, its status says so, naming the
+// instance: "creating instance …" is what a user reads in the minutes a
+// backend takes to clone. (A retry after an error keeps the error on
+// show instead.)
+func TestCreatingIsShownWhileTheCreateRuns(t *testing.T) {
+	const name = "creating"
+	held, release := holdCreates(t, name)
+	p := newProxy(t, name, nil)
+	var inst contract.Instance
+	select {
+	case inst = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Create was never held")
+	}
+	want := "creating instance " + inst.Name
+	eventually(t, "Ready says "+want, func() bool {
+		c := readyCondition(get(t, p))
+		return c.Reason == v1alpha1.ReasonProvisioning && c.Message == want
+	})
+	release(nil)
+	bootGuest(t, p, current)
+	waitReady(t, p)
 }
