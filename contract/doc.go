@@ -29,4 +29,4 @@ package contract
 // Version is the version of the provider contract this module describes
 // (docs/provider-contract.md carries the same number). A change to a MUST
 // rule bumps the minor version while the contract is v0.
-const Version = "v0.5.0"
+const Version = "v0.6.0"

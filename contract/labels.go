@@ -15,6 +15,10 @@ const (
 	LabelManaged = "egressproxies.io/managed"
 	// LabelUID carries the owning Proxy's metadata.uid.
 	LabelUID = "egressproxies.io/proxy-uid"
+	// LabelReplica carries CreateRequest.Replica, in decimal, on what a
+	// provider keeps per replica across its instances (an egress address,
+	// EgressKeeper); instances need not carry it.
+	LabelReplica = "egressproxies.io/replica"
 	// LegacyManagedValue is the value of LabelManaged on instances made
 	// under contract v0.2 and earlier, before marks named their owner. It
 	// says nothing about which install made the instance: the operator acts

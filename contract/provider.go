@@ -102,6 +102,12 @@ type CreateRequest struct {
 	// provider delivers it to the guest and reports exactly its IP. Nil
 	// leaves the address to the backend (DHCP, Neutron's allocation).
 	Network *StaticNetwork
+	// Replica is the index of the Proxy's replica the instance serves, 0
+	// for a Proxy of one. The instances made for one UID and Replica are
+	// one replica over time (each replacement a new Name): a provider
+	// that keeps a resource per replica across its instances (an egress
+	// address, EgressKeeper) keys it by both.
+	Replica int32
 }
 
 // Placement selects where and on what an instance runs. Region and Zone map
@@ -125,6 +131,11 @@ type Instance struct {
 	State State
 	// IP is the routable IPv4 address clients use; required in StateRunning.
 	IP string
+	// EgressIP is the address the outside world sees the instance's
+	// connections come from, when the backend translates them to one
+	// kept for its replica (a floating IP: EgressKeeper, §3.1); "" when
+	// the world sees IP, or the provider keeps none.
+	EgressIP string
 	// UID is the owning Proxy's UID read back from the instance's mark.
 	UID string
 	// Owner is the value of the instance's LabelManaged mark, read back:

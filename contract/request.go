@@ -10,8 +10,12 @@ import (
 // Kubernetes writes them) must fit tag charsets that are narrow.
 var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
+// MaxReplica is the highest CreateRequest.Replica: a replica's index is
+// written into marks (EgressKeeper), so it is bounded.
+const MaxReplica = 255
+
 // Validate checks the fields every provider needs in the same shape: Name,
-// UID, Owner, Port and Network. Errors are ErrPermanent FieldErrors naming the field and the
+// UID, Owner, Port, Replica and Network. Errors are ErrPermanent FieldErrors naming the field and the
 // value. Placement and CloudInit are the provider's to validate against its
 // catalogues and channel limits.
 func (r CreateRequest) Validate() error {
@@ -25,6 +29,8 @@ func (r CreateRequest) Validate() error {
 		return InvalidField("owner", r.Owner, label+", not "+strconv.Quote(LegacyManagedValue))
 	case r.Port < 1 || r.Port > 65535:
 		return InvalidField("port", strconv.Itoa(int(r.Port)), "must be between 1 and 65535")
+	case r.Replica < 0 || r.Replica > MaxReplica:
+		return InvalidField("replica", strconv.Itoa(int(r.Replica)), "must be between 0 and "+strconv.Itoa(MaxReplica))
 	case r.Network != nil:
 		return r.Network.Validate()
 	}

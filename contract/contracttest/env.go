@@ -333,6 +333,10 @@ func (e *env) cleanup() {
 			e.t.Errorf("cleanup: %s was not deleted: %v", id, err)
 		}
 	}
+	// Then what the operator releases once a Proxy's instances are gone.
+	if err := e.releaseEgress(p, append(slices.Clone(e.owners), contract.LegacyManagedValue), e.uids); err != nil {
+		e.t.Errorf("cleanup: releasing the rule's egress addresses: %v", err)
+	}
 }
 
 // trackForeign records an unmarked instance the control made, for the

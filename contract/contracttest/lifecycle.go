@@ -45,6 +45,13 @@ func RunLifecycle(t *testing.T, l Lifecycle) {
 		if err := l.Provider.Delete(context.WithoutCancel(ctx), inst.ProviderID); err != nil {
 			t.Errorf("cleanup Delete(%s): %v", inst.ProviderID, err)
 		}
+		// What the operator releases once the Proxy's instances are gone.
+		if k, ok := l.Provider.(contract.EgressKeeper); ok && k.KeepsEgress() {
+			kept := contract.Egress{Region: l.Request.Placement.Region, UID: l.Request.UID, Replica: l.Request.Replica}
+			if err := k.ReleaseEgress(context.WithoutCancel(ctx), kept); err != nil {
+				t.Errorf("cleanup ReleaseEgress(%+v): %v", kept, err)
+			}
+		}
 	})
 	poll(t, l.Timeout, "Running", func() (bool, error) {
 		got, err := l.Provider.Get(ctx, inst.ProviderID)

@@ -98,6 +98,7 @@ func deleteResumesAfterFailure(e *env) {
 				// that: everything must go without another Delete.
 				e.waitGone(e.p, inst.ProviderID)
 				if hasInventory {
+					e.releaseKept(inst)
 					e.expectNoMoreThan(inv, before, "a Delete that returned nil with "+cut)
 				}
 				continue
@@ -113,11 +114,21 @@ func deleteResumesAfterFailure(e *env) {
 			}
 			e.waitGone(restarted, inst.ProviderID)
 			if hasInventory {
+				e.releaseKept(inst)
 				e.expectNoMoreThan(inv, before, "Delete resumed after "+cut)
 			}
 		}
 	}
 	e.cutsTookEffect("Delete", failed)
+}
+
+// releaseKept releases what the provider keeps for inst's replica
+// (an egress address), which Delete leaves by design.
+func (e *env) releaseKept(inst contract.Instance) {
+	e.t.Helper()
+	if err := e.releaseEgress(e.p, []string{e.owner}, []string{inst.UID}); err != nil {
+		e.t.Errorf("releasing the egress address kept for %s: %v", inst.UID, err)
+	}
 }
 
 // waitSettled polls Get until the instance is gone or in a state other
@@ -147,6 +158,7 @@ func deleteLeavesNothing(e *env) {
 		e.t.Fatalf("Delete: %v", err)
 	}
 	e.waitGone(e.p, inst.ProviderID)
+	e.releaseKept(inst)
 	after := resources(e, inv)
 	for _, r := range after {
 		if !slices.Contains(before, r) {

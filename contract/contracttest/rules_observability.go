@@ -106,6 +106,7 @@ func childSpans(e *env) {
 		e.t.Skip("skipped: the provider emits no child spans: " + e.cfg.NoChildSpans)
 	}
 	req := e.request()
+	e.remember(req)
 	var inst contract.Instance
 	for _, op := range []struct {
 		name string

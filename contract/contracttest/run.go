@@ -47,6 +47,7 @@ var rules = []rule{
 	{"SharedListsAreFresh", sharedListsAreFresh},
 	{"DeleteResumesAfterFailure", deleteResumesAfterFailure},
 	{"RejectedCredentialIsNotGone", rejectedCredentialIsNotGone},
+	{"EgressKeptPerReplica", egressKeptPerReplica},
 }
 
 // Run checks the provider cfg describes against every rule of the

@@ -27,6 +27,9 @@ type brokenProvider struct {
 	delete func(context.Context, string) error
 	list   func(context.Context, string, string) ([]contract.Instance, error)
 	check  func(context.Context) []contract.CheckResult
+	// listEgress and releaseEgress replace the EgressKeeper calls.
+	listEgress    func(context.Context, string) ([]contract.Egress, error)
+	releaseEgress func(context.Context, contract.Egress) error
 	// shares is what SharesLists answers (contract.SharedLister).
 	shares bool
 }
@@ -66,6 +69,20 @@ func (b *brokenProvider) Check(ctx context.Context) []contract.CheckResult {
 		return b.check(ctx)
 	}
 	return b.Provider.Check(ctx)
+}
+
+func (b *brokenProvider) ListEgress(ctx context.Context, owner string) ([]contract.Egress, error) {
+	if b.listEgress != nil {
+		return b.listEgress(ctx, owner)
+	}
+	return b.Provider.ListEgress(ctx, owner)
+}
+
+func (b *brokenProvider) ReleaseEgress(ctx context.Context, e contract.Egress) error {
+	if b.releaseEgress != nil {
+		return b.releaseEgress(ctx, e)
+	}
+	return b.Provider.ReleaseEgress(ctx, e)
 }
 
 // mapGet returns a get that post-processes the reference Get's answer,

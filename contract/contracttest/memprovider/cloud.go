@@ -51,6 +51,10 @@ var errCut = &APIError{502, "bad_gateway", "the connection to the compute servic
 type region struct {
 	vms     map[string]*VM
 	volumes map[string][]byte
+	// addresses are the region's allocated egress addresses, by IP.
+	addresses map[string]*Address
+	// allocated counts the addresses ever allocated, so none is reused.
+	allocated int
 }
 
 // VM is one virtual machine as the Cloud stores it.
@@ -64,6 +68,8 @@ type VM struct {
 	Labels     map[string]string
 	SeedVolume string
 	IPs        []string
+	// EgressIP is the egress address attached to the VM, "" for none.
+	EgressIP string
 	// Network is the static network the guest is given (its network
 	// config), nil for DHCP.
 	Network     *contract.StaticNetwork
@@ -114,7 +120,7 @@ func NewCloud(token string, regions, images []string, deleteDelay time.Duration)
 		faults: map[string][]*APIError{}, afterOp: map[string]*APIError{},
 	}
 	for _, r := range regions {
-		c.regions[r] = &region{vms: map[string]*VM{}, volumes: map[string][]byte{}}
+		c.regions[r] = &region{vms: map[string]*VM{}, volumes: map[string][]byte{}, addresses: map[string]*Address{}}
 	}
 	return c
 }
@@ -320,8 +326,10 @@ func (c *Cloud) DeleteVM(ctx context.Context, token, regionName, name string) er
 			return nil
 		}
 		vm.Deleting, vm.Power = true, "stopped"
+		r := c.regions[regionName]
+		r.detach(name)
 		if c.deleteDelay == 0 {
-			delete(c.regions[regionName].vms, name)
+			delete(r.vms, name)
 			return nil
 		}
 		time.AfterFunc(c.deleteDelay, func() { c.remove(vm) })

@@ -24,6 +24,9 @@ type Config struct {
 	Images map[string]string `json:"images"`
 	// CallTimeout bounds every Cloud call (contract §1.5). Default 30 s.
 	CallTimeout time.Duration `json:"callTimeout"`
+	// Egress gives each replica of a Proxy an egress address of its own,
+	// kept across its instances until released (contract.EgressKeeper).
+	Egress bool `json:"egress,omitempty"`
 }
 
 // MachineType is one machine-type catalogue entry.

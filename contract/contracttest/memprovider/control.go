@@ -284,7 +284,7 @@ func (c Control) Calls() int {
 	return c.Cloud.calls
 }
 
-// Resources lists every VM and volume in the Cloud.
+// Resources lists every VM, volume and egress address in the Cloud.
 func (c Control) Resources(context.Context) ([]string, error) {
 	c.Cloud.mu.Lock()
 	defer c.Cloud.mu.Unlock()
@@ -296,6 +296,9 @@ func (c Control) Resources(context.Context) ([]string, error) {
 		}
 		for name := range r.volumes {
 			out = append(out, "volume "+rn+"/"+name)
+		}
+		for ip := range r.addresses {
+			out = append(out, "egress address "+rn+"/"+ip)
 		}
 	}
 	return out, nil

@@ -22,6 +22,7 @@ func testSetup(t *testing.T) (*Cloud, Config) {
 		MachineTypes: map[string]MachineType{"small": {CPUs: 1, MemoryMiB: 512}},
 		Images:       map[string]string{"debian-12": "debian-12-proxy"},
 		CallTimeout:  300 * time.Millisecond,
+		Egress:       true,
 	}
 	return cloud, cfg
 }

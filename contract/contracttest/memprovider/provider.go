@@ -45,8 +45,9 @@ type Provider struct {
 }
 
 var (
-	_ contract.Provider = (*Provider)(nil)
-	_ contract.Checker  = (*Provider)(nil)
+	_ contract.Provider     = (*Provider)(nil)
+	_ contract.Checker      = (*Provider)(nil)
+	_ contract.EgressKeeper = (*Provider)(nil)
 )
 
 // New validates cfg and returns a provider for cloud. It makes no call
@@ -63,7 +64,9 @@ func New(cfg Config, cloud *Cloud) (*Provider, error) {
 //  1. look the VM up by name: ours → resume it; not ours → collision;
 //  2. create the seed volume (exists → ours from an earlier attempt);
 //  3. create the VM with its labels (name taken → a racing attempt: resume);
-//  4. start it.
+//  4. with Config.Egress, find or allocate the replica's egress address
+//     (allocated with its marks in one call) and attach it;
+//  5. start it.
 func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 	spec, err := p.vmSpec(req)
 	if err != nil {
@@ -91,6 +94,11 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 		return contract.Instance{}, fmt.Errorf("instance %q in region %q is being deleted; retry when it is gone", req.Name, region)
 	default:
 		log.V(contract.LogStep).Info("found instance from an earlier attempt")
+	}
+	if p.cfg.Egress {
+		if vm.EgressIP, err = p.attachEgress(ctx, req); err != nil {
+			return contract.Instance{}, err
+		}
 	}
 	if !vm.Started {
 		if err := p.do(ctx, "StartVM", func(ctx context.Context) error {
@@ -274,6 +282,7 @@ func instance(vm VM) contract.Instance {
 		Name:       vm.Name,
 		State:      state,
 		IP:         ip,
+		EgressIP:   vm.EgressIP,
 		UID:        vm.Labels[contract.LabelUID],
 		Owner:      vm.Labels[contract.LabelManaged],
 		CreatedAt:  vm.Created,

@@ -26,6 +26,68 @@ import (
 // that must catch it; docs/provider-contract.md §11 maps every MUST to
 // them.
 var variants = []variant{
+	{"egress-not-read-by-get", "EgressKeptPerReplica", func(b *brokenProvider) {
+		b.get = mapGet(b.Provider, func(inst contract.Instance, _ VM) (contract.Instance, error) {
+			inst.EgressIP = "" // only Create reports it
+			return inst, nil
+		})
+	}, nil},
+	{"egress-shared-by-replicas", "EgressKeptPerReplica", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			req.Replica = 0 // one address per Proxy
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"egress-new-per-instance", "EgressKeptPerReplica", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			// A fresh address for every new instance: the old one let go.
+			if _, err := b.getVM(ctx, req.Placement.Region, req.Name); errors.Is(err, contract.ErrNotFound) {
+				_ = b.Provider.ReleaseEgress(ctx, contract.Egress{Region: req.Placement.Region, UID: req.UID, Replica: req.Replica})
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
+	{"egress-stays-on-the-oldest", "EgressKeptPerReplica", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			// An address attached elsewhere is left there.
+			kept, err := b.addressesOf(ctx, req.Placement.Region, req.UID, req.Replica)
+			if err != nil || len(kept) == 0 || kept[0].VM == "" || kept[0].VM == req.Name {
+				return b.Provider.Create(ctx, req)
+			}
+			plain := *b.Provider
+			plain.cfg.Egress = false
+			return plain.Create(ctx, req)
+		}
+	}, nil},
+	{"delete-releases-egress", "EgressKeptPerReplica", func(b *brokenProvider) {
+		b.delete = func(ctx context.Context, id string) error {
+			region, name, _ := strings.Cut(id, "/")
+			if vm, err := b.getVM(ctx, region, name); err == nil {
+				for replica := range int32(2) {
+					_ = b.Provider.ReleaseEgress(ctx, contract.Egress{Region: region, UID: vm.Labels[contract.LabelUID], Replica: replica})
+				}
+			}
+			return b.Provider.Delete(ctx, id)
+		}
+	}, nil},
+	{"release-twice-fails", "EgressKeptPerReplica", func(b *brokenProvider) {
+		b.releaseEgress = func(ctx context.Context, e contract.Egress) error {
+			kept, err := b.addressesOf(ctx, e.Region, e.UID, e.Replica)
+			if err == nil && len(kept) == 0 {
+				return fmt.Errorf("no egress address kept for %s replica %d: %w", e.UID, e.Replica, contract.ErrNotFound)
+			}
+			return b.Provider.ReleaseEgress(ctx, e)
+		}
+	}, nil},
+	{"egress-listed-without-replica", "EgressKeptPerReplica", func(b *brokenProvider) {
+		b.listEgress = func(ctx context.Context, owner string) ([]contract.Egress, error) {
+			kept, err := b.Provider.ListEgress(ctx, owner)
+			for i := range kept {
+				kept[i].Replica = 0 // the mark not read back
+			}
+			return kept, err
+		}
+	}, nil},
 	{"create-not-idempotent", "RepeatCreate", func(b *brokenProvider) {
 		var n atomic.Int64
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {

@@ -1,0 +1,124 @@
+package contracttest
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+)
+
+// egressKeptPerReplica: a provider that keeps egress addresses
+// (contract.EgressKeeper) gives each replica its own, reports it on every
+// Running instance, keeps it through the replica's replacement (its
+// instance deleted, a new one made under another name) and through a
+// make-before-break (the newest instance takes it), lists it, and
+// releases it only when asked, idempotently (§3.1).
+func egressKeptPerReplica(e *env) {
+	keeper := e.egressKeeper()
+	if keeper == nil {
+		e.t.Skip("skipped: the provider keeps no egress addresses (contract.EgressKeeper)")
+	}
+	r0 := e.request()
+	r1 := e.request()
+	r1.UID, r1.Replica = r0.UID, 1
+	a := e.running(r0)
+	b := e.running(r1)
+	for _, inst := range []contract.Instance{a, b} {
+		if !contract.RoutableIPv4(inst.EgressIP) {
+			e.t.Fatalf("%s is Running with egress address %q: a provider that keeps egress addresses reports a routable IPv4 one", inst.ProviderID, inst.EgressIP)
+		}
+	}
+	if a.EgressIP == b.EgressIP {
+		e.t.Errorf("replicas 0 and 1 of one Proxy share the egress address %s: each replica has its own", a.EgressIP)
+	}
+	// A replacement, break-before-make: the old instance gone first.
+	if err := e.delete(e.ctx(), e.p, a.ProviderID); err != nil {
+		e.t.Fatalf("Delete(%s): %v", a.ProviderID, err)
+	}
+	e.waitGone(e.p, a.ProviderID)
+	if !slices.ContainsFunc(e.listEgress(keeper), func(x contract.Egress) bool { return x.UID == r0.UID && x.Replica == 0 && x.IP == a.EgressIP }) {
+		e.t.Errorf("after its instance's Delete, replica 0's egress address %s is not listed: Delete never releases it", a.EgressIP)
+	}
+	r0b := e.request()
+	r0b.UID = r0.UID
+	c := e.running(r0b)
+	if c.EgressIP != a.EgressIP {
+		e.t.Errorf("replica 0 made again (%s) has egress address %q, want the replica's %s", c.ProviderID, c.EgressIP, a.EgressIP)
+	}
+	// A replacement, make-before-break: the newest instance takes it.
+	r0c := e.request()
+	r0c.UID = r0.UID
+	d := e.running(r0c)
+	if d.EgressIP != a.EgressIP {
+		e.t.Errorf("replica 0's newest instance (%s) has egress address %q, want the replica's %s", d.ProviderID, d.EgressIP, a.EgressIP)
+	}
+	if old, err := e.get(e.ctx(), e.p, c.ProviderID); err != nil || old.EgressIP == a.EgressIP {
+		e.t.Errorf("Get(%s), replica 0's older instance, = egress address %q, %v: the address is on one instance at a time, the newest", c.ProviderID, old.EgressIP, err)
+	}
+	if got, err := e.get(e.ctx(), e.p, b.ProviderID); err != nil || got.EgressIP != b.EgressIP {
+		e.t.Errorf("Get(%s) = egress address %q, %v; want replica 1's %s", b.ProviderID, got.EgressIP, err, b.EgressIP)
+	}
+	// Released when asked, once and again.
+	rel := contract.Egress{Region: r0.Placement.Region, UID: r0.UID, Replica: 0}
+	for range 2 {
+		if _, err := e.op(e.ctx(), "ReleaseEgress", func(ctx context.Context) error { return keeper.ReleaseEgress(ctx, rel) }); err != nil {
+			e.t.Errorf("ReleaseEgress(replica 0): %v (it is idempotent: nil when nothing is kept)", err)
+		}
+	}
+	listed := e.listEgress(keeper)
+	if slices.ContainsFunc(listed, func(x contract.Egress) bool { return x.UID == r0.UID && x.Replica == 0 }) {
+		e.t.Errorf("replica 0's egress address is still listed after ReleaseEgress: %+v", listed)
+	}
+	if !slices.ContainsFunc(listed, func(x contract.Egress) bool {
+		return x.UID == r0.UID && x.Replica == 1 && x.IP == b.EgressIP && x.Owner == e.owner && x.Region == r1.Placement.Region
+	}) {
+		e.t.Errorf("ListEgress(%s) = %+v: replica 1's %s in %s is missing", e.owner, listed, b.EgressIP, r1.Placement.Region)
+	}
+}
+
+// egressKeeper is the provider as a contract.EgressKeeper whose config
+// keeps egress addresses, or nil.
+func (e *env) egressKeeper() contract.EgressKeeper {
+	if k, ok := e.p.(contract.EgressKeeper); ok && k.KeepsEgress() {
+		return k
+	}
+	return nil
+}
+
+// listEgress lists the rule's Owner's egress addresses, or fails the rule.
+func (e *env) listEgress(keeper contract.EgressKeeper) []contract.Egress {
+	e.t.Helper()
+	var out []contract.Egress
+	if _, err := e.op(e.ctx(), "ListEgress", func(ctx context.Context) (err error) {
+		out, err = keeper.ListEgress(ctx, e.owner)
+		return err
+	}); err != nil {
+		e.t.Fatalf("ListEgress(%s): %v", e.owner, err)
+	}
+	return out
+}
+
+// releaseEgress releases the egress addresses kept for the given UIDs
+// under the given Owners, as the operator does once a Proxy's instances
+// are gone, so that the inventory shows only what was left behind. A
+// provider that keeps none is left alone.
+func (e *env) releaseEgress(p contract.Provider, owners, uids []string) error {
+	keeper, ok := p.(contract.EgressKeeper)
+	if !ok || !keeper.KeepsEgress() {
+		return nil
+	}
+	var errs []error
+	for _, owner := range owners {
+		kept, err := keeper.ListEgress(e.ctx(), owner)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, x := range kept {
+			if slices.Contains(uids, x.UID) {
+				errs = append(errs, keeper.ReleaseEgress(e.ctx(), x))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
