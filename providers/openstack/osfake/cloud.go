@@ -64,6 +64,9 @@ type Options struct {
 	// passed since its deleted_at. A repeated DELETE soft-deletes it again
 	// and sets deleted_at anew; forceDelete deletes it (deferred_delete.py).
 	ReclaimInstanceInterval time.Duration
+	// External is the external network floating IPs come from
+	// (floatingips.go); nil: the cloud has none.
+	External *ExternalNetwork
 	// Admin gives the token the admin role: Neutron then lists every
 	// project's security groups, not only the token's project's
 	// (neutron/conf/policies/security_group.py, get_security_group:
@@ -98,8 +101,9 @@ type Network struct {
 type Quota struct {
 	Instances, Cores, RAM int
 	// ServerGroups is Nova's server_groups quota; SecurityGroups and
-	// SecurityGroupRules Neutron's security_group and security_group_rule.
-	ServerGroups, SecurityGroups, SecurityGroupRules int
+	// SecurityGroupRules Neutron's security_group and security_group_rule;
+	// FloatingIPs Neutron's floatingip.
+	ServerGroups, SecurityGroups, SecurityGroupRules, FloatingIPs int
 }
 
 // Cloud is one running fake.
@@ -134,6 +138,8 @@ type Cloud struct {
 	// ports are Neutron's ports the caller made (ports.go); a server
 	// Nova makes the port of keeps its address in server.addresses.
 	ports map[string]*port
+	// floatingIPs are Neutron's floating IPs (floatingips.go).
+	floatingIPs map[string]*floatingIP
 }
 
 // New starts a fake cloud; it is closed when the test ends (Close).
@@ -178,13 +184,14 @@ func New(opts Options) *Cloud {
 		opts.MaxLimit = 1000
 	}
 	c := &Cloud{opts: opts, servers: map[string]*server{}, unplaced: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID(),
-		secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}, ports: map[string]*port{}}
+		secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}, ports: map[string]*port{}, floatingIPs: map[string]*floatingIP{}}
 	mux := http.NewServeMux()
 	c.routeKeystone(mux)
 	c.routeNova(mux)
 	c.routeGlance(mux)
 	c.routeNeutron(mux)
 	c.routePorts(mux)
+	c.routeFloatingIPs(mux)
 	c.routeServerGroups(mux)
 	c.Server = httptest.NewTLSServer(c.front(mux))
 	return c

@@ -3,7 +3,8 @@
 // servers (with tags, metadata, microversions, quotas, flavors, limits and
 // availability zones, server groups) and the Glance v2 image list, and
 // Neutron's security groups and rules (neutron.go), subnets and the ports
-// a caller makes with a fixed IP (ports.go). It runs as an
+// a caller makes with a fixed IP (ports.go), and floating IPs on one
+// external network (floatingips.go). It runs as an
 // httptest TLS server and answers with the status codes, headers and
 // bodies of the real services, so the provider is tested through the real
 // gophercloud client. No maintained OpenStack simulator exists
@@ -109,11 +110,13 @@
 // refuses (400). A difference kept on purpose is listed here and in the
 // test's knownDifferences, with its reason. Not compared: Neutron's own
 // API (the security groups here are held to Zed's code and to
-// TestIntegrationOptions' run, not yet to the differential), and states
+// TestIntegrationOptions' run, not yet to the differential; the floating
+// IPs to Zed's code only, until the lane has an external network), and states
 // only an operator or a failing host causes (those run in the real-cloud
 // harness).
 //
-// What it leaves out: the rest of Neutron (one network; a server Nova
+// What it leaves out: the rest of Neutron (one project network and at
+// most one external network, whose router is implied; a server Nova
 // makes the port of gets its address from the fake's own pool on it, and
 // only the ports a caller makes for fixed IPs (ports.go) are Neutron
 // ports; a security group is "in use" while a server created with it, or

@@ -331,6 +331,7 @@ func (c *Cloud) deletePort(w http.ResponseWriter, r *http.Request) {
 			return slices.ContainsFunc(p.fixedIPs, func(f fixedIP) bool { return f.IPAddress == a })
 		})
 	}
+	c.disassociateFloatingIPs(p.id)
 	delete(c.ports, p.id)
 	w.WriteHeader(http.StatusNoContent)
 }
