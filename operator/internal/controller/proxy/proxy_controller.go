@@ -444,6 +444,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 			CloudInit: cloudInit,
 			Port:      proxy.Spec.Port,
 			Network:   network,
+			Replica:   int32(ro.index),
 		}
 		created := operation.Call{Method: operation.MethodCreate, Arg: target.Name}
 		var done bool

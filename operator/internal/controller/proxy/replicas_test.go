@@ -185,6 +185,11 @@ func TestReplicasSpreadEachOnItsOwnAddress(t *testing.T) {
 		if req.Network == nil || req.Network.IP() != r.Address {
 			t.Errorf("replica %d made with network %v, want its address %s", k, req.Network, r.Address)
 		}
+		// What a provider keeps per replica (an egress address) is keyed
+		// by it (contract §3.1).
+		if req.Replica != int32(k) {
+			t.Errorf("replica %d made with CreateRequest.Replica %d", k, req.Replica)
+		}
 	}
 	if slices.Sort(ips); len(slices.Compact(slices.Clone(ips))) != 3 {
 		t.Errorf("replicas' addresses %v are not distinct", ips)
