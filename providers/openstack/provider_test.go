@@ -582,6 +582,12 @@ func TestDeleteWaitsForTheScheduler(t *testing.T) {
 
 	// Never placed within callTimeout: transient, and nothing deleted.
 	short := c.provider(t)
+	// Logged in at the suite's timeout first: a login is slower than a
+	// read, and on a loaded machine outlasts 50 ms (seen failing there
+	// with "log in to …: context deadline exceeded").
+	if _, err := short.ListByTag(ctx, contract.LabelUID, inst.UID); err != nil {
+		t.Fatal(err)
+	}
 	short.cfg.CallTimeout.Duration = 50 * time.Millisecond
 	stuck, err := short.Create(ctx, request("proxy-stuck"))
 	if err != nil {
