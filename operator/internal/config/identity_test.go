@@ -1,10 +1,14 @@
 package config
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )
 
 // installID is read and checked; each entry's Owner, "<installID>-<name>",
@@ -73,5 +77,29 @@ func TestBuildRefusesAMissingInstallID(t *testing.T) {
 	}
 	if _, err := Build(cfg, registry(), noop.NewTracerProvider()); err == nil || !strings.Contains(err.Error(), `installID ""`) {
 		t.Errorf("Build without an install ID: %v", err)
+	}
+}
+
+// keeper is a provider whose config keeps egress addresses.
+type keeper struct{ contract.Provider }
+
+func (keeper) KeepsEgress() bool { return true }
+func (keeper) ListEgress(context.Context, string) ([]contract.Egress, error) {
+	return nil, nil
+}
+func (keeper) ReleaseEgress(context.Context, contract.Egress) error { return nil }
+
+// A provider entry that keeps an egress address per replica is refused
+// at start, naming it: the operator would never release the addresses.
+func TestBuildRefusesAProviderThatKeepsEgress(t *testing.T) {
+	reg := registry()
+	reg.Register(providers.Typed("openstack", func(testBlock) error { return nil },
+		func(testBlock) (contract.Provider, error) { return keeper{}, nil }))
+	cfg, err := Parse([]byte("installID: c0ffee12\nproviders: [{name: os, type: openstack, openstack: {endpoint: x}}]"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(cfg, reg, noop.NewTracerProvider()); err == nil || !strings.Contains(err.Error(), `provider "os": its config keeps an egress address per replica`) {
+		t.Errorf("Build = %v, want the entry refused", err)
 	}
 }
