@@ -13,8 +13,8 @@ import (
 // operator type-asserts it on the provider it built from the config (§3.1).
 //
 // Such a provider, when KeepsEgress is true, MUST report the replica's
-// egress address as Instance.EgressIP of every Running instance it returns
-// (Create, Get, ListByTag); MUST give every instance made for one UID and
+// egress address as Instance.EgressIP of every Running instance Create and
+// Get return; MUST give every instance made for one UID and
 // Replica the same address for as long as it is kept, whatever was deleted
 // in between, and different replicas different addresses; and MUST keep it
 // until ReleaseEgress releases it: Delete never does. A cut-off Create

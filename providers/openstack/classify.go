@@ -63,6 +63,14 @@ func classify(err error) error {
 // (MetadataLimitExceeded).
 var quotaRE = regexp.MustCompile(`(?i)quota exceeded|maximum number of [a-z ]+ exceed`)
 
+// exhaustedRE matches Neutron's answers when a network has no address
+// left to give: 409 IpAddressGenerationFailure "No more IP addresses
+// available on network …" (neutron/db/ipam_pluggable_backend.py) and 400
+// ExternalIpAddressExhausted "Unable to find any IP address on external
+// network …" (neutron/db/l3_db.py, a floating IP's create): capacity,
+// which someone freeing an address clears.
+var exhaustedRE = regexp.MustCompile(`No more IP addresses available on network|Unable to find any IP address on external network`)
+
 // neverHealsRE matches the 409s that waiting does not clear (Nova Zed):
 // a server someone locked (nova/compute/api.py check_instance_lock,
 // InstanceIsLocked; only a person unlocks it), a security group name that
@@ -89,6 +97,8 @@ func classifyStatus(err error, code gophercloud.ErrUnexpectedResponseCode) error
 		// gophercloud logs in again on a 401 by itself; one that reaches
 		// here is a credential Keystone refuses.
 		return contract.Permanent(err)
+	case (s == 400 || s == 409) && exhaustedRE.Match(code.Body):
+		return contract.Quota(err)
 	case s == 409 && quotaRE.Match(code.Body):
 		// Neutron's OverQuota is a Conflict (neutron_lib/exceptions):
 		// "Quota exceeded for resources: ['security_group']."

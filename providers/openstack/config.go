@@ -66,6 +66,9 @@ type Region struct {
 	ConfigDrive          bool                  `json:"configDrive,omitempty"`
 	ManagedSecurityGroup *ManagedSecurityGroup `json:"managedSecurityGroup,omitempty"`
 	ServerGroupPolicy    string                `json:"serverGroupPolicy,omitempty"`
+	// FloatingIPs, when set, gives each replica of a Proxy a floating IP
+	// of its own, the address the world sees (floatingips.go).
+	FloatingIPs *FloatingIPs `json:"floatingIPs,omitempty"`
 }
 
 var (

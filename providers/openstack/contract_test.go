@@ -31,8 +31,8 @@ func TestContractWithOptions(t *testing.T) {
 // runContract runs the harness on the fake cloud c: region one's zone
 // az2, with the other region and region one's other zone as the other
 // placements.
-func runContract(t *testing.T, c *cloud) {
-	contracttest.Run(t, contracttest.Config{
+func runContract(t *testing.T, c *cloud, adjust ...func(*contracttest.Config)) {
+	cfg := contracttest.Config{
 		NewProvider: func(t *testing.T) contract.Provider { return c.provider(t) },
 		Backend:     control{c},
 		Placement:   contract.Placement{Region: "one", Zone: "az2", MachineType: "small", Image: "debian-12"},
@@ -48,7 +48,30 @@ func runContract(t *testing.T, c *cloud) {
 		NetworkFromBackend: true,
 		CallBudget:         time.Second,
 		WaitTimeout:        20 * time.Second,
+	}
+	for _, a := range adjust {
+		a(&cfg)
+	}
+	contracttest.Run(t, cfg)
+}
+
+// TestContractWithFloatingIPs runs the harness with a floating IP per
+// replica in both regions (floatingips.go): EgressKeptPerReplica runs,
+// and every other rule must hold with a port and a floating IP made
+// before each server, each call of them cut in turn.
+func TestContractWithFloatingIPs(t *testing.T) {
+	external := "5b3c3a52-4c5e-4c44-9a5c-7b0e2d6f9a10"
+	c := startCloud(t, func(o *osfake.Options) {
+		o.HoldBuilds, o.DeleteDelay = true, 20*time.Millisecond
+		o.External = &osfake.ExternalNetwork{ID: external, CIDR: "203.0.113.0/24"}
 	})
+	for k, r := range c.cfg.Regions {
+		r.FloatingIPs = &FloatingIPs{Network: external}
+		c.cfg.Regions[k] = r
+	}
+	// Every server boots on a port of the provider's, whose address
+	// Neutron gives when it is made (ip-source: assigned-at-create).
+	runContract(t, c, func(cfg *contracttest.Config) { cfg.IPAssignedAtCreate = true })
 }
 
 // TestContractWithSoftDelete runs the harness on a cloud with soft delete

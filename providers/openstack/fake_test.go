@@ -387,5 +387,9 @@ func (k control) Resources(context.Context) ([]string, error) {
 	for _, g := range k.c.fake.ServerGroups() {
 		out = append(out, "server group "+g.ID+" "+g.Name)
 	}
+	// A replica's floating IP, kept until released (contract §3.1).
+	for _, f := range k.c.fake.FloatingIPs() {
+		out = append(out, "floating IP "+f.ID+" "+f.Address)
+	}
 	return out, nil
 }

@@ -72,6 +72,9 @@ func (r Region) validateOptions(key string) []error {
 	default:
 		add("regions[%q].serverGroupPolicy %q: want %s or %s", key, r.ServerGroupPolicy, policyAntiAffinity, policySoftAntiAffinity)
 	}
+	if f := r.FloatingIPs; f != nil && !uuidRE.MatchString(f.Network) {
+		add("regions[%q].floatingIPs.network %q: want the external network's ID", key, f.Network)
+	}
 	return errs
 }
 
@@ -102,8 +105,8 @@ type extras struct {
 	port, address string // the static address's port (ports.go) and its IP
 }
 
-// prepareExtras makes (or finds) what the options and a static address
-// need before the server is created. The port comes before the server
+// prepareExtras makes (or finds) what the options, a static address and
+// a floating IP need before the server is created. The port comes before the server
 // group: its subnet check refuses a network Neutron cannot give before
 // anything of the Proxy's own is made (the managed group is shared).
 func (p *Provider) prepareExtras(ctx context.Context, pl plan, req contract.CreateRequest) (e extras, err error) {
@@ -112,6 +115,9 @@ func (p *Provider) prepareExtras(ctx context.Context, pl plan, req contract.Crea
 		return e, err
 	}
 	if e.port, err = p.ensurePort(ctx, pl, req, e.securityGroup); err != nil {
+		return e, err
+	}
+	if _, err = p.ensureFloatingIP(ctx, pl, req, e.port); err != nil {
 		return e, err
 	}
 	if req.Network != nil {

@@ -33,6 +33,9 @@ func TestOptionsValidation(t *testing.T) {
 			r.ManagedSecurityGroup = &ManagedSecurityGroup{AllowedClients: []string{"10.0.0.0/8", "2001:db8::/32"}}
 		}, ""},
 		{"soft anti-affinity", func(r *Region) { r.ServerGroupPolicy = "soft-anti-affinity" }, ""},
+		{"floating IPs", func(r *Region) { r.FloatingIPs = &FloatingIPs{Network: "5b3c3a52-4c5e-4c44-9a5c-7b0e2d6f9a10"} }, ""},
+		{"floating IPs by name", func(r *Region) { r.FloatingIPs = &FloatingIPs{Network: "public"} },
+			`regions["one"].floatingIPs.network "public": want the external network's ID`},
 		{"affinity", func(r *Region) { r.ServerGroupPolicy = "affinity" }, `regions["one"].serverGroupPolicy "affinity": want anti-affinity or soft-anti-affinity`},
 		{"no clients", func(r *Region) { r.ManagedSecurityGroup = &ManagedSecurityGroup{} }, `regions["one"].managedSecurityGroup.allowedClients: at least one network is required`},
 		{"not a CIDR", func(r *Region) { r.ManagedSecurityGroup = &ManagedSecurityGroup{AllowedClients: []string{"10.0.0.1"}} },

@@ -79,21 +79,25 @@ func portUID(description string) string {
 }
 
 // ensurePort finds the instance's port or makes it, and returns its ID;
-// "" without a static address. The subnet is checked first, so a network
-// Neutron cannot give is refused before anything is made.
+// "" without a static address or a floating IP (the port a floating IP
+// is associated with: Neutron gives it an address of the network). The
+// subnet is checked first, so a network Neutron cannot give is refused
+// before anything is made.
 func (p *Provider) ensurePort(ctx context.Context, pl plan, req contract.CreateRequest, managedGroup string) (string, error) {
-	if req.Network == nil {
+	if req.Network == nil && pl.region.FloatingIPs == nil {
 		return "", nil
 	}
-	n := *req.Network
-	subnetID, err := p.subnetFor(ctx, pl, n)
-	if err != nil {
-		return "", err
+	var subnetID string
+	var err error
+	if req.Network != nil {
+		if subnetID, err = p.subnetFor(ctx, pl, *req.Network); err != nil {
+			return "", err
+		}
 	}
 	var found []ports.Port
 	err = p.do(ctx, "ListPorts", pl.regionKey, func(ctx context.Context, c *clients) error {
 		if c.network == nil {
-			return contract.Permanentf("region %q has no %s network endpoint in the catalogue; a static address needs Neutron", pl.region.Name, p.cfg.Interface)
+			return contract.Permanentf("region %q has no %s network endpoint in the catalogue; a static address or a floating IP needs Neutron", pl.region.Name, p.cfg.Interface)
 		}
 		pages, err := ports.List(c.network, ports.ListOpts{NetworkID: pl.region.Network, Name: req.Name}).AllPages(ctx)
 		if err != nil {
@@ -117,8 +121,8 @@ func (p *Provider) ensurePort(ctx context.Context, pl plan, req contract.CreateR
 			// would refuse a server on it until then (409 PortInUse).
 			return "", fmt.Errorf("port %s of %s (%v) waits for server %s, which still uses it", port.ID, req.Name, port.FixedIPs, port.DeviceID)
 		}
-		if slices.ContainsFunc(port.FixedIPs, func(ip ports.IP) bool { return ip.IPAddress == n.IP() }) {
-			log.V(contract.LogStep).Info("found the port of an earlier attempt", "port", port.ID, "address", n.IP())
+		if req.Network == nil || slices.ContainsFunc(port.FixedIPs, func(ip ports.IP) bool { return ip.IPAddress == req.Network.IP() }) {
+			log.V(contract.LogStep).Info("found the port of an earlier attempt", "port", port.ID, "addresses", port.FixedIPs)
 			return port.ID, nil
 		}
 		// An earlier attempt's port with another address, used by no
@@ -133,10 +137,11 @@ func (p *Provider) ensurePort(ctx context.Context, pl plan, req contract.CreateR
 	}
 	var id string
 	err = p.do(ctx, "CreatePort", pl.regionKey, func(ctx context.Context, c *clients) error {
-		port, err := ports.Create(ctx, c.network, ports.CreateOpts{
-			NetworkID: pl.region.Network, Name: req.Name, Description: portDescription(req),
-			FixedIPs: []ports.IP{{SubnetID: subnetID, IPAddress: n.IP()}}, SecurityGroups: sgs,
-		}).Extract()
+		opts := ports.CreateOpts{NetworkID: pl.region.Network, Name: req.Name, Description: portDescription(req), SecurityGroups: sgs}
+		if req.Network != nil {
+			opts.FixedIPs = []ports.IP{{SubnetID: subnetID, IPAddress: req.Network.IP()}}
+		}
+		port, err := ports.Create(ctx, c.network, opts).Extract()
 		if err != nil {
 			return err
 		}
@@ -144,7 +149,7 @@ func (p *Provider) ensurePort(ctx context.Context, pl plan, req contract.CreateR
 		return nil
 	})
 	if err == nil {
-		log.V(contract.LogStep).Info("created port", "port", id, "address", n.IP())
+		log.V(contract.LogStep).Info("created port", "port", id)
 	}
 	return id, err
 }

@@ -67,8 +67,9 @@ var ids = contract.IDFormat{
 }
 
 var (
-	_ contract.Provider = (*Provider)(nil)
-	_ contract.Checker  = (*Provider)(nil)
+	_ contract.Provider     = (*Provider)(nil)
+	_ contract.EgressKeeper = (*Provider)(nil)
+	_ contract.Checker      = (*Provider)(nil)
 )
 
 // Create finds the Proxy's server or boots it (create-return: submit;
@@ -262,7 +263,13 @@ func (p *Provider) instanceOrFault(ctx context.Context, regionKey string, s serv
 	// launched_at only once the hypervisor has spawned the guest).
 	fault := &FaultError{ServerID: s.ID, Fault: s.Fault, BuildFailed: s.LaunchedAt.IsZero()}
 	if s.Status != "ERROR" || s.TaskState == "deleting" || (!anyFault && !fault.Capacity() && !fault.BuildFailed) {
-		return instance(regionKey, s), nil
+		inst := instance(regionKey, s)
+		if inst.State == contract.StateTerminated {
+			return inst, nil
+		}
+		var err error
+		inst.EgressIP, err = p.egressOf(ctx, regionKey, s.Metadata)
+		return inst, err
 	}
 	log := logr.FromContextOrDiscard(ctx)
 	if err := p.deleteServer(ctx, regionKey, s); err != nil {

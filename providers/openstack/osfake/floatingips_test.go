@@ -42,7 +42,10 @@ func TestFloatingIPLifecycle(t *testing.T) {
 	net := c.Options().Network
 
 	// gophercloud refuses an empty floating_network_id itself: post raw.
-	_, err := n.Post(ctx, n.ServiceURL("floatingips"), map[string]any{"floatingip": map[string]any{"description": "x"}}, nil, nil)
+	resp, err := n.Post(ctx, n.ServiceURL("floatingips"), map[string]any{"floatingip": map[string]any{"description": "x"}}, nil, nil)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
 	wantStatus(t, "no network", err, http.StatusBadRequest)
 	if err != nil && !strings.Contains(err.Error(), "Required attribute 'floating_network_id' not specified") {
 		t.Errorf("no network: %v", err)

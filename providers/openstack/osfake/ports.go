@@ -278,6 +278,14 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 		}
 		p.fixedIPs = append(p.fixedIPs, f)
 	}
+	if len(body.FixedIPs) == 0 && len(c.opts.Network.Subnets) > 0 {
+		// No fixed_ips: IPAM gives the port an address of the network
+		// (neutron/db/ipam_pluggable_backend.py, _ipam_get_subnets: one
+		// IPv4 subnet of the network), here its first subnet's.
+		if a := c.freeAddress(c.opts.Network.Subnets[0]); a != "" {
+			p.fixedIPs = []fixedIP{{SubnetID: c.opts.Network.Subnets[0].ID, IPAddress: a}}
+		}
+	}
 	if body.SecurityGroups == nil {
 		p.securityGroups = []string{"default"}
 	} else {
