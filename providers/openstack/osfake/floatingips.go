@@ -340,18 +340,9 @@ func (c *Cloud) deleteFloatingIP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cloud) replaceFloatingIPTags(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Tags []string `json:"tags"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Tags == nil {
-		neutronError(w, http.StatusBadRequest, "HTTPBadRequest", "Invalid input for tags.")
+	tags, ok := decodeTags(w, r)
+	if !ok {
 		return
-	}
-	for i, t := range body.Tags {
-		if t == "" || len(t) > 255 || slices.Contains(body.Tags[:i], t) {
-			neutronError(w, http.StatusBadRequest, "HTTPBadRequest", fmt.Sprintf("Invalid input for tags. Reason: '%s' is not a valid list of unique strings.", t))
-			return
-		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -359,7 +350,7 @@ func (c *Cloud) replaceFloatingIPTags(w http.ResponseWriter, r *http.Request) {
 	if f == nil {
 		return
 	}
-	f.tags = slices.Clone(body.Tags)
+	f.tags = slices.Clone(tags)
 	f.revision++
 	writeJSON(w, http.StatusOK, map[string]any{"tags": slices.Clone(f.tags)})
 }

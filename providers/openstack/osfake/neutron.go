@@ -241,19 +241,31 @@ func (c *Cloud) deleteSecGroup(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (c *Cloud) replaceSecGroupTags(w http.ResponseWriter, r *http.Request) {
+// decodeTags reads a PUT …/tags body (neutron/extensions/tagging.py
+// update_all: a list of unique strings of at most 255 characters), or
+// answers Neutron's 400 and returns false. Every taggable resource takes
+// the same body.
+func decodeTags(w http.ResponseWriter, r *http.Request) ([]string, bool) {
 	var body struct {
 		Tags []string `json:"tags"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Tags == nil {
 		neutronError(w, http.StatusBadRequest, "InvalidInput", "Invalid input for operation: Invalid tags body.")
-		return
+		return nil, false
 	}
 	for i, t := range body.Tags {
 		if t == "" || len(t) > 255 || slices.Contains(body.Tags[:i], t) {
 			neutronError(w, http.StatusBadRequest, "InvalidInput", fmt.Sprintf("Invalid input for operation: '%s' is not a valid list of unique strings.", t))
-			return
+			return nil, false
 		}
+	}
+	return body.Tags, true
+}
+
+func (c *Cloud) replaceSecGroupTags(w http.ResponseWriter, r *http.Request) {
+	tags, ok := decodeTags(w, r)
+	if !ok {
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -261,7 +273,7 @@ func (c *Cloud) replaceSecGroupTags(w http.ResponseWriter, r *http.Request) {
 	if g == nil {
 		return
 	}
-	g.tags = slices.Clone(body.Tags)
+	g.tags = slices.Clone(tags)
 	g.revision++
 	writeJSON(w, http.StatusOK, map[string]any{"tags": g.tags})
 }
