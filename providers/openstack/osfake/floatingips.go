@@ -160,29 +160,19 @@ var floatingIPAttributes = []string{"floating_network_id", "floating_ip_address"
 	"description", "tenant_id", "project_id"}
 
 func (c *Cloud) createFloatingIP(w http.ResponseWriter, r *http.Request) {
-	var raw struct {
-		FloatingIP map[string]json.RawMessage `json:"floatingip"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil || raw.FloatingIP == nil {
-		neutronError(w, http.StatusBadRequest, "HTTPBadRequest", "Resource body required")
+	// "tags" is an attribute of the resource, but not one a create may
+	// set: its own message, before the unrecognized ones.
+	b := decodeCreate(w, r, "floatingip", append(slices.Clone(floatingIPAttributes), "tags"))
+	if b == nil {
 		return
 	}
-	if _, ok := raw.FloatingIP["tags"]; ok {
+	var tagged struct {
+		Tags *json.RawMessage `json:"tags"`
+	}
+	if _ = json.Unmarshal(b, &tagged); tagged.Tags != nil {
 		neutronError(w, http.StatusBadRequest, "HTTPBadRequest", "Attribute 'tags' not allowed in POST")
 		return
 	}
-	var extra []string
-	for k := range raw.FloatingIP {
-		if !slices.Contains(floatingIPAttributes, k) {
-			extra = append(extra, k)
-		}
-	}
-	if len(extra) > 0 {
-		slices.Sort(extra)
-		neutronError(w, http.StatusBadRequest, "HTTPBadRequest", fmt.Sprintf("Unrecognized attribute(s) '%s'", strings.Join(extra, ", ")))
-		return
-	}
-	b, _ := json.Marshal(raw.FloatingIP)
 	var body struct {
 		NetworkID   string  `json:"floating_network_id"`
 		Address     string  `json:"floating_ip_address"`

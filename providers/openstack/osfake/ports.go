@@ -207,26 +207,36 @@ func (c *Cloud) sortedPorts() []*port {
 var portAttributes = []string{"network_id", "name", "description", "admin_state_up", "mac_address", "fixed_ips", "device_id",
 	"device_owner", "tenant_id", "project_id", "security_groups", "allowed_address_pairs", "port_security_enabled", "tags"}
 
-func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
-	var raw struct {
-		Port map[string]json.RawMessage `json:"port"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil || raw.Port == nil {
+// decodeCreate reads a create's {"<resource>": {…}} body and checks its
+// attributes against allowed, or answers Neutron's 400 and returns nil:
+// "Resource body required", or "Unrecognized attribute(s) '…'"
+// (neutron_lib/api/attributes.py). It returns the resource re-encoded.
+func decodeCreate(w http.ResponseWriter, r *http.Request, resource string, allowed []string) []byte {
+	var raw map[string]map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil || raw[resource] == nil {
 		neutronError(w, http.StatusBadRequest, "HTTPBadRequest", "Resource body required")
-		return
+		return nil
 	}
 	var extra []string
-	for k := range raw.Port {
-		if !slices.Contains(portAttributes, k) {
+	for k := range raw[resource] {
+		if !slices.Contains(allowed, k) {
 			extra = append(extra, k)
 		}
 	}
 	if len(extra) > 0 {
 		slices.Sort(extra)
 		neutronError(w, http.StatusBadRequest, "HTTPBadRequest", fmt.Sprintf("Unrecognized attribute(s) '%s'", strings.Join(extra, ", ")))
+		return nil
+	}
+	b, _ := json.Marshal(raw[resource])
+	return b
+}
+
+func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
+	b := decodeCreate(w, r, "port", portAttributes)
+	if b == nil {
 		return
 	}
-	b, _ := json.Marshal(raw.Port)
 	var body struct {
 		NetworkID      string    `json:"network_id"`
 		Name           string    `json:"name"`
