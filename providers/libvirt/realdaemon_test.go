@@ -85,7 +85,7 @@ func TestContractOnRealDaemon(t *testing.T) {
 	r.b = &testBackend{t: t, cfg: r.cfg, conns: map[string]*libvirt.Connect{"lab": c},
 		pools: map[string]string{"lab": l.pool}, networks: map[string]string{"lab": l.network},
 		foreign: map[string]bool{}, locks: map[string]*hold{}, states: map[string]libvirt.DomainState{},
-		faults: map[string][]error{}, volumes: map[string][]byte{}, reported: map[string]string{}}
+		faults: map[string][]error{}, volumes: map[string]string{}, reported: map[string]string{}}
 	start := time.Now()
 	contracttest.Run(t, contracttest.Config{
 		NewProvider:      func(t *testing.T) contract.Provider { return r.provider(t) },
