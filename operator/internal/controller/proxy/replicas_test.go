@@ -432,6 +432,43 @@ func TestARunningReplicaDoesNotHoldBackTheNext(t *testing.T) {
 	readyN(t, p, 2)
 }
 
+// A removed replica whose operation runs does not keep the removal of the
+// others from going on: scaled from 3 to 1 while replica 2's Create is
+// held, replica 1's VM is deleted and its entry dropped meanwhile. The loop
+// over the removed replicas skips a running lane; stopping at it (the
+// highest comes first) would leave replica 1 until replica 2's Create ended.
+func TestARunningReplicaDoesNotHoldBackTheRemovalOfAnother(t *testing.T) {
+	const name = "rep-skip"
+	newPool(t, name, "198.51.100.192-198.51.100.194")
+	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, name })
+	playGuests(t, p)
+	second := replicaOf(&readyN(t, p, 2).Status, 1)
+	held, release := holdCreates(t, name)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 3 })
+	var third contract.Instance
+	select {
+	case third = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica 2's Create was never held")
+	}
+	narrowHold(third.Name)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
+	eventually(t, "replica 1 is removed while replica 2's Create is held", func() bool {
+		for _, inst := range instancesOf(t, p) {
+			if inst.ProviderID == second.Instance.ProviderID {
+				return false
+			}
+		}
+		s := get(t, p).Status
+		return len(s.Replicas) == 2 && replicaOf(&s, 2).Instance != nil
+	})
+	release(nil)
+	readyN(t, p, 1)
+	if n := len(instancesOf(t, p)); n != 1 {
+		t.Errorf("%d VMs after scaling down to 1", n)
+	}
+}
+
 // Scaling down removes the highest replicas, and releases their addresses
 // only once their VMs are gone.
 func TestScaleDownReleasesAddressesAfterTheVMs(t *testing.T) {
