@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The provider SDKs an operator binary may hold, by the build tag that
@@ -80,6 +82,15 @@ func TestTypeNotCompiledInFailsStart(t *testing.T) {
 	if !strings.Contains(string(out), `providers[0].type \"memory\": not compiled into this operator`) ||
 		!strings.Contains(string(out), `build with -tags \"memory\"`) {
 		t.Errorf("the start failure does not name the type and the tag:\n%s", out)
+	}
+	// Timestamps to the nanosecond: a failover is seconds long, and a log
+	// to the second cannot say where they went (docs/addresses.md).
+	var line struct{ TS string }
+	if err := json.Unmarshal([]byte(strings.SplitN(string(out), "\n", 2)[0]), &line); err != nil {
+		t.Fatalf("the log's first line is not JSON: %v\n%s", err, out)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, line.TS); err != nil || !strings.Contains(line.TS, ".") {
+		t.Errorf("the log's timestamp %q is not RFC 3339 with a fraction of a second (%v)", line.TS, err)
 	}
 }
 

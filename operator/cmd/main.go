@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -50,7 +51,10 @@ func main() {
 		}
 		return nil
 	})
-	zapOpts := zap.Options{}
+	// Nanosecond timestamps unless --zap-time-encoding says otherwise: a
+	// failover lasts seconds, and a log to the second cannot say where
+	// they went.
+	zapOpts := zap.Options{TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))

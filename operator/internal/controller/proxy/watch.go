@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -84,9 +86,15 @@ func (w *servingWatch) round(ctx context.Context) {
 				defer func() { <-slots }()
 				pctx, cancel := context.WithTimeout(ctx, watchTimeout)
 				defer cancel()
-				s, err := w.prober.Probe(pctx, ref.IP, replica.PortOf(proxy, ref), servesStats(proxy, ref, current))
+				port := replica.PortOf(proxy, ref)
+				s, err := w.prober.Probe(pctx, ref.IP, port, servesStats(proxy, ref, current))
 				switch {
 				case err != nil:
+					// The first sign of a VM's death in the log, to the
+					// nanosecond: a failover is read off it.
+					logf.FromContext(ctx).Info("serving watch: a serving VM did not answer; waking its Proxy",
+						"namespace", proxy.Namespace, "name", proxy.Name, "replica", sl.Index,
+						"address", net.JoinHostPort(ref.IP, strconv.Itoa(int(port))), "instance", ref.Name, "reason", err.Error())
 					once.Do(func() { w.wake(proxy) })
 				case s != nil:
 					w.observe(proxy.Namespace, proxy.Name, int(sl.Index), ref.ProviderID, *s)

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -101,7 +104,13 @@ func TestServingWatchProbesServingReplicasAndWakesTheirProxy(t *testing.T) {
 			defer mu.Unlock()
 			woken = append(woken, p.Name)
 		}}
-	w.round(context.Background())
+	var logged []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, args)
+	}, funcr.Options{})
+	w.round(logr.NewContext(context.Background(), log))
 
 	slices.Sort(prober.probed)
 	if want := []string{"10.1.0.1:3128 true", "10.1.0.2:3128 false", "10.2.0.1:3128 true", "10.2.0.2:3128 true", "10.3.0.2:3128 false"}; !slices.Equal(prober.probed, want) {
@@ -113,6 +122,18 @@ func TestServingWatchProbesServingReplicasAndWakesTheirProxy(t *testing.T) {
 	}
 	if want := []string{"team/two 0 lab/10.1.0.1 7"}; !slices.Equal(observed, want) {
 		t.Errorf("observed %q, want %q", observed, want)
+	}
+	// Each probe that failed is logged, naming the Proxy, the replica and
+	// the address: the first sign of a VM's death in the operator's log.
+	slices.Sort(logged)
+	for i, want := range []string{`"name"="dying" "replica"=0 "address"="10.2.0.1:3128"`, `"name"="dying" "replica"=1 "address"="10.2.0.2:3128"`, `"name"="two" "replica"=1 "address"="10.1.0.2:3128"`} {
+		if i >= len(logged) || !strings.Contains(logged[i], want) {
+			t.Errorf("logged %q, want a line with %s for each failed probe", logged, want)
+			break
+		}
+	}
+	if len(logged) != 3 {
+		t.Errorf("logged %d lines, want one per failed probe (3): %q", len(logged), logged)
 	}
 }
 
