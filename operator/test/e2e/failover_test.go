@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 // failedOver is what killReplica measured (docs/performance.md,
 // "Failover"), each from the moment the VM was destroyed.
 type failedOver struct {
+	victim string // "replica k's VM <name> at <address>"
 	killed time.Time
 	// endpointGone is when the dead VM's address left the Service's ready
 	// endpoints; replaced when the replica answered again on a new VM.
@@ -51,7 +53,7 @@ func killReplica(t *testing.T, k8s client.Client, cs kubernetes.Interface, l lan
 	// The replacement may reuse the name (a replica's VM made again after
 	// it stopped keeps it): a new VM is a new domain UUID.
 	uuid := strings.TrimSpace(virsh(t, l, "domuuid", victim.Instance.Name))
-	out := failedOver{killed: time.Now()}
+	out := failedOver{victim: fmt.Sprintf("replica %d's VM %s at %s", k, victim.Instance.Name, victim.Address), killed: time.Now()}
 	virsh(t, l, "destroy", victim.Instance.Name)
 	within(t, 5*time.Minute, 100*time.Millisecond, "the dead VM's address "+victim.Address+" leaves the Service", func() (bool, string) {
 		listed := readyEndpoints(ctx, t, cs, p)
@@ -74,6 +76,46 @@ func killReplica(t *testing.T, k8s client.Client, cs kubernetes.Interface, l lan
 	}
 	t.Logf("replica %d's VM %s destroyed: its address %s left the Service after %s; the replica answered again on a new VM after %s",
 		k, victim.Instance.Name, victim.Address, out.endpointGone.Round(time.Millisecond), out.replaced.Round(time.Millisecond))
+	return out
+}
+
+// timeline is what the lane saw of the failover, as lines with their
+// times to the nanosecond, beside the operator's log in failover.log.
+func (f failedOver) timeline() []string {
+	at := func(d time.Duration) string { return f.killed.Add(d).UTC().Format(time.RFC3339Nano) }
+	return []string{
+		fmt.Sprintf("%s virsh destroy of %s", at(0), f.victim),
+		fmt.Sprintf("%s its address seen gone from the Service's ready endpoints (+%s; polled every 100 ms)", at(f.endpointGone), f.endpointGone.Round(time.Millisecond)),
+		fmt.Sprintf("%s the replica seen answering again on a new VM (+%s; polled every second)", at(f.replaced), f.replaced.Round(time.Millisecond)),
+	}
+}
+
+// around picks from the operator's log (kubectl logs --prefix, JSON lines)
+// the lines from a second before the kill until a second after the dead
+// VM left the Service, each as its time and message, the Proxy and
+// replica fields kept: where the seconds between went.
+func (f failedOver) around(log string) []string {
+	from, to := f.killed.Add(-time.Second), f.killed.Add(f.endpointGone+time.Second)
+	var out []string
+	for line := range strings.Lines(log) {
+		_, doc, ok := strings.Cut(line, "] ")
+		var entry map[string]any
+		if !ok || json.Unmarshal([]byte(doc), &entry) != nil {
+			continue
+		}
+		ts, _ := entry["ts"].(string)
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil || at.Before(from) || at.After(to) {
+			continue
+		}
+		fields := []string{ts, fmt.Sprint(entry["msg"])}
+		for _, k := range []string{"replica", "instance", "address", "providerID", "reason", "failures", "error"} {
+			if v, ok := entry[k]; ok {
+				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
+			}
+		}
+		out = append(out, strings.Join(fields, " "))
+	}
 	return out
 }
 

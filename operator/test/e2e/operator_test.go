@@ -115,8 +115,10 @@ func libvirtSecret(t *testing.T, l lane) string {
 }
 
 // saveOperatorLogs writes every operator Pod's log to name in the lane's
-// directory; run.sh prints operator.log when the lane fails.
-func saveOperatorLogs(l lane, name string) {
+// directory, after the lane's own lines (what it did, and when, to line
+// up with the log's timestamps); run.sh prints operator.log when the lane
+// fails.
+func saveOperatorLogs(l lane, name string, header ...string) (log string) {
 	// A Cleanup: t.Context() is cancelled by now, and kubectl with it
 	// saved nothing but "context canceled".
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -126,5 +128,9 @@ func saveOperatorLogs(l lane, name string) {
 	if err != nil {
 		out += "\n" + err.Error()
 	}
+	for i := len(header) - 1; i >= 0; i-- {
+		out = "[lane] " + header[i] + "\n" + out
+	}
 	_ = os.WriteFile(filepath.Join(l.State, name), []byte(out), 0o644)
+	return out
 }

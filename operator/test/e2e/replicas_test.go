@@ -103,7 +103,9 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 		return len(left) == 0, fmt.Sprintf("still defined: %v", left)
 	})
 	out.failover = killReplica(t, k8s, cs, l, after, 1)
-	saveOperatorLogs(l, "failover.log")
+	operatorLog := saveOperatorLogs(l, "failover.log", out.failover.timeline()...)
+	t.Logf("failover, as the lane saw it:\n%s\nand the operator's log around it:\n%s",
+		strings.Join(out.failover.timeline(), "\n"), strings.Join(out.failover.around(operatorLog), "\n"))
 	after = waitReplicas(ctx, t, k8s, key, nil, 5*time.Minute)
 
 	scaling = time.Now()
