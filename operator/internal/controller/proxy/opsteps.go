@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
 // What the Proxy reconciler's operations do in their goroutines: the
@@ -35,14 +38,68 @@ type observed struct {
 // taskTimeout+callTimeout). An instance that does not carry the Proxy's
 // UID is neither probed nor deleted (the reconcile says so: notOwned).
 // With stats, the probe reads the default tinyproxy's counters too.
-func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32, stats bool) observed {
+// check is the operation that looks at a recorded instance: Get, then
+// look, with the probe bounded by timeout when it is not 0. A VM that did
+// not answer within it is asked for again: one that died while the probe
+// ran (a Get just before the death said Running) is then found down and
+// deleted in this operation, and its reconcile takes it out of the
+// Service at once instead of counting one failed probe of three. Only a
+// NotFound from the second Get is an answer; another error leaves the
+// failed probe to count.
+func (r *Reconciler) check(ctx context.Context, prov contract.Provider, providerID, uid string, port int32, stats bool, timeout time.Duration) (observed, error) {
+	inst, err := prov.Get(ctx, providerID)
+	if err != nil {
+		return observed{}, err
+	}
+	seen := r.look(ctx, prov, inst, uid, port, stats, timeout)
+	if seen.probed == nil || timeout == 0 {
+		return seen, nil
+	}
+	again, err := prov.Get(ctx, providerID)
+	switch {
+	case errors.Is(err, contract.ErrNotFound):
+		return observed{}, err
+	case err != nil || again.State == contract.StateRunning:
+		return seen, nil
+	}
+	return r.look(ctx, prov, again, uid, port, stats, timeout), nil
+}
+
+// servingProbeTimeout bounds a reconcile's probe of a VM that serves
+// beside other replicas (probeTimeout). A probe in flight when its VM dies
+// waits out its timeout, since a dead VM never refuses, and only then is
+// the VM asked for again: with the prober's own 5 s, a dead VM stayed 5.3 s
+// in the Service in `make e2e` while the serving watch had found it within
+// a second (docs/addresses.md, "Failover"). A live VM answers its probe
+// on the backend's network in milliseconds, and three failures in a row
+// still decide that one is unreachable.
+const servingProbeTimeout = time.Second
+
+// probeTimeout is servingProbeTimeout for the serving VM of a Proxy of
+// more than one replica, and 0 (the prober's own) for any other: a lone
+// replica has no other VM to take its clients, and a VM that does not
+// serve yet may be slow to answer while it boots.
+func probeTimeout(proxy *v1alpha1.Proxy, ro role) time.Duration {
+	if replica.Multi(proxy) && serving(proxy, ro) {
+		return servingProbeTimeout
+	}
+	return 0
+}
+
+func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32, stats bool, timeout time.Duration) observed {
 	seen := observed{inst: inst}
 	if !carriesUID(inst, uid) {
 		return seen
 	}
 	switch inst.State {
 	case contract.StateRunning:
-		seen.stats, seen.probed = r.Prober.Probe(ctx, inst.IP, port, stats)
+		pctx := ctx
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		seen.stats, seen.probed = r.Prober.Probe(pctx, inst.IP, port, stats)
 	case contract.StateStopped, contract.StateTerminated:
 		seen.deleteErr = prov.Delete(ctx, inst.ProviderID)
 	}

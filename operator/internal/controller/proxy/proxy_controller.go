@@ -456,7 +456,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 			}
 			// Go on with what Create returned: a VM that already runs with
 			// an address is probed now, not one poll later.
-			return r.look(ctx, prov, inst, uid, req.Port, proxy.Spec.CloudInit == nil), nil
+			return r.look(ctx, prov, inst, uid, req.Port, proxy.Spec.CloudInit == nil, 0), nil
 		})
 		if !done {
 			return r.awaitingOperation(), nil
@@ -484,12 +484,9 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		stats := servesStats(proxy, target, replica.CloudInitHash(cloudInit))
 		var done bool
 		var err error
+		timeout := probeTimeout(proxy, ro)
 		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (observed, error) {
-			inst, err := prov.Get(ctx, providerID)
-			if err != nil {
-				return observed{}, err
-			}
-			return r.look(ctx, prov, inst, uid, port, stats), nil
+			return r.check(ctx, prov, providerID, uid, port, stats, timeout)
 		})
 		if !done {
 			return r.awaitingOperation(), nil
