@@ -26,7 +26,7 @@ type instrumented struct {
 }
 
 // Instrument decorates p. The result implements contract.Checker exactly
-// when p does.
+// when p does, and is a contract.EgressKeeper answering for p (egress.go).
 func Instrument(name, typ string, p contract.Provider, tp trace.TracerProvider) contract.Provider {
 	i := &instrumented{name: name, typ: typ, inner: p, tp: tp}
 	if c, ok := p.(contract.Checker); ok {

@@ -35,7 +35,9 @@ type limited struct {
 }
 
 // Limit decorates p with l. The result implements contract.Checker exactly
-// when p does; checks go through the same limits. A contract.SharedLister's
+// when p does; checks go through the same limits. It is a
+// contract.EgressKeeper answering for p (egress.go), whose calls take a
+// token and a slot as any other. A contract.SharedLister's
 // ListByTag goes through neither limit: the provider runs one listing per
 // location at a time whoever waits, and waiting on it is no backend call.
 func Limit(p contract.Provider, l Limits) contract.Provider {
