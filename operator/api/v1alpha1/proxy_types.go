@@ -219,6 +219,11 @@ type InstanceRef struct {
 	// empty when the backend assigned it.
 	// +optional
 	Address string `json:"address,omitempty"`
+	// EgressIP is the address the outside world sees the VM's connections
+	// come from, when the provider keeps one per replica across its VMs
+	// (an OpenStack floating IP); empty when that is the VM's own IP.
+	// +optional
+	EgressIP string `json:"egressIP,omitempty"`
 	// Port is the port the VM was made to listen on: while replicas roll
 	// onto a new spec.port, the ones not replaced yet still listen on the
 	// old one, and are probed and served there. Unset for a VM made before
@@ -248,6 +253,12 @@ type ReplicaStatus struct {
 	// Address is the IP the replica serves at, once it answers.
 	// +optional
 	Address string `json:"address,omitempty"`
+	// EgressAddress is the address the outside world sees the replica's
+	// connections come from, when the provider keeps one per replica (an
+	// OpenStack floating IP): kept across the replica's VMs, known once
+	// its VM runs, and the one to allow-list.
+	// +optional
+	EgressAddress string `json:"egressAddress,omitempty"`
 	// Ready says the replica's proxy answers on its port at Address.
 	Ready bool `json:"ready"`
 	// Reason says, in one CamelCase word, why the replica does not
@@ -295,6 +306,12 @@ type ProxyStatus struct {
 	// spec.addressPool, known before its VM exists: the ones to allow-list.
 	// +optional
 	Addresses []string `json:"addresses,omitempty"`
+	// EgressAddresses are the replicas' egress addresses, by index, when
+	// the provider keeps one per replica (an OpenStack floating IP): the
+	// addresses the outside world sees, and the ones to allow-list, where
+	// Address and Addresses are the VMs' own.
+	// +optional
+	EgressAddresses []string `json:"egressAddresses,omitempty"`
 	// Endpoint is the URL pods use: http://<proxy>.<namespace>.svc:<port>.
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
@@ -340,6 +357,7 @@ type ProxyStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
 // +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.status.addresses`
+// +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.status.egressAddresses`
 // +kubebuilder:printcolumn:name="CloudInit-Current",type=string,JSONPath=`.status.conditions[?(@.type=="CloudInitCurrent")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Proxy struct {

@@ -533,6 +533,11 @@ func (in *ProxyStatus) DeepCopyInto(out *ProxyStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.EgressAddresses != nil {
+		in, out := &in.EgressAddresses, &out.EgressAddresses
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Instance != nil {
 		in, out := &in.Instance, &out.Instance
 		*out = new(InstanceRef)

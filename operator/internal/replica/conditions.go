@@ -142,8 +142,9 @@ func Aggregate(proxy *v1alpha1.Proxy) {
 
 // Summarise fills what status shows of every Proxy's replicas before a
 // write: replica 0's entry mirrors status.instance (and, for one replica,
-// the Ready condition), the ready/desired count, and Degraded naming the
-// replicas that do not answer.
+// the Ready condition), each replica's egress address and the list of
+// them, the ready/desired count, and Degraded naming the replicas that do
+// not answer.
 func Summarise(proxy *v1alpha1.Proxy) {
 	s := &proxy.Status
 	n := Desired(proxy)
@@ -160,6 +161,16 @@ func Summarise(proxy *v1alpha1.Proxy) {
 			zero.Address = s.Address
 		}
 	}
+	var egress []string
+	for i := range s.Replicas {
+		s.Replicas[i].EgressAddress = egressAddress(&s.Replicas[i])
+	}
+	for k := range n {
+		if a := Slot(proxy, k).EgressAddress; a != "" {
+			egress = append(egress, a)
+		}
+	}
+	s.EgressAddresses = egress
 	var missing []string
 	ready := 0
 	for k := range n {
@@ -182,4 +193,17 @@ func Summarise(proxy *v1alpha1.Proxy) {
 	} else {
 		SetCondition(proxy, v1alpha1.ConditionDegraded, false, v1alpha1.ReasonAllReplicasReady, fmt.Sprintf("all %d replicas answer", n))
 	}
+}
+
+// egressAddress is the replica's egress address: its serving VM's, or its
+// replacement's, which holds it once made (a replica with a kept egress
+// address is replaced break-before-make: its replacement is then its only
+// VM); "" when the provider keeps none.
+func egressAddress(sl *v1alpha1.ReplicaStatus) string {
+	for _, ref := range []*v1alpha1.InstanceRef{sl.Instance, sl.Replacement} {
+		if ref != nil && ref.EgressIP != "" {
+			return ref.EgressIP
+		}
+	}
+	return ""
 }

@@ -755,6 +755,11 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, proxy *v1alpha1.Proxy, 
 // observe copies what the provider said about an instance into its ref.
 func observe(ref *v1alpha1.InstanceRef, inst contract.Instance) {
 	ref.ProviderID, ref.State, ref.IP = inst.ProviderID, string(inst.State), inst.IP
+	if inst.EgressIP != "" {
+		// Kept while the VM lives (contract §3.1); a Get of a VM that is
+		// not Running may not say it.
+		ref.EgressIP = inst.EgressIP
+	}
 	if !inst.CreatedAt.IsZero() {
 		// In whole seconds, as the API server keeps it: a backend's
 		// sub-second digits (vSphere's) would make every resync's status

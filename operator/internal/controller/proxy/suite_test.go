@@ -146,12 +146,17 @@ func run(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	keeps, err := egressEntry(tp)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	set = providers.NewSet(&providers.Entry{
 		Name: testProvider, Type: memprovider.Type, Owner: testOwner,
 		Provider:      providers.Instrument(testProvider, memprovider.Type, providers.Limit(&seamProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
-	}, slow, tenantEntry(prov, tp))
+	}, slow, tenantEntry(prov, tp), keeps)
 
 	listener, err := probetest.StandIn(func() bool {
 		if failingProbes.Load() > 0 && failingProbes.Add(-1) >= 0 {
