@@ -66,7 +66,7 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 	if drain > 0 {
 		return ctrl.Result{RequeueAfter: drain}, nil
 	}
-	found, done, err := r.clearReplica(ctx, proxy, entry, k, "Replace", "to make "+next.Name+" on its address")
+	found, done, err := r.clearReplica(ctx, proxy, entry, k, "Replace", "to make "+next.Name+" on its address", false)
 	switch {
 	case !done:
 		return r.awaitingOperation(), nil
@@ -87,15 +87,23 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 // replicas, recorded or not (a Create cut off after its power-on left no
 // ID to delete by). Replica k's VMs are all gone once found.left is empty;
 // done is false while the operation runs (its end reconciles the Proxy).
-// action and why go into the events of the VMs deleted.
-func (r *Reconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string) (found swept, done bool, err error) {
+// action and why go into the events of the VMs deleted. With
+// releaseEgress (the replica is removed, not replaced), the egress
+// address kept for it is released once its VMs are gone.
+func (r *Reconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string, releaseEgress bool) (found swept, done bool, err error) {
 	own, spare := proxy.DeepCopy(), othersOf(proxy, k)
 	found, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, k), entry.Name, operation.Call{Method: operation.MethodClear, Arg: strconv.Itoa(k)}, func(ctx context.Context) (swept, error) {
+		if releaseEgress {
+			return sweepAndRelease(ctx, entry.Provider, entry.Owner, own, spare, k)
+		}
 		return sweep(ctx, entry.Provider, own, spare)
 	})
 	for _, inst := range found.deleted {
 		r.forget(inst.ProviderID)
 		r.record(proxy, instanceDeleted(action, inst.Name, inst.ProviderID, " "+why+replica.Describe(proxy, k)))
+	}
+	for _, e := range found.released {
+		r.record(proxy, egressReleased(action, e))
 	}
 	return found, done, err
 }

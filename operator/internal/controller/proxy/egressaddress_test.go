@@ -103,3 +103,23 @@ func TestEgressAddressesShownAndKeptAcrossAReplacement(t *testing.T) {
 		t.Errorf("after the replacement the provider keeps %v, want the same two", got)
 	}
 }
+
+// The egress addresses go with the Proxy: a replica scaled away releases
+// its own once its VMs are gone, and the Proxy's deletion releases the
+// rest, each announced; the provider keeps none of them after.
+func TestEgressAddressesReleasedWithTheirReplicaAndTheProxy(t *testing.T) {
+	p := egressProxy(t, "egress-release", "198.51.100.201-198.51.100.202")
+	before := readyN(t, p, 2)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
+	readyN(t, p, 1)
+	eventually(t, "replica 1's egress address is released, replica 0's kept", func() bool {
+		kept := keptEgress(t, p)
+		return len(kept) == 1 && kept[0].Replica == 0 && kept[0].IP == before.Status.EgressAddresses[0]
+	})
+	released := "EgressReleased: released egress address " + before.Status.EgressAddresses[1] + " of replica 1"
+	eventually(t, "an event for replica 1's", func() bool { return slices.Contains(eventsFor(t, p), released) })
+	deleteProxy(t, p)
+	if kept := keptEgress(t, p); len(kept) != 0 {
+		t.Errorf("after the Proxy's deletion the provider keeps %v, want none", kept)
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
@@ -83,6 +84,12 @@ func answers(who, ip string, port int32) proxyEvent {
 // replicaRemoved: a scaled-away replica's VMs are gone.
 func replicaRemoved(k int) proxyEvent {
 	return normal("ReplicaRemoved", "ScaleDown", fmt.Sprintf("replica %d removed: its VMs are gone, its address is released", k))
+}
+
+// egressReleased: the provider no longer keeps the replica's egress
+// address; action is ScaleDown or Delete.
+func egressReleased(action string, e contract.Egress) proxyEvent {
+	return normal("EgressReleased", action, fmt.Sprintf("released egress address %s of replica %d", e.IP, e.Replica))
 }
 
 // serviceUnavailable and serviceConflict: the Proxy cannot be published.

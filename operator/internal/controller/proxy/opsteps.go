@@ -118,6 +118,8 @@ func servesStats(proxy *v1alpha1.Proxy, ref *v1alpha1.InstanceRef, current strin
 type swept struct {
 	// deleted are the instances it deleted.
 	deleted []contract.Instance
+	// released are the egress addresses it released (sweepAndRelease).
+	released []contract.Egress
 	// left are the instances listed after: terminating, or made since.
 	left []contract.Instance
 	// failed names the call that failed, when one did.
@@ -165,4 +167,37 @@ func sweep(ctx context.Context, prov contract.Provider, proxy *v1alpha1.Proxy, s
 	// A provider whose Delete waits (delete-return: waits) is done
 	// already: look again now rather than one poll later.
 	return out, list()
+}
+
+// sweepAndRelease is sweep, then, once none of the VMs it deletes is left,
+// the release of the egress addresses the entry keeps for the Proxy:
+// replica k's, or every replica's when k < 0. A kept address outlives the
+// replica's VMs (contract §3.1: Delete never releases it), so the Proxy's
+// deletion and a replica scaled away release it, and only then: a VM
+// still listed may still use it.
+func sweepAndRelease(ctx context.Context, prov contract.Provider, owner string, proxy *v1alpha1.Proxy, spare map[string]bool, k int) (swept, error) {
+	out, err := sweep(ctx, prov, proxy, spare)
+	if err != nil || len(out.left) > 0 {
+		return out, err
+	}
+	keeper, ok := prov.(contract.EgressKeeper)
+	if !ok || !keeper.KeepsEgress() {
+		return out, nil
+	}
+	kept, err := keeper.ListEgress(ctx, owner)
+	if err != nil {
+		out.failed = "ListEgress"
+		return out, err
+	}
+	for _, e := range kept {
+		if e.UID != string(proxy.UID) || (k >= 0 && int(e.Replica) != k) {
+			continue
+		}
+		if err := keeper.ReleaseEgress(ctx, e); err != nil {
+			out.failed = "ReleaseEgress"
+			return out, err
+		}
+		out.released = append(out.released, e)
+	}
+	return out, nil
 }

@@ -649,7 +649,8 @@ func (r *Reconciler) awaitingOperation() ctrl.Result {
 
 // finalize deletes every instance carrying the Proxy's UID — found by
 // ListByTag, so one whose Create returned just before a crash is not
-// missed — and removes the finalizer once none is left. Without its
+// missed — releases the egress addresses kept for it once none is left
+// (sweepAndRelease), and then removes the finalizer. Without its
 // provider entry it waits (finalizeWithoutEntry). The deletion is one
 // operation (sweep); it waits for the Proxy's operation in flight, so a
 // Create still running has made its instance before the list.
@@ -670,7 +671,7 @@ func (r *Reconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry 
 	}
 	own := proxy.DeepCopy()
 	found, done, err := operation.Await(ctx, r.ops, proxy, entry.Name, operation.Call{Method: operation.MethodFinalize, Arg: string(proxy.UID)}, func(ctx context.Context) (swept, error) {
-		return sweep(ctx, entry.Provider, own, nil)
+		return sweepAndRelease(ctx, entry.Provider, entry.Owner, own, nil, -1)
 	})
 	if !done {
 		return r.awaitingOperation(), nil
@@ -678,6 +679,9 @@ func (r *Reconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry 
 	for _, inst := range found.deleted {
 		r.forget(inst.ProviderID)
 		r.record(proxy, instanceDeleting(inst.Name, inst.ProviderID))
+	}
+	for _, e := range found.released {
+		r.record(proxy, egressReleased("Delete", e))
 	}
 	if err != nil {
 		return r.providerError(ctx, proxy, found.failed, err)

@@ -160,7 +160,7 @@ func (r *Reconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, 
 		}
 		// Every VM of the replica, recorded or not: one a cut-off Create
 		// made holds the address as much as the recorded ones.
-		found, done, err := r.clearReplica(ctx, proxy, entry, k, "ScaleDown", fmt.Sprintf("of removed replica %d", k))
+		found, done, err := r.clearReplica(ctx, proxy, entry, k, "ScaleDown", fmt.Sprintf("of removed replica %d", k), true)
 		if err != nil {
 			r.record(proxy, deleteFailed("ScaleDown", fmt.Sprintf("deleting the VMs of removed replica %d: %s: %v", k, found.failed, err)))
 		}
