@@ -434,3 +434,75 @@ func TestGarbageCollectorSweepMetrics(t *testing.T) {
 		t.Errorf("after a partial sweep: failures %v (want 1), last success %v (want %v, unchanged)", failures(), last(), succeeded)
 	}
 }
+
+// stubKeeper is a stubProvider that keeps egress addresses (contract
+// §3.1), and records what it releases.
+type stubKeeper struct {
+	*stubProvider
+	kept     []contract.Egress
+	listErr  error
+	released []contract.Egress
+}
+
+func (s *stubKeeper) KeepsEgress() bool { return true }
+func (s *stubKeeper) ListEgress(_ context.Context, owner string) ([]contract.Egress, error) {
+	if owner != stubOwner {
+		return nil, fmt.Errorf("stub: the garbage collector lists the egress of %s, want %s", owner, stubOwner)
+	}
+	return slices.Clone(s.kept), s.listErr
+}
+func (s *stubKeeper) ReleaseEgress(_ context.Context, e contract.Egress) error {
+	s.released = append(s.released, e)
+	return nil
+}
+
+// An egress address the entry keeps for a Proxy that is gone, or that
+// moved to another entry, is released once no instance of the entry
+// carries that Proxy's UID; one of a Proxy of the entry, or still held by
+// an instance, is kept; nothing is released when a list failed.
+func TestOrphanEgressReleasedAndKept(t *testing.T) {
+	ctx := context.Background()
+	proxy := func(name, provider string) *v1alpha1.Proxy {
+		p := &v1alpha1.Proxy{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
+			Spec: v1alpha1.ProxySpec{Provider: provider, AllowedClients: []v1alpha1.CIDR{"10.0.0.0/8"},
+				Placement: v1alpha1.Placement{Region: "r", MachineType: "m", Image: "i"}},
+		}
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.WithoutCancel(ctx), p) })
+		return p
+	}
+	live, moved := proxy("gc-egress-live", "gc-egress"), proxy("gc-egress-moved", "elsewhere")
+	egress := func(uid string, ip string) contract.Egress {
+		return contract.Egress{Region: "r", UID: uid, Replica: 0, Owner: stubOwner, IP: ip}
+	}
+	kept := []contract.Egress{
+		egress(string(live.UID), "203.0.113.1"),
+		egress("uid-held", "203.0.113.2"),
+		egress("uid-gone", "203.0.113.3"),
+		egress(string(moved.UID), "203.0.113.4"),
+	}
+	held := contract.Instance{ProviderID: "r/held", Name: "held", UID: "uid-held", CreatedAt: time.Now(), State: contract.StateRunning}
+	for _, listErr := range []error{nil, errors.New("the network service is unavailable")} {
+		stub := &stubKeeper{stubProvider: &stubProvider{list: []contract.Instance{held}}, kept: kept, listErr: listErr}
+		entry := &providers.Entry{Name: "gc-egress", Type: "stub", Owner: stubOwner, Provider: stub, GC: providers.GC{MinAge: time.Hour}}
+		collector := &Collector{Reader: k8s, Providers: providers.NewSet(entry)}
+		_, err := collector.Sweep(ctx, entry)
+		var ips []string
+		for _, e := range stub.released {
+			ips = append(ips, e.IP)
+		}
+		want := []string{"203.0.113.3", "203.0.113.4"}
+		if listErr != nil {
+			want = nil
+		}
+		if !slices.Equal(ips, want) || (err != nil) != (listErr != nil) {
+			t.Errorf("ListEgress error %v: released %q, Sweep = %v; want %q released", listErr, ips, err, want)
+		}
+	}
+	if logLines("released the egress address of a Proxy that is gone", "203.0.113.3") != 1 {
+		t.Errorf("the release is not logged:\n%s", logs)
+	}
+}

@@ -1,4 +1,5 @@
-// Package gc deletes the VMs and releases the addresses no Proxy wants
+// Package gc deletes the VMs and releases the addresses (the cluster's and
+// the egress addresses a provider keeps) no Proxy wants
 // (docs/operator.md, "Garbage collection").
 package gc
 
@@ -90,10 +91,11 @@ func (g *Collector) Sweep(ctx context.Context, e *providers.Entry) (deleted []co
 	if !usable(ownedErr) && !usable(legacyErr) {
 		return nil, errors.Join(ownedErr, legacyErr)
 	}
-	// Addresses are listed before the Proxies: a ProxyAddress is made for
-	// a Proxy that exists, so one listed here whose Proxy the later list
-	// lacks belongs to a Proxy that is gone.
+	// Addresses, and kept egress addresses, are listed before the
+	// Proxies: each is made for a Proxy that exists, so one listed here
+	// whose Proxy the later list lacks belongs to a Proxy that is gone.
 	addrs, addrErr := g.listAddresses(ctx)
+	kept, egressErr := listEgress(ctx, e)
 	// Proxies are listed after the instances: an instance made after this
 	// list is younger than gc.minAge, so it is spared whatever it says.
 	var proxies v1alpha1.ProxyList
@@ -110,7 +112,10 @@ func (g *Collector) Sweep(ctx context.Context, e *providers.Entry) (deleted []co
 		// Only complete lists prove that no VM holds an address.
 		g.releaseOrphanAddresses(ctx, e, addrs, byUID, append(owned, legacy...))
 	}
-	return deleted, errors.Join(ownedErr, legacyErr, addrErr)
+	if ownedErr == nil && legacyErr == nil && egressErr == nil {
+		g.releaseOrphanEgress(ctx, e, kept, byUID, append(owned, legacy...))
+	}
+	return deleted, errors.Join(ownedErr, legacyErr, addrErr, egressErr)
 }
 
 // listMarked lists e's instances whose managed mark is value.
