@@ -18,7 +18,8 @@ import (
 
 // A Proxy with a static address is replaced break-before-make: the new VM
 // needs the address the old one holds, and two guests on one address
-// would answer in turn. Every VM of the replica is deleted first (clearReplica),
+// would answer in turn. So is one whose provider keeps the replica's
+// egress address (keepsEgress). Every VM of the replica is deleted first (clearReplica),
 // the reconcile waits until the provider lists none of them, and only
 // then is the replacement made, on the same address (docs/addresses.md
 // states the outage and each crash point). A replacement onto another
@@ -26,11 +27,31 @@ import (
 // once its VM is gone and no retire runs unwatched.
 
 // breaksBeforeMake reports whether the Proxy's replacement must wait for
-// its current VM to be gone: either holds a static address.
-func breaksBeforeMake(proxy *v1alpha1.Proxy, k int) bool {
+// its current VM to be gone: either holds a static address, or the
+// provider keeps the replica's egress address (keepsEgress).
+func breaksBeforeMake(proxy *v1alpha1.Proxy, k int, keepsEgress bool) bool {
 	instance, replacement := replica.Refs(proxy, k)
 	inst, repl := *instance, *replacement
-	return inst != nil && repl != nil && (inst.Address != "" || repl.Address != "")
+	return inst != nil && repl != nil && (keepsEgress || inst.Address != "" || repl.Address != "")
+}
+
+// keepsEgress reports whether the entry's provider keeps an egress address
+// per replica (contract §3.1). Its replacement takes the address at its
+// Create (the newest instance holds it), so, made beside the old VM, it
+// would take it from the VM still serving, whose clients' connections
+// would then leave from another address until it is deleted.
+func keepsEgress(entry *providers.Entry) bool {
+	k, ok := entry.Provider.(contract.EgressKeeper)
+	return ok && k.KeepsEgress()
+}
+
+// replacedOn says what a break-before-make replacement keeps: its static
+// address, or the replica's egress address.
+func replacedOn(next *v1alpha1.InstanceRef) string {
+	if next.Address == "" {
+		return "keeping the replica's egress address"
+	}
+	return "on address " + addresses.IPOf(next.Address)
 }
 
 // breakBeforeMake takes the current instance out of service, deletes
@@ -45,7 +66,7 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 		down = "this replica is out of the Service until the new one answers; the others serve"
 	}
 	r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
-		"replacing instance %s with %s on address %s: the old VM is deleted first, and %s", old.Name, next.Name, addresses.IPOf(next.Address), down))
+		"replacing instance %s with %s %s: the old VM is deleted first, and %s", old.Name, next.Name, replacedOn(next), down))
 	drain := time.Duration(0)
 	if id := old.ProviderID; id != "" && replica.Multi(proxy) {
 		// The others serve on: the Service stops sending clients to this
@@ -56,8 +77,8 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 		}
 		if drain = r.memory.Drain(id, r.Timing.Drain); drain > 0 {
 			r.setReplicaNotReady(proxy, k, v1alpha1.ReasonReplacing, fmt.Sprintf(
-				"replacing instance %s with %s on address %s: out of the Service, draining for %s before the old VM is deleted",
-				old.Name, next.Name, addresses.IPOf(next.Address), secondsUp(drain)))
+				"replacing instance %s with %s %s: out of the Service, draining for %s before the old VM is deleted",
+				old.Name, next.Name, replacedOn(next), secondsUp(drain)))
 		}
 	}
 	if err := r.writeStatus(ctx, proxy); err != nil {

@@ -17,7 +17,7 @@ import (
 
 // egressProvider is the suite's entry whose provider keeps an egress
 // address per replica (memprovider's Config.Egress, as OpenStack's
-// floating IPs), on the suite's Cloud.
+// floating IPs), on the suite's Cloud, with the suite's seams.
 const egressProvider = "mem-egress"
 
 func egressEntry(tp trace.TracerProvider) (*providers.Entry, error) {
@@ -33,7 +33,7 @@ func egressEntry(tp trace.TracerProvider) (*providers.Entry, error) {
 	}
 	return &providers.Entry{
 		Name: egressProvider, Type: memprovider.Type, Owner: "c0ffee12-" + egressProvider,
-		Provider:      providers.Instrument(egressProvider, memprovider.Type, providers.Limit(prov, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
+		Provider:      providers.Instrument(egressProvider, memprovider.Type, providers.Limit(&seamProvider{Provider: prov, holder: holder}, providers.Limits{QPS: 1000, Burst: 1000, Concurrency: 8}), tp),
 		GC:            providers.GC{MinAge: time.Hour, Interval: time.Hour},
 		CheckInterval: time.Hour,
 	}, nil
@@ -121,5 +121,43 @@ func TestEgressAddressesReleasedWithTheirReplicaAndTheProxy(t *testing.T) {
 	deleteProxy(t, p)
 	if kept := keptEgress(t, p); len(kept) != 0 {
 		t.Errorf("after the Proxy's deletion the provider keeps %v, want none", kept)
+	}
+}
+
+// On a provider that keeps the replica's egress address, a replacement is
+// made only once the old VM is gone, even without a static address: made
+// beside it, the new VM would take the address from the VM still serving,
+// whose clients would then go out from another address. The replacement
+// keeps the address.
+func TestEgressKeptReplacementBreaksBeforeMake(t *testing.T) {
+	const name = "egress-bbm"
+	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Provider = egressProvider })
+	bootGuest(t, p, current)
+	before := waitReady(t, p)
+	if len(before.Status.EgressAddresses) != 1 {
+		t.Fatalf("status.egressAddresses %q, want one", before.Status.EgressAddresses)
+	}
+	held, release := holdCreates(t, name)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
+	var next contract.Instance
+	select {
+	case next = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the replacement's Create was never held")
+	}
+	for _, inst := range instancesOf(t, p) {
+		if inst.ProviderID == before.Status.Instance.ProviderID {
+			t.Errorf("the replacement %s was made while the old VM %s still exists", next.Name, inst.ProviderID)
+		}
+	}
+	release(nil)
+	bootGuest(t, p, current)
+	var after *v1alpha1.Proxy
+	eventually(t, "the replacement serves", func() bool {
+		after = get(t, p)
+		return readyCondition(after).Status == metav1.ConditionTrue && after.Status.Instance.Name == next.Name
+	})
+	if !slices.Equal(after.Status.EgressAddresses, before.Status.EgressAddresses) {
+		t.Errorf("after the replacement: status.egressAddresses %q, want %q", after.Status.EgressAddresses, before.Status.EgressAddresses)
 	}
 }

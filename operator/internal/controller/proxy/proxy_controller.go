@@ -333,7 +333,7 @@ func (r *Reconciler) step(ctx context.Context, sc *scope, k int, network *contra
 	if k == 0 && replica.Multi(proxy) {
 		r.noteCloudInit(proxy, sc.cloudInit)
 	}
-	if ro.repl && breaksBeforeMake(proxy, k) {
+	if ro.repl && breaksBeforeMake(proxy, k, keepsEgress(sc.entry)) {
 		return r.breakBeforeMake(ctx, proxy, sc.entry, k)
 	}
 	return r.drive(ctx, sc, ro, network)
