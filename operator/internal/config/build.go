@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/egress-proxies/egress-proxies-operator/contract"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
@@ -28,12 +27,6 @@ func Build(cfg *Config, reg providers.Registry, tp trace.TracerProvider) (*provi
 		prov, err := reg[p.Type].New(p.Block)
 		if err != nil {
 			return nil, fmt.Errorf("provider %q: %w", p.Name, err)
-		}
-		// An address kept per replica (contract §3.1) is released by the
-		// operator once the replica is gone; this one cannot yet, so such
-		// a config would leak every address it makes.
-		if k, ok := prov.(contract.EgressKeeper); ok && k.KeepsEgress() {
-			return nil, fmt.Errorf("provider %q: its config keeps an egress address per replica (OpenStack's regions[].floatingIPs), which this operator does not release yet: remove it (docs/openstack-provider.md, \"Floating IPs\")", p.Name)
 		}
 		entries = append(entries, &providers.Entry{
 			Name:              p.Name,

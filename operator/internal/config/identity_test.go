@@ -89,9 +89,10 @@ func (keeper) ListEgress(context.Context, string) ([]contract.Egress, error) {
 }
 func (keeper) ReleaseEgress(context.Context, contract.Egress) error { return nil }
 
-// A provider entry that keeps an egress address per replica is refused
-// at start, naming it: the operator would never release the addresses.
-func TestBuildRefusesAProviderThatKeepsEgress(t *testing.T) {
+// An entry whose provider keeps an egress address per replica is built,
+// and answers for it through its wrappers: the operator releases the
+// addresses (docs/openstack-provider.md, "Floating IPs").
+func TestBuildKeepsAProviderThatKeepsEgress(t *testing.T) {
 	reg := registry()
 	reg.Register(providers.Typed("openstack", func(testBlock) error { return nil },
 		func(testBlock) (contract.Provider, error) { return keeper{}, nil }))
@@ -99,7 +100,11 @@ func TestBuildRefusesAProviderThatKeepsEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Build(cfg, reg, noop.NewTracerProvider()); err == nil || !strings.Contains(err.Error(), `provider "os": its config keeps an egress address per replica`) {
-		t.Errorf("Build = %v, want the entry refused", err)
+	set, err := Build(cfg, reg, noop.NewTracerProvider())
+	if err != nil {
+		t.Fatalf("Build = %v", err)
+	}
+	if k, ok := set.All()[0].Provider.(contract.EgressKeeper); !ok || !k.KeepsEgress() {
+		t.Errorf("the built entry does not keep egress addresses (%T)", set.All()[0].Provider)
 	}
 }
