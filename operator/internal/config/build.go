@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 )

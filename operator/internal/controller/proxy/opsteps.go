@@ -56,13 +56,14 @@ func (r *Reconciler) check(ctx context.Context, prov contract.Provider, provider
 		return seen, nil
 	}
 	again, err := prov.Get(ctx, providerID)
-	switch {
-	case errors.Is(err, contract.ErrNotFound):
+	if errors.Is(err, contract.ErrNotFound) {
 		return observed{}, err
-	case err != nil || again.State == contract.StateRunning:
-		return seen, nil
 	}
-	return r.look(ctx, prov, again, uid, port, stats, timeout), nil
+	if err == nil && again.State != contract.StateRunning {
+		return r.look(ctx, prov, again, uid, port, stats, timeout), nil
+	}
+	// Running still, or not known: the failed probe counts.
+	return seen, nil
 }
 
 // servingProbeTimeout bounds a reconcile's probe of a VM that serves
