@@ -39,10 +39,7 @@ func (g *Collector) listAddresses(ctx context.Context) ([]v1alpha1.ProxyAddress,
 func (g *Collector) releaseOrphanAddresses(ctx context.Context, e *providers.Entry, addrs []v1alpha1.ProxyAddress,
 	byUID map[string]*v1alpha1.Proxy, instances []contract.Instance) {
 	log := logf.FromContext(ctx)
-	holding := map[string]bool{}
-	for _, inst := range instances {
-		holding[inst.UID] = true
-	}
+	holding := uidsOf(instances)
 	for i := range addrs {
 		pa := &addrs[i]
 		uid := pa.Spec.Proxy.UID
@@ -58,4 +55,13 @@ func (g *Collector) releaseOrphanAddresses(ctx context.Context, e *providers.Ent
 		log.Info("released the address of a Proxy that is gone", "proxyAddress", pa.Name, "address", pa.Spec.Address,
 			"proxy", pa.Spec.Proxy.Namespace+"/"+pa.Spec.Proxy.Name, "uid", uid)
 	}
+}
+
+// uidsOf is the set of Proxy UIDs the instances carry.
+func uidsOf(instances []contract.Instance) map[string]bool {
+	out := map[string]bool{}
+	for _, inst := range instances {
+		out[inst.UID] = true
+	}
+	return out
 }

@@ -38,10 +38,7 @@ func listEgress(ctx context.Context, e *providers.Entry) ([]contract.Egress, err
 func (g *Collector) releaseOrphanEgress(ctx context.Context, e *providers.Entry, kept []contract.Egress,
 	byUID map[string]*v1alpha1.Proxy, instances []contract.Instance) {
 	log := logf.FromContext(ctx)
-	holding := map[string]bool{}
-	for _, inst := range instances {
-		holding[inst.UID] = true
-	}
+	holding := uidsOf(instances)
 	keeper, _ := e.Provider.(contract.EgressKeeper)
 	for _, k := range kept {
 		if p := byUID[k.UID]; (p != nil && p.Spec.Provider == e.Name) || holding[k.UID] {

@@ -82,12 +82,7 @@ func TestAddressIsInStatusBeforeTheVMAndDelivered(t *testing.T) {
 	newPool(t, "early", "198.51.100.10-198.51.100.12")
 	held, release := holdCreates(t, "addr-early")
 	p := newProxy(t, "addr-early", withPool("early"))
-	var inst contract.Instance
-	select {
-	case inst = <-held:
-	case <-t.Context().Done():
-		t.Fatal("no Create")
-	}
+	inst := heldCreate(t, held, "no Create")
 	// The VM's Create has not returned: the status already names the address.
 	got := get(t, p)
 	if want := []string{"198.51.100.10"}; fmt.Sprint(got.Status.Addresses) != fmt.Sprint(want) {
@@ -185,12 +180,7 @@ func TestReplacementKeepsTheAddressBreakBeforeMake(t *testing.T) {
 	first := waitReady(t, p).Status.Instance
 	held, release := holdCreates(t, "addr-keep")
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
-	var next contract.Instance
-	select {
-	case next = <-held:
-	case <-t.Context().Done():
-		t.Fatal("no Create of the replacement")
-	}
+	next := heldCreate(t, held, "no Create of the replacement")
 	// The replacement is made only once the old VM is gone.
 	entry, _ := set.Get(testProvider)
 	if _, err := entry.Provider.Get(context.Background(), first.ProviderID); !errors.Is(err, contract.ErrNotFound) {

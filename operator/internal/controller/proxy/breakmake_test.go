@@ -67,18 +67,6 @@ func watchAddresses(t *testing.T, addrs ...string) (shared func() []string) {
 	}
 }
 
-// heldCreate waits for the next Create holdCreates holds.
-func heldCreate(t *testing.T, held <-chan contract.Instance) contract.Instance {
-	t.Helper()
-	select {
-	case inst := <-held:
-		return inst
-	case <-time.After(20 * time.Second):
-		t.Fatal("no Create was held")
-	}
-	return contract.Instance{}
-}
-
 // errAnswerLost is what a held Create returns in place of its instance:
 // the VM was made and powered on, and the operator never heard of it.
 var errAnswerLost = errors.New("read tcp 127.0.0.1:443: connection reset by peer")
@@ -89,7 +77,7 @@ func TestBreakBeforeMakeDeletesTheVMACutCreateLeftUnrecorded(t *testing.T) {
 	shared := watchAddresses(t, ip)
 	held, release := holdCreates(t, "addr-cut")
 	p := newProxy(t, "addr-cut", withPool("cut"))
-	first := heldCreate(t, held)
+	first := heldCreate(t, held, "no Create was held")
 	if err := control.ReportIP(context.Background(), first.ProviderID, ip); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +110,7 @@ func TestScaleDownDeletesTheVMACutCreateLeftUnrecorded(t *testing.T) {
 	shared := watchAddresses(t, addrs...)
 	held, release := holdCreates(t, "rep-cut")
 	p := newProxy(t, "rep-cut", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "cut-down" })
-	made := []contract.Instance{heldCreate(t, held), heldCreate(t, held)}
+	made := []contract.Instance{heldCreate(t, held, "no Create was held"), heldCreate(t, held, "no Create was held")}
 	// Both VMs run; replica 1 is scaled away before its Create's answer
 	// comes, and the answer is lost.
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })

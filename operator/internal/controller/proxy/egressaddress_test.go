@@ -139,12 +139,7 @@ func TestEgressKeptReplacementBreaksBeforeMake(t *testing.T) {
 	}
 	held, release := holdCreates(t, name)
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
-	var next contract.Instance
-	select {
-	case next = <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the replacement's Create was never held")
-	}
+	next := heldCreate(t, held, "the replacement's Create was never held")
 	for _, inst := range instancesOf(t, p) {
 		if inst.ProviderID == before.Status.Instance.ProviderID {
 			t.Errorf("the replacement %s was made while the old VM %s still exists", next.Name, inst.ProviderID)

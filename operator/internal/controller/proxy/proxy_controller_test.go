@@ -396,12 +396,7 @@ func TestInstanceInFlightIsRecordedAndSpared(t *testing.T) {
 	held, release := holdCreates(t, "inflight-")
 	defer release(nil) // before the Proxy's deletion, which the held Create would stall
 	p := newProxy(t, "inflight", nil)
-	var inst contract.Instance
-	select {
-	case inst = <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("timed out waiting for the Create of inflight")
-	}
+	inst := heldCreate(t, held, "timed out waiting for the Create of inflight")
 
 	// The VM exists and Create has not returned: the window of a crash.
 	if ref := get(t, p).Status.Instance; ref == nil || ref.Name != inst.Name || ref.ProviderID != "" {

@@ -280,12 +280,7 @@ func TestReplicasRollOneAtATimeKeepingTheirAddresses(t *testing.T) {
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 3129 })
 	seen := map[int32]bool{}
 	for i := range 3 {
-		var inst contract.Instance
-		select {
-		case inst = <-held:
-		case <-time.After(20 * time.Second):
-			t.Fatal("no Create of a replacement")
-		}
+		inst := heldCreate(t, held, "no Create of a replacement")
 		got := get(t, p)
 		var k int32 = -1
 		for _, r := range got.Status.Replicas {
@@ -367,12 +362,7 @@ func TestLostReplicaIsDegradedAndRecreatedOnItsAddress(t *testing.T) {
 	if err := entry.Provider.Delete(context.Background(), before.Instance.ProviderID); err != nil {
 		t.Fatal(err)
 	}
-	var inst contract.Instance
-	select {
-	case inst = <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the lost VM is not made again")
-	}
+	inst := heldCreate(t, held, "the lost VM is not made again")
 	eventually(t, "Degraded names replica 1 while it is made again", func() bool {
 		got := get(t, p)
 		c := degradedCondition(got)
@@ -417,12 +407,7 @@ func TestARunningReplicaDoesNotHoldBackTheNext(t *testing.T) {
 	held, release := holdCreates(t, name)
 	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.AddressPool = name })
 	playGuests(t, p)
-	var first contract.Instance
-	select {
-	case first = <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("replica 0's Create was never held")
-	}
+	first := heldCreate(t, held, "replica 0's Create was never held")
 	narrowHold(first.Name)
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 2 })
 	eventually(t, "replica 1 serves while replica 0's Create is held", func() bool {
@@ -446,12 +431,7 @@ func TestARunningReplicaDoesNotHoldBackTheRemovalOfAnother(t *testing.T) {
 	second := replicaOf(&readyN(t, p, 2).Status, 1)
 	held, release := holdCreates(t, name)
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 3 })
-	var third contract.Instance
-	select {
-	case third = <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("replica 2's Create was never held")
-	}
+	third := heldCreate(t, held, "replica 2's Create was never held")
 	narrowHold(third.Name)
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
 	eventually(t, "replica 1 is removed while replica 2's Create is held", func() bool {

@@ -18,11 +18,7 @@ func TestWaitingOnAnOperationDoesNotSpin(t *testing.T) {
 	const name = "spin"
 	held, release := holdCreates(t, name)
 	p := newProxy(t, name, nil)
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the Create was never held")
-	}
+	heldCreate(t, held, "the Create was never held")
 	count := func() int64 {
 		n, _ := reconciles.LoadOrStore(name, new(atomic.Int64))
 		return n.(*atomic.Int64).Load()

@@ -218,12 +218,7 @@ func TestCreatingIsShownWhileTheCreateRuns(t *testing.T) {
 	const name = "creating"
 	held, release := holdCreates(t, name)
 	p := newProxy(t, name, nil)
-	var inst contract.Instance
-	select {
-	case inst = <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the Create was never held")
-	}
+	inst := heldCreate(t, held, "the Create was never held")
 	want := "creating instance " + inst.Name
 	eventually(t, "Ready says "+want, func() bool {
 		c := readyCondition(get(t, p))

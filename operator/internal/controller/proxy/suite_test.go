@@ -371,6 +371,19 @@ func holdCreates(t *testing.T, prefix string) (held <-chan contract.Instance, re
 	return h.held, release
 }
 
+// heldCreate waits for the next Create holdCreates holds, at most 30 s;
+// what says which, for the failure.
+func heldCreate(t *testing.T, held <-chan contract.Instance, what string) contract.Instance {
+	t.Helper()
+	select {
+	case inst := <-held:
+		return inst
+	case <-time.After(30 * time.Second):
+		t.Fatal(what)
+		return contract.Instance{}
+	}
+}
+
 // narrowHold holds, from now on, only the Creates of instances named
 // prefix* among those holdCreates holds; the Creates held already stay
 // held until release.
