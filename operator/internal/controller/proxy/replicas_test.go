@@ -479,6 +479,31 @@ func TestScaleDownDeleteFailureIsAnnouncedAndRetried(t *testing.T) {
 	}
 }
 
+// A replica the pool has no address for says so in its entry, and
+// Degraded names it, while the others serve; it is made once an address
+// is free.
+func TestReplicaWithoutAnAddressSaysWhy(t *testing.T) {
+	const name = "rep-wait"
+	pool := newPool(t, name, "198.51.100.203")
+	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, name })
+	playGuests(t, p)
+	eventually(t, "replica 1 waits for an address while replica 0 serves", func() bool {
+		s := get(t, p).Status
+		r := replicaOf(&s, 1)
+		return s.Ready == "1/2" && r.Reason == v1alpha1.ReasonPoolExhausted && r.Instance == nil &&
+			strings.Contains(meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionDegraded).Message, "replica 1 ("+v1alpha1.ReasonPoolExhausted+")")
+	})
+	var latest v1alpha1.AddressPool
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), &latest); err != nil {
+		t.Fatal(err)
+	}
+	latest.Spec.Addresses = append(latest.Spec.Addresses, "198.51.100.204")
+	if err := k8s.Update(context.Background(), &latest); err != nil {
+		t.Fatal(err)
+	}
+	readyN(t, p, 2)
+}
+
 // Scaling down removes the highest replicas, and releases their addresses
 // only once their VMs are gone.
 func TestScaleDownReleasesAddressesAfterTheVMs(t *testing.T) {
