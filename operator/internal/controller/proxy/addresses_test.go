@@ -475,3 +475,26 @@ func TestServingProxyKeepsServingWhileItsNewPoolIsFull(t *testing.T) {
 		t.Errorf("while its new pool is full: Ready %+v at %q, want it serving on 198.51.100.187", readyCondition(got), got.Status.Address)
 	}
 }
+
+// The same with replicas: each replica that serves keeps serving on its
+// old address while the new pool has none for it.
+func TestServingReplicasKeepServingWhileTheirNewPoolIsFull(t *testing.T) {
+	newPool(t, "keep-old-two", "198.51.100.205-198.51.100.206")
+	newPool(t, "keep-full-two", "198.51.100.207")
+	taker := newProxy(t, "keep-taker-two", withPool("keep-full-two"))
+	allocated(t, taker)
+	p := newProxy(t, "keep-mover-two", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "keep-old-two" })
+	playGuests(t, p)
+	before := readyN(t, p, 2)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.AddressPool = "keep-full-two" })
+	eventually(t, "the move waits for the full pool", func() bool {
+		c := addressCondition(get(t, p))
+		return c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonPoolExhausted
+	})
+	got := get(t, p)
+	for k := range 2 {
+		if r, was := replicaOf(&got.Status, k), replicaOf(&before.Status, k); !r.Ready || r.Address != was.Address {
+			t.Errorf("while the new pool is full: replica %d Ready %v at %q (%s), want it serving on %s", k, r.Ready, r.Address, r.Reason, was.Address)
+		}
+	}
+}
