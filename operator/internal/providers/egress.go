@@ -11,6 +11,16 @@ import (
 // lists nothing and releases nothing, and the operator asks every entry
 // the same way.
 
+// Keeper is p's contract.EgressKeeper when p keeps egress addresses per
+// replica (KeepsEgress), nil otherwise: the one question every part of
+// the operator asks of an entry's provider.
+func Keeper(p contract.Provider) contract.EgressKeeper {
+	if k := egressOf(p); k != nil && k.KeepsEgress() {
+		return k
+	}
+	return nil
+}
+
 // egressOf is p's EgressKeeper, nil when it is none.
 func egressOf(p contract.Provider) contract.EgressKeeper {
 	k, _ := p.(contract.EgressKeeper)

@@ -21,8 +21,8 @@ import (
 // listEgress lists the egress addresses the entry keeps for its owner;
 // none when its provider keeps none.
 func listEgress(ctx context.Context, e *providers.Entry) ([]contract.Egress, error) {
-	keeper, ok := e.Provider.(contract.EgressKeeper)
-	if !ok || !keeper.KeepsEgress() {
+	keeper := providers.Keeper(e.Provider)
+	if keeper == nil {
 		return nil, nil
 	}
 	kept, err := keeper.ListEgress(ctx, e.Owner)
@@ -39,7 +39,7 @@ func (g *Collector) releaseOrphanEgress(ctx context.Context, e *providers.Entry,
 	byUID map[string]*v1alpha1.Proxy, instances []contract.Instance) {
 	log := logf.FromContext(ctx)
 	holding := uidsOf(instances)
-	keeper, _ := e.Provider.(contract.EgressKeeper)
+	keeper := providers.Keeper(e.Provider)
 	for _, k := range kept {
 		if p := byUID[k.UID]; (p != nil && p.Spec.Provider == e.Name) || holding[k.UID] {
 			continue

@@ -40,10 +40,7 @@ func breaksBeforeMake(proxy *v1alpha1.Proxy, k int, keepsEgress bool) bool {
 // Create (the newest instance holds it), so, made beside the old VM, it
 // would take it from the VM still serving, whose clients' connections
 // would then leave from another address until it is deleted.
-func keepsEgress(entry *providers.Entry) bool {
-	k, ok := entry.Provider.(contract.EgressKeeper)
-	return ok && k.KeepsEgress()
-}
+func keepsEgress(entry *providers.Entry) bool { return providers.Keeper(entry.Provider) != nil }
 
 // replacedOn says what a break-before-make replacement keeps: its static
 // address, or the replica's egress address.

@@ -8,6 +8,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
 )
 
@@ -181,8 +182,8 @@ func sweepAndRelease(ctx context.Context, prov contract.Provider, owner string, 
 	if err != nil || len(out.left) > 0 {
 		return out, err
 	}
-	keeper, ok := prov.(contract.EgressKeeper)
-	if !ok || !keeper.KeepsEgress() {
+	keeper := providers.Keeper(prov)
+	if keeper == nil {
 		return out, nil
 	}
 	kept, err := keeper.ListEgress(ctx, owner)
