@@ -72,6 +72,17 @@ func playGuests(t *testing.T, p *v1alpha1.Proxy) (guard *sync.Mutex) {
 	return guard
 }
 
+// twoServing makes a Proxy of two replicas on a pool of its own, with
+// their guests played, and waits until both serve; it returns the Proxy
+// and its Ready copy.
+func twoServing(t *testing.T, name string, addrs v1alpha1.PoolAddresses) (p, ready *v1alpha1.Proxy) {
+	t.Helper()
+	newPool(t, name, addrs)
+	p = newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, name })
+	playGuests(t, p)
+	return p, readyN(t, p, 2)
+}
+
 // replicaOf returns replica k's entry of the status.
 func replicaOf(s *v1alpha1.ProxyStatus, k int) v1alpha1.ReplicaStatus {
 	for _, r := range s.Replicas {
@@ -425,10 +436,8 @@ func TestARunningReplicaDoesNotHoldBackTheNext(t *testing.T) {
 // highest comes first) would leave replica 1 until replica 2's Create ended.
 func TestARunningReplicaDoesNotHoldBackTheRemovalOfAnother(t *testing.T) {
 	const name = "rep-skip"
-	newPool(t, name, "198.51.100.192-198.51.100.194")
-	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, name })
-	playGuests(t, p)
-	second := replicaOf(&readyN(t, p, 2).Status, 1)
+	p, ready := twoServing(t, name, "198.51.100.192-198.51.100.194")
+	second := replicaOf(&ready.Status, 1)
 	held, release := holdCreates(t, name)
 	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 3 })
 	third := heldCreate(t, held, "replica 2's Create was never held")
@@ -454,10 +463,7 @@ func TestARunningReplicaDoesNotHoldBackTheRemovalOfAnother(t *testing.T) {
 // a later try; its address is released only then.
 func TestScaleDownDeleteFailureIsAnnouncedAndRetried(t *testing.T) {
 	const name = "rep-fail"
-	newPool(t, name, "198.51.100.195-198.51.100.196")
-	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, name })
-	playGuests(t, p)
-	readyN(t, p, 2)
+	p, _ := twoServing(t, name, "198.51.100.195-198.51.100.196")
 	if err := control.FailNext(contracttest.OpDelete, nil); err != nil {
 		t.Fatal(err)
 	}

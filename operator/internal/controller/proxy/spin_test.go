@@ -4,8 +4,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
 // TestWaitingOnAnOperationDoesNotSpin: while a Proxy's Create runs, its
@@ -44,10 +42,7 @@ func TestWaitingOnAnOperationDoesNotSpin(t *testing.T) {
 // replica that often, for nothing.
 func TestReadyReplicasAreQuiet(t *testing.T) {
 	const name = "quiet-replicas"
-	newPool(t, name, "198.51.100.250-198.51.100.251")
-	p := newProxy(t, name, func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, name })
-	playGuests(t, p)
-	readyN(t, p, 2)
+	twoServing(t, name, "198.51.100.250-198.51.100.251")
 	// The last replica's first answer, its events and status writes: let
 	// them settle.
 	time.Sleep(3 * suitePoll)
