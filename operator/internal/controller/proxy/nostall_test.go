@@ -239,6 +239,39 @@ func TestSpecChangedDuringACreateReplacesTheVMItMade(t *testing.T) {
 	})
 }
 
+// A spec changed again while its replacement's Create runs waits for that
+// Create too: the replacement it made is recorded, then retired for the
+// newer spec, and none is left behind.
+func TestSpecChangedDuringAReplacementsCreateRetiresTheVMItMade(t *testing.T) {
+	p := newProxy(t, "slowrepl", onSlow)
+	bootGuestOn(t, slowControl, p, current)
+	first := waitReady(t, p).Status.Instance.Name
+	release := slowCreates(t)
+	defer release()
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 8080 })
+	eventually(t, "the replacement's Create is in the backend", func() bool { return slowGate.held.Load() == 1 })
+	made := get(t, p).Status.Replacement.Name
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Port = 9090 })
+	release()
+	eventually(t, "a replacement for the newer spec is created", func() bool {
+		r := get(t, p).Status.Replacement
+		return r != nil && r.Name != made && r.ProviderID != ""
+	})
+	bootGuestOn(t, slowControl, p, replacement)
+	var done *v1alpha1.Proxy
+	eventually(t, "the replacement for the newer spec serves", func() bool {
+		done = get(t, p)
+		return done.Status.Phase == v1alpha1.PhaseReady && done.Status.Instance.Name != first && done.Status.Replacement == nil
+	})
+	if done.Status.Instance.Name == made || done.Spec.Port != 9090 {
+		t.Fatalf("serving %s on %d, want the second replacement on 9090", done.Status.Instance.Name, done.Spec.Port)
+	}
+	eventually(t, "only the second replacement is left", func() bool {
+		left := liveInstances(t, slowProvider, string(p.UID))
+		return len(left) == 1 && left[0].ProviderID == done.Status.Instance.ProviderID
+	})
+}
+
 // testDeadline bounds each of the suite's reconciles.
 const testDeadline = 3 * time.Second
 

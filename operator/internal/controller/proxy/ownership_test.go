@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
@@ -357,4 +358,42 @@ func TestUserServiceInTheWayOfReplicasIsReported(t *testing.T) {
 	newPool(t, "yours-replicas", "198.51.100.252-198.51.100.253")
 	p := newProxy(t, "yours-replicas", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "yours-replicas" })
 	waitConflict(t, p, "Service default/yours-replicas", "not created by this operator")
+}
+
+// A Service the API server refuses for a reason other than ownership (the
+// namespace's quota, here) is unavailable, not a conflict: the event gives
+// the API server's reason, no replica is said to conflict, and both serve
+// once the quota lets the Service in.
+func TestServiceRefusedByAQuotaIsUnavailableNotAConflict(t *testing.T) {
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-services", Namespace: testNamespace},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}},
+	}
+	create(t, quota)
+	// What the quota controller, which envtest does not run, would write.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}
+	if err := k8s.Status().Update(ctx, quota); err != nil {
+		t.Fatalf("quota status: %v", err)
+	}
+	newPool(t, "quota", "198.51.100.170-198.51.100.171")
+	p := newProxy(t, "quota", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "quota" })
+	playGuests(t, p)
+	eventually(t, "the quota's refusal is an event", func() bool {
+		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool {
+			return strings.HasPrefix(e, v1alpha1.ReasonServiceUnavailable+": ") && strings.Contains(e, "exceeded quota")
+		})
+	})
+	for _, e := range eventsFor(t, p) {
+		if strings.HasPrefix(e, v1alpha1.ReasonServiceConflict) {
+			t.Errorf("a refused Service reported as a conflict: %s", e)
+		}
+	}
+	if c := readyCondition(get(t, p)); c.Reason == v1alpha1.ReasonServiceConflict {
+		t.Errorf("Ready is %s: %s, want no conflict", c.Reason, c.Message)
+	}
+	if err := k8s.Delete(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	readyN(t, p, 2)
 }
