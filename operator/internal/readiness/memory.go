@@ -1,8 +1,10 @@
-// Package readiness holds what the operator remembers, in memory, of the
-// VMs that serve or served a Proxy's clients: how many probes in a row
-// each failed, and when each left the Service to drain. An operator that
-// restarts starts again from nothing: it counts failures from zero and
-// drains a VM again from the start, which is only later, never sooner.
+// Package readiness holds what the operator knows of the VMs that serve
+// or served a Proxy's clients: the serving watch that probes them between
+// resyncs (Watch), and what it remembers of them in memory (Memory): how
+// many probes in a row each failed, and when each left the Service to
+// drain. An operator that restarts starts again from nothing: it counts
+// failures from zero and drains a VM again from the start, which is only
+// later, never sooner.
 package readiness
 
 import (

@@ -184,6 +184,14 @@ func PortOf(proxy *v1alpha1.Proxy, ref *v1alpha1.InstanceRef) int32 {
 	return proxy.Spec.Port
 }
 
+// ServesStats reports whether the VM ref serves the statistics page: only
+// one made from the default cloud-init this operator renders now (whose
+// hash is current) does; any other proxy is asked for nothing it could
+// forward or count as refused.
+func ServesStats(proxy *v1alpha1.Proxy, ref *v1alpha1.InstanceRef, current string) bool {
+	return proxy.Spec.CloudInit == nil && current != "" && ref.CloudInitHash == current
+}
+
 // ReadyEndpoints are the addresses the Service sends clients to, by the
 // port they listen on: the serving instance's for one replica (as before
 // replicas), and every answering replica's otherwise; none when none

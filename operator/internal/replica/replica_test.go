@@ -3,6 +3,7 @@ package replica
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
@@ -62,5 +63,33 @@ func TestReplicaZeroKeepsTheSpecHashOfEarlierReleases(t *testing.T) {
 	r.Spec.Addresses[1] = "198.51.100.9"
 	if SpecHash(Spec(q, 0), nil) != SpecHash(Spec(r, 0), nil) || SpecHash(Spec(q, 1), nil) == SpecHash(Spec(r, 1), nil) {
 		t.Error("changing replica 1's pin must replace replica 1 only")
+	}
+}
+
+// Only a VM made from the default cloud-init this operator renders now
+// serves the statistics page: one made by an older operator's template, or
+// from the user's own cloud-init (even unchanged since), is asked for
+// nothing it might forward to its upstream or count as a refusal.
+func TestServesStatsOnlyTheCurrentDefaultCloudInit(t *testing.T) {
+	const current = "sha256:now"
+	defaults := &v1alpha1.Proxy{}
+	own := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{CloudInit: &corev1.SecretKeySelector{Key: "user-data"}}}
+	for _, tc := range []struct {
+		name    string
+		proxy   *v1alpha1.Proxy
+		hash    string
+		current string
+		want    bool
+	}{
+		{"default cloud-init, current", defaults, current, current, true},
+		{"default cloud-init of an older template", defaults, "sha256:then", current, false},
+		{"default cloud-init, nothing rendered", defaults, "", "", false},
+		{"the user's cloud-init, unchanged", own, current, current, false},
+		{"the user's cloud-init, changed", own, "sha256:then", current, false},
+	} {
+		ref := &v1alpha1.InstanceRef{CloudInitHash: tc.hash}
+		if got := ServesStats(tc.proxy, ref, tc.current); got != tc.want {
+			t.Errorf("%s: ServesStats = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -108,14 +108,6 @@ func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst cont
 	return seen
 }
 
-// servesStats reports whether the VM ref serves the statistics page: only
-// one made from the default cloud-init this operator renders now (whose
-// hash is current) does; any other proxy is asked for nothing it could
-// forward or count as refused.
-func servesStats(proxy *v1alpha1.Proxy, ref *v1alpha1.InstanceRef, current string) bool {
-	return proxy.Spec.CloudInit == nil && current != "" && ref.CloudInitHash == current
-}
-
 // swept is what one pass of a Proxy's deletion did.
 type swept struct {
 	// deleted are the instances it deleted.

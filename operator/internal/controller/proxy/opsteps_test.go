@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -12,34 +11,6 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract/contracttest/memprovider"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
-
-// Only a VM made from the default cloud-init this operator renders now
-// serves the statistics page: one made by an older operator's template, or
-// from the user's own cloud-init (even unchanged since), is asked for
-// nothing it might forward to its upstream or count as a refusal.
-func TestServesStatsOnlyTheCurrentDefaultCloudInit(t *testing.T) {
-	const current = "sha256:now"
-	defaults := &v1alpha1.Proxy{}
-	own := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{CloudInit: &corev1.SecretKeySelector{Key: "user-data"}}}
-	for _, tc := range []struct {
-		name    string
-		proxy   *v1alpha1.Proxy
-		hash    string
-		current string
-		want    bool
-	}{
-		{"default cloud-init, current", defaults, current, current, true},
-		{"default cloud-init of an older template", defaults, "sha256:then", current, false},
-		{"default cloud-init, nothing rendered", defaults, "", "", false},
-		{"the user's cloud-init, unchanged", own, current, current, false},
-		{"the user's cloud-init, changed", own, "sha256:then", current, false},
-	} {
-		ref := &v1alpha1.InstanceRef{CloudInitHash: tc.hash}
-		if got := servesStats(tc.proxy, ref, tc.current); got != tc.want {
-			t.Errorf("%s: servesStats = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
 
 // A sweep deletes every VM of the Proxy, a Terminated one too (finishing
 // what a cut-off Delete began), but announces only the ones it deleted:

@@ -38,6 +38,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/readiness"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/tenancy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/userdata"
 )
 
@@ -129,7 +130,7 @@ type Timing struct {
 	// Watch is the period of the serving watch: every serving VM of a
 	// Proxy of more than one replica is probed that often between
 	// resyncs, and one that does not answer is checked at once
-	// (servingWatch). Negative: no watch. Default 1 s.
+	// (readiness.Watch). Negative: no watch. Default 1 s.
 	Watch time.Duration
 	// Drain is how long a VM that served through the Service keeps running
 	// after it left the Service's endpoints, before it is deleted: a
@@ -185,8 +186,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	r.wakes = make(chan event.GenericEvent, 256)
 	if r.Timing.Watch > 0 {
-		if err := mgr.Add(&servingWatch{reader: r.Client, prober: r.Prober, period: r.Timing.Watch,
-			defaultClients: r.DefaultAllowedClients, observe: r.traffic.Observe, wake: r.wake}); err != nil {
+		if err := mgr.Add(&readiness.Watch{Reader: r.Client, Prober: r.Prober, Period: r.Timing.Watch,
+			DefaultClients: r.DefaultAllowedClients, Observe: r.traffic.Observe, Wake: r.wake}); err != nil {
 			return err
 		}
 	}
@@ -272,7 +273,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	reason, msg := r.refusal(&proxy)
 	if reason == "" {
 		var err error
-		if reason, msg, err = r.namespaceRefusal(ctx, &proxy, entry); err != nil {
+		if reason, msg, err = tenancy.Refusal(ctx, r.Client, &proxy, entry); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -481,7 +482,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
 		providerID, port := target.ProviderID, replica.PortOf(proxy, target)
-		stats := servesStats(proxy, target, replica.CloudInitHash(cloudInit))
+		stats := replica.ServesStats(proxy, target, replica.CloudInitHash(cloudInit))
 		var done bool
 		var err error
 		timeout := probeTimeout(proxy, ro)

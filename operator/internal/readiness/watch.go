@@ -1,4 +1,4 @@
-package proxy
+package readiness
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/userdata"
 )
 
-// servingWatch probes every serving VM of each Proxy of more than one
+// Watch probes every serving VM of each Proxy of more than one
 // replica every Timing.Watch, between the resyncs that check a Ready
 // Proxy only once a minute: a replica whose VM died would stay in the
 // Service until then, and the clients sent to it fail while the others
@@ -32,15 +32,17 @@ import (
 // as the reconcile's probe does, and its readings go to the traffic
 // series: a watch probe is then no connection of the clients', and the
 // series are at most a watch period old.
-type servingWatch struct {
-	reader client.Reader
-	prober probe.Prober
-	period time.Duration
-	// defaultClients render the default cloud-init, to tell a VM that
+type Watch struct {
+	Reader client.Reader
+	Prober probe.Prober
+	Period time.Duration
+	// DefaultClients render the default cloud-init, to tell a VM that
 	// serves the statistics page.
-	defaultClients []string
-	observe        func(namespace, name string, replica int, providerID string, s cloudinit.Stats)
-	wake           func(*v1alpha1.Proxy)
+	DefaultClients []string
+	// Observe takes a VM's traffic counters.
+	Observe func(namespace, name string, replica int, providerID string, s cloudinit.Stats)
+	// Wake reconciles a Proxy with a VM that did not answer.
+	Wake func(*v1alpha1.Proxy)
 }
 
 // watchTimeout bounds a watch probe: a VM on the backend's network answers
@@ -52,18 +54,18 @@ const watchTimeout = 500 * time.Millisecond
 const watchConcurrency = 32
 
 // NeedLeaderElection keeps the watch with the reconciler it wakes.
-func (w *servingWatch) NeedLeaderElection() bool { return true }
+func (w *Watch) NeedLeaderElection() bool { return true }
 
 // Start probes every period until ctx ends.
-func (w *servingWatch) Start(ctx context.Context) error {
-	wait.UntilWithContext(ctx, w.round, w.period)
+func (w *Watch) Start(ctx context.Context) error {
+	wait.UntilWithContext(ctx, w.round, w.Period)
 	return nil
 }
 
 // round probes every serving VM once.
-func (w *servingWatch) round(ctx context.Context) {
+func (w *Watch) round(ctx context.Context) {
 	var list v1alpha1.ProxyList
-	if err := w.reader.List(ctx, &list); err != nil {
+	if err := w.Reader.List(ctx, &list); err != nil {
 		logf.FromContext(ctx).Error(err, "serving watch: listing the Proxies")
 		return
 	}
@@ -87,7 +89,7 @@ func (w *servingWatch) round(ctx context.Context) {
 				pctx, cancel := context.WithTimeout(ctx, watchTimeout)
 				defer cancel()
 				port := replica.PortOf(proxy, ref)
-				s, err := w.prober.Probe(pctx, ref.IP, port, servesStats(proxy, ref, current))
+				s, err := w.Prober.Probe(pctx, ref.IP, port, replica.ServesStats(proxy, ref, current))
 				switch {
 				case err != nil:
 					// The first sign of a VM's death in the log, to the
@@ -95,9 +97,9 @@ func (w *servingWatch) round(ctx context.Context) {
 					logf.FromContext(ctx).Info("serving watch: a serving VM did not answer; waking its Proxy",
 						"namespace", proxy.Namespace, "name", proxy.Name, "replica", sl.Index,
 						"address", net.JoinHostPort(ref.IP, strconv.Itoa(int(port))), "instance", ref.Name, "reason", err.Error())
-					once.Do(func() { w.wake(proxy) })
+					once.Do(func() { w.Wake(proxy) })
 				case s != nil:
-					w.observe(proxy.Namespace, proxy.Name, int(sl.Index), ref.ProviderID, *s)
+					w.Observe(proxy.Namespace, proxy.Name, int(sl.Index), ref.ProviderID, *s)
 				}
 			})
 		}
@@ -107,11 +109,11 @@ func (w *servingWatch) round(ctx context.Context) {
 
 // defaultHash is the hash of the default cloud-init the Proxy's VMs are
 // made from now; "" for a Proxy with its own cloud-init.
-func (w *servingWatch) defaultHash(proxy *v1alpha1.Proxy) string {
+func (w *Watch) defaultHash(proxy *v1alpha1.Proxy) string {
 	if proxy.Spec.CloudInit != nil {
 		return ""
 	}
-	data, err := userdata.Default(proxy, w.defaultClients)
+	data, err := userdata.Default(proxy, w.DefaultClients)
 	if err != nil {
 		return ""
 	}
