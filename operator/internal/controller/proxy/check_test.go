@@ -50,10 +50,11 @@ func (p *silentVM) Probe(ctx context.Context, _ string, _ int32, _ bool) (*cloud
 
 // A serving VM of a Proxy of more than one replica is probed within
 // servingProbeTimeout, and when it does not answer, asked for again: one
-// that died while the probe ran is found down (and deleted, to be made
-// again) in the same operation, so its reconcile takes it out of the
-// Service at once, not after the next probe. Otherwise the prober's own
-// timeout holds and nothing is asked again.
+// that died while the probe ran is found down in the same operation, so
+// its reconcile takes it out of the Service at once, not after the next
+// probe; it is not deleted while it may still be in the Service. Otherwise
+// the prober's own timeout holds and nothing is asked again, and a VM
+// found stopped is deleted in the operation.
 func TestCheckAsksAgainForAServingVMThatDoesNotAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -64,7 +65,9 @@ func TestCheckAsksAgainForAServingVMThatDoesNotAnswer(t *testing.T) {
 		wantDeletes int
 		wantProbed  bool
 	}{
-		{"serving, died during the probe", servingProbeTimeout, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateStopped, 2, 1, false},
+		{"serving, died during the probe", servingProbeTimeout, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateStopped, 2, 0, false},
+		{"serving, found stopped", servingProbeTimeout, []contract.State{contract.StateStopped}, contract.StateStopped, 1, 0, false},
+		{"not serving, found stopped", 0, []contract.State{contract.StateStopped}, contract.StateStopped, 1, 1, false},
 		{"serving, still running", servingProbeTimeout, []contract.State{contract.StateRunning}, contract.StateRunning, 2, 0, true},
 		{"not serving", 0, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateRunning, 1, 0, true},
 	} {
@@ -74,7 +77,7 @@ func TestCheckAsksAgainForAServingVMThatDoesNotAnswer(t *testing.T) {
 			// The prober's own timeout stands in for probe.HTTPProxy's 5 s.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*servingProbeTimeout)
 			defer cancel()
-			seen, err := r.check(ctx, prov, "r1/vm", checkUID, 3128, false, tc.timeout)
+			seen, err := r.check(ctx, prov, "r1/vm", sight{uid: checkUID, port: 3128, timeout: tc.timeout, serving: tc.timeout > 0})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,19 +26,30 @@ type observed struct {
 	// stats are the counters the probe read, when it asked for them and
 	// the proxy gave them.
 	stats *cloudinit.Stats
-	// deleteErr is what deleting inst answered when it had stopped.
+	// deleted says inst had stopped and was deleted; deleteErr is what
+	// the Delete answered.
+	deleted   bool
 	deleteErr error
 }
 
-// look ends an operation that found inst: a running instance is probed
-// (the probe reaches only the VM, within its own timeout), and a stopped
-// or terminated one deleted, to be created again. Delete is idempotent
-// (contract §4.9): on an instance whose deletion is under way it returns
-// nil, and it finishes one a cut-off Delete left, which on vSphere reads
-// Terminated until a Delete completes it (its deleting mark, for up to
-// taskTimeout+callTimeout). An instance that does not carry the Proxy's
-// UID is neither probed nor deleted (the reconcile says so: notOwned).
-// With stats, the probe reads the default tinyproxy's counters too.
+// sight is how an operation looks at an instance (look).
+type sight struct {
+	// uid is the Proxy's: an instance without it is neither probed nor
+	// deleted (the reconcile says so: notOwned).
+	uid  string
+	port int32
+	// stats asks the default tinyproxy for its counters too.
+	stats bool
+	// timeout bounds the probe when it is not 0.
+	timeout time.Duration
+	// serving says clients reach the instance through the Service beside
+	// other replicas' VMs (servingBesideOthers). A stopped one is then not
+	// deleted: the reconcile takes it out of the Service first, and the
+	// next operation deletes it, so a slow Delete (a vSphere power-off and
+	// destroy) does not keep clients going to a dead VM.
+	serving bool
+}
+
 // check is the operation that looks at a recorded instance: Get, then
 // look, with the probe bounded by timeout when it is not 0. A VM that did
 // not answer within it is asked for again: one that died while the probe
@@ -47,13 +58,13 @@ type observed struct {
 // Service at once instead of counting one failed probe of three. Only a
 // NotFound from the second Get is an answer; another error leaves the
 // failed probe to count.
-func (r *Reconciler) check(ctx context.Context, prov contract.Provider, providerID, uid string, port int32, stats bool, timeout time.Duration) (observed, error) {
+func (r *Reconciler) check(ctx context.Context, prov contract.Provider, providerID string, how sight) (observed, error) {
 	inst, err := prov.Get(ctx, providerID)
 	if err != nil {
 		return observed{}, err
 	}
-	seen := r.look(ctx, prov, inst, uid, port, stats, timeout)
-	if seen.probed == nil || timeout == 0 {
+	seen := r.look(ctx, prov, inst, how)
+	if seen.probed == nil || how.timeout == 0 {
 		return seen, nil
 	}
 	again, err := prov.Get(ctx, providerID)
@@ -61,7 +72,7 @@ func (r *Reconciler) check(ctx context.Context, prov contract.Provider, provider
 		return observed{}, err
 	}
 	if err == nil && again.State != contract.StateRunning {
-		return r.look(ctx, prov, again, uid, port, stats, timeout), nil
+		return r.look(ctx, prov, again, how), nil
 	}
 	// Running still, or not known: the failed probe counts.
 	return seen, nil
@@ -82,28 +93,43 @@ const servingProbeTimeout = time.Second
 // replica has no other VM to take its clients, and a VM that does not
 // serve yet may be slow to answer while it boots.
 func probeTimeout(proxy *v1alpha1.Proxy, ro role) time.Duration {
-	if replica.Multi(proxy) && serving(proxy, ro) {
+	if servingBesideOthers(proxy, ro) {
 		return servingProbeTimeout
 	}
 	return 0
 }
 
-func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, uid string, port int32, stats bool, timeout time.Duration) observed {
+// servingBesideOthers reports whether ro's instance serves clients beside
+// other replicas' VMs, which can take them when it fails.
+func servingBesideOthers(proxy *v1alpha1.Proxy, ro role) bool {
+	return replica.Multi(proxy) && serving(proxy, ro)
+}
+
+// look ends an operation that found inst: a running instance is probed
+// (the probe reaches only the VM, within its own timeout), and a stopped
+// or terminated one deleted, to be created again, unless it serves
+// (sight.serving). Delete is idempotent (contract §4.9): on an instance
+// whose deletion is under way it returns nil, and it finishes one a
+// cut-off Delete left, which on vSphere reads Terminated until a Delete
+// completes it (its deleting mark, for up to taskTimeout+callTimeout).
+func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst contract.Instance, how sight) observed {
 	seen := observed{inst: inst}
-	if !carriesUID(inst, uid) {
+	if !carriesUID(inst, how.uid) {
 		return seen
 	}
 	switch inst.State {
 	case contract.StateRunning:
 		pctx := ctx
-		if timeout > 0 {
+		if how.timeout > 0 {
 			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(ctx, timeout)
+			pctx, cancel = context.WithTimeout(ctx, how.timeout)
 			defer cancel()
 		}
-		seen.stats, seen.probed = r.Prober.Probe(pctx, inst.IP, port, stats)
+		seen.stats, seen.probed = r.Prober.Probe(pctx, inst.IP, how.port, how.stats)
 	case contract.StateStopped, contract.StateTerminated:
-		seen.deleteErr = prov.Delete(ctx, inst.ProviderID)
+		if !how.serving {
+			seen.deleted, seen.deleteErr = true, prov.Delete(ctx, inst.ProviderID)
+		}
 	}
 	return seen
 }

@@ -376,7 +376,7 @@ func TestServiceRefusedByAQuotaIsUnavailableNotAConflict(t *testing.T) {
 	if err := k8s.Status().Update(ctx, quota); err != nil {
 		t.Fatalf("quota status: %v", err)
 	}
-	newPool(t, "quota", "198.51.100.170-198.51.100.171")
+	newPool(t, "quota", "198.51.100.172-198.51.100.173")
 	p := newProxy(t, "quota", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "quota" })
 	playGuests(t, p)
 	eventually(t, "the quota's refusal is an event", func() bool {

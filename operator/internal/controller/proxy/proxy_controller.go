@@ -457,7 +457,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 			}
 			// Go on with what Create returned: a VM that already runs with
 			// an address is probed now, not one poll later.
-			return r.look(ctx, prov, inst, uid, req.Port, proxy.Spec.CloudInit == nil, 0), nil
+			return r.look(ctx, prov, inst, sight{uid: uid, port: req.Port, stats: proxy.Spec.CloudInit == nil}), nil
 		})
 		if !done {
 			return r.awaitingOperation(), nil
@@ -481,13 +481,13 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		r.record(proxy, instanceCreated(target.Name, inst.ProviderID, replica.Describe(proxy, ro.index)))
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
-		providerID, port := target.ProviderID, replica.PortOf(proxy, target)
-		stats := replica.ServesStats(proxy, target, replica.CloudInitHash(cloudInit))
+		providerID := target.ProviderID
+		how := sight{uid: uid, port: replica.PortOf(proxy, target), stats: replica.ServesStats(proxy, target, replica.CloudInitHash(cloudInit)),
+			timeout: probeTimeout(proxy, ro), serving: servingBesideOthers(proxy, ro)}
 		var done bool
 		var err error
-		timeout := probeTimeout(proxy, ro)
 		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (observed, error) {
-			return r.check(ctx, prov, providerID, uid, port, stats, timeout)
+			return r.check(ctx, prov, providerID, how)
 		})
 		if !done {
 			return r.awaitingOperation(), nil
@@ -519,17 +519,29 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 			break
 		}
 		return r.serve(ctx, proxy, entry, ro, seen)
-	case contract.StateStopped:
-		// The operation deleted it already (look).
-		msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
-		r.record(proxy, instanceStopped(msg))
-		if seen.deleteErr != nil {
-			return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
+	case contract.StateStopped, contract.StateTerminated:
+		if !seen.deleted {
+			// It serves (look): out of the Service in this reconcile,
+			// and deleted by the next one's operation.
+			reason := v1alpha1.ReasonInstanceStopped
+			if seen.inst.State == contract.StateTerminated {
+				reason = v1alpha1.ReasonInstanceGone
+			}
+			r.setProgress(proxy, ro, reason,
+				fmt.Sprintf("instance %s is %s; it leaves the Service, then it is deleted and created again", target.Name, seen.inst.State))
+			return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 		}
-		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceStopped, msg)
-	case contract.StateTerminated:
-		// The operation deleted it too (look): a cut-off Delete leaves
-		// nothing on the backend to finish it.
+		if seen.inst.State == contract.StateStopped {
+			msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
+			r.record(proxy, instanceStopped(msg))
+			if seen.deleteErr != nil {
+				return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
+			}
+			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceStopped, msg)
+			break
+		}
+		// Terminated: the operation deleted it too (look); a cut-off
+		// Delete leaves nothing on the backend to finish it.
 		if seen.deleteErr != nil {
 			return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
 		}

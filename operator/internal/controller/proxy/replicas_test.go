@@ -652,3 +652,27 @@ func TestReplicasValidationNamesTheField(t *testing.T) {
 		t.Errorf("two pins for two replicas: %v", err)
 	}
 }
+
+// A serving VM found stopped leaves the Service before it is deleted: on
+// a backend whose Delete is slow (a vSphere power-off and destroy), the
+// Service would otherwise send clients to a dead VM for as long as the
+// Delete takes (docs/addresses.md, "Failover"). The replica is made
+// again once the Delete ends.
+func TestStoppedServingVMLeavesTheServiceBeforeItsDelete(t *testing.T) {
+	p, ready := twoServing(t, "stop-first", "198.51.100.176-198.51.100.177")
+	live, dead := replicaOf(&ready.Status, 0), replicaOf(&ready.Status, 1)
+	open := holdDeletes(t)
+	stopVM(t, dead.Instance.ProviderID)
+	eventually(t, "the stopped VM leaves the Service while no Delete has ended", func() bool {
+		return fmt.Sprint(allEndpoints(t, p)) == fmt.Sprint([]string{live.Address})
+	})
+	if n := len(instancesOf(t, p)); n != 2 {
+		t.Fatalf("%d VMs while the Deletes are held, want 2 (the stopped one not deleted yet)", n)
+	}
+	eventually(t, "the stopped VM's Delete starts once it is out of the Service", func() bool { return gatedDeletes.Load() >= 1 })
+	open()
+	eventually(t, "the stopped VM is deleted and replica 1 made again", func() bool {
+		return slices.ContainsFunc(eventsFor(t, p), func(e string) bool { return strings.HasPrefix(e, v1alpha1.ReasonInstanceGone+":") })
+	})
+	readyN(t, p, 2)
+}
