@@ -109,7 +109,7 @@ func (f failedOver) around(log string) []string {
 			continue
 		}
 		fields := []string{ts, fmt.Sprint(entry["msg"])}
-		for _, k := range []string{"replica", "instance", "address", "providerID", "reason", "failures", "error"} {
+		for _, k := range []string{"replica", "instance", "address", "providerID", "reason", "failures", "error", "state"} {
 			if v, ok := entry[k]; ok {
 				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
 			}

@@ -523,6 +523,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		if !seen.deleted {
 			// It serves (look): out of the Service in this reconcile,
 			// and deleted by the next one's operation.
+			log.Info("serving instance down; taking it out of the Service before deleting it", "state", seen.inst.State)
 			reason := v1alpha1.ReasonInstanceStopped
 			if seen.inst.State == contract.StateTerminated {
 				reason = v1alpha1.ReasonInstanceGone
