@@ -8,12 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -150,7 +145,7 @@ func Run(ctx context.Context, o Options) error {
 	proxies := &proxy.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: events, Providers: set,
 		Prober: o.Prober, DefaultAllowedClients: cfg.DefaultAllowedClients, AllowedClientsWithin: cfg.AllowedClientsWithin, Timing: o.Timing,
-		Requeue: requeue, Bounds: o.Bounds,
+		Requeue: requeue, Bounds: o.Bounds, Tracer: tp,
 	}
 	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("proxy controller: %w", err)
@@ -209,19 +204,4 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	return scheme
-}
-
-// tracerProvider exports spans over OTLP/HTTP when the standard OTEL_*
-// variables name an endpoint, and discards them otherwise (tracing is off
-// by default).
-func tracerProvider(ctx context.Context) (trace.TracerProvider, func(context.Context) error, error) {
-	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
-	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, nil, errors.Join(errors.New("OTLP trace exporter"), err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
-	return tp, tp.Shutdown, nil
 }

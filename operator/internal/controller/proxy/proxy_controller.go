@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,6 +65,9 @@ type Reconciler struct {
 	Timing               Timing
 	// Bounds limit how many reconciles run at once and how long each takes.
 	Bounds Bounds
+	// Tracer makes a span of each reconcile, with the provider calls its
+	// operations make beneath it; nil: none.
+	Tracer trace.TracerProvider
 	// userdata reads each Proxy's cloud-init.
 	userdata *userdata.Reader
 	// Requeue names Proxies to reconcile now (the credentials.Watcher's
@@ -230,7 +234,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 // after every step that changed the world, so a crash anywhere resumes
 // without a duplicate VM: the instance name is deterministic, and Create
 // finds what an interrupted attempt made.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	ctx, end := r.startReconcile(ctx, req)
+	defer func() { end(err) }()
 	result, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
 		// The cache has not seen our last write yet. Try again shortly

@@ -206,6 +206,7 @@ func run(m *testing.M, cfg *rest.Config) int {
 		Timing: Timing{Poll: suitePoll, Resync: suiteResync, QuotaBackoff: time.Second, PermanentRetry: 2 * time.Second,
 			Drain: testDrain},
 		Bounds: Bounds{Deadline: testDeadline},
+		Tracer: tp,
 	}).SetupWithManager(context.Background(), mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
