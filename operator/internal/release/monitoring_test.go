@@ -1,6 +1,8 @@
 package release
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +46,9 @@ func strict(t *testing.T, o *unstructured.Unstructured, out any) {
 	}
 }
 
+// dashboardName is the ConfigMap of the kit's Grafana dashboard.
+const dashboardName = "egress-proxies-dashboard"
+
 // monitoringKit decodes the kit's one ServiceMonitor and one PrometheusRule.
 func monitoringKit(t *testing.T, objs []*unstructured.Unstructured) (*monitoringv1.ServiceMonitor, *monitoringv1.PrometheusRule) {
 	t.Helper()
@@ -57,6 +62,10 @@ func monitoringKit(t *testing.T, objs []*unstructured.Unstructured) (*monitoring
 		case monitoringv1.PrometheusRuleKind:
 			rule = &monitoringv1.PrometheusRule{}
 			strict(t, o, rule)
+		case "ConfigMap":
+			if o.GetName() != dashboardName {
+				t.Errorf("the monitoring kit holds ConfigMap %s", o.GetName())
+			}
 		default:
 			t.Errorf("the monitoring kit holds a %s %s", o.GetKind(), o.GetName())
 		}
@@ -180,13 +189,7 @@ func TestAlertsReadExportedMetricsAndHaveRunbooks(t *testing.T) {
 // MONITORING_TEST_PROMTOOL=1, which makes a missing promtool fail the
 // test instead of skipping it.
 func TestAlertRulesPassPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("MONITORING_TEST_PROMTOOL") == "1" {
-			t.Fatalf("promtool: %v (hack/apt-ensure.sh @monitoring installs it)", err)
-		}
-		t.Skip("promtool is not installed: hack/apt-ensure.sh @monitoring; make test/operator requires it")
-	}
+	promtool := promtoolPath(t)
 	_, rule := monitoringKit(t, renderMonitoring(t))
 	groups, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
 	if err != nil {
@@ -206,9 +209,91 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 	run(t, nil, promtool, "test", "rules", filepath.Join(dir, "alerts_test.yaml"))
 }
 
-// With monitoring.serviceMonitor and monitoring.prometheusRule enabled,
-// the chart renders the kit's objects field for field (its alert rules
-// are a copy, files/alerts.yaml, that Helm does not template); with the
+// promtoolPath finds promtool, or skips the test; with
+// MONITORING_TEST_PROMTOOL=1 (make test/operator) a missing one fails it.
+func promtoolPath(t *testing.T) string {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("MONITORING_TEST_PROMTOOL") == "1" {
+			t.Fatalf("promtool: %v (hack/apt-ensure.sh @monitoring installs it)", err)
+		}
+		t.Skip("promtool is not installed: hack/apt-ensure.sh @monitoring; make test/operator requires it")
+	}
+	return promtool
+}
+
+// grafanaDashboard is the dashboard the kit's ConfigMap holds: its
+// panels' queries, and the data source each names.
+type grafanaDashboard struct {
+	Panels []struct {
+		Title      string `json:"title"`
+		Type       string `json:"type"`
+		Datasource *struct {
+			UID string `json:"uid"`
+		} `json:"datasource"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+// The Grafana dashboard reads only metrics the operator exports (a renamed
+// metric would leave its panel empty for good), every query is PromQL that
+// promtool accepts (each checked as a recording rule, Grafana's
+// $__rate_interval read as 5m), and every panel queries the dashboard's
+// data source variable.
+func TestDashboardReadsExportedMetrics(t *testing.T) {
+	var cm corev1.ConfigMap
+	named(t, renderMonitoring(t), "ConfigMap", dashboardName, &cm)
+	if cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("the dashboard's ConfigMap is labelled %v; Grafana's sidecar looks for grafana_dashboard: \"1\"", cm.Labels)
+	}
+	var d grafanaDashboard
+	if err := json.Unmarshal([]byte(cm.Data["egress-proxies.json"]), &d); err != nil {
+		t.Fatalf("the dashboard: %v", err)
+	}
+	names := exported()
+	metricName := regexp.MustCompile(`\b(egressproxies_[a-z_]+|leader_election_[a-z_]+)`)
+	var rules []map[string]string
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" || len(p.Targets) == 0 {
+			t.Errorf("panel %q: data source %v, %d queries; want ${datasource} and a query", p.Title, p.Datasource, len(p.Targets))
+		}
+		for _, target := range p.Targets {
+			found := metricName.FindAllString(target.Expr, -1)
+			if len(found) == 0 {
+				t.Errorf("panel %q reads no metric of the operator's: %s", p.Title, target.Expr)
+			}
+			for _, m := range found {
+				if !names[m] {
+					t.Errorf("panel %q reads %s, which the operator does not export", p.Title, m)
+				}
+			}
+			rules = append(rules, map[string]string{"record": fmt.Sprintf("panel:%d", len(rules)), "expr": strings.ReplaceAll(target.Expr, "$__rate_interval", "5m")})
+		}
+	}
+	if len(rules) == 0 {
+		t.Fatal("the dashboard has no query")
+	}
+	data, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-queries.yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, nil, promtoolPath(t), "check", "rules", file)
+}
+
+// With monitoring.serviceMonitor, monitoring.prometheusRule and
+// monitoring.dashboard enabled, the chart renders the kit's objects field
+// for field (its alert rules and dashboard are copies, files/alerts.yaml
+// and files/dashboard.json, that Helm does not template); with the
 // defaults it renders neither (TestChartRendersTheReleaseManifests).
 func TestChartRendersTheMonitoringKit(t *testing.T) {
 	want := map[string]map[string]any{}
@@ -218,8 +303,8 @@ func TestChartRendersTheMonitoringKit(t *testing.T) {
 		want[key(o)] = withoutHelmOnly(o)
 	}
 	got := map[string]map[string]any{}
-	for _, o := range helmTemplate(t, namespace, "--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true") {
-		if o.GetKind() == monitoringv1.ServiceMonitorsKind || o.GetKind() == monitoringv1.PrometheusRuleKind {
+	for _, o := range helmTemplate(t, namespace, "--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.dashboard.enabled=true") {
+		if o.GetKind() == monitoringv1.ServiceMonitorsKind || o.GetKind() == monitoringv1.PrometheusRuleKind || (o.GetKind() == "ConfigMap" && o.GetName() == dashboardName) {
 			got[key(o)] = withoutHelmOnly(o)
 		}
 	}
