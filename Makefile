@@ -197,12 +197,8 @@ openstack-down: ## Stop the OpenStack of openstack-up and remove its namespace (
 # server right after its Delete, which now and then finds it BUILD again
 # (Provisioning) although Delete waited for the scheduler.
 OPENSTACK_REAL_SKIP = ^TestContractRealCloud$$/^(ConcurrentCallsAreSafe|GetAfterDelete|DeleteTwice|DeleteResumesAfterFailure)$$
-# The provider's call timeout on the lane (providers/openstack
-# realcloud_test.go laneCallTimeout): the provider's default. At 15 s a
-# Nova GET outlasted it whenever the lane shared the CPUs with the e2e lane.
-OPENSTACK_TEST_CALL_TIMEOUT ?= 30s
 test-integration-openstack-local: ## The OpenStack provider's harness, lifecycle, real faults and the osfake differential against OpenStack's own services in a network namespace (hack/openstack/; root; docs/testing.md).
-	OPENSTACK_TEST_NO_GUEST=1 OPENSTACK_TEST_CALL_TIMEOUT=$(OPENSTACK_TEST_CALL_TIMEOUT) hack/openstack/run.sh sh -c 'cd $(CURDIR)/providers/openstack && $(GO) test -count=1 -timeout 60m -run "^(TestIntegration|TestIntegrationOptions|TestContractRealCloud|TestRealCloud[A-Za-z]*|TestDifferential)$$" -skip "$(OPENSTACK_REAL_SKIP)" -v .'
+	OPENSTACK_TEST_NO_GUEST=1 hack/openstack/run.sh sh -c 'cd $(CURDIR)/providers/openstack && $(GO) test -count=1 -timeout 60m -run "^(TestIntegration|TestIntegrationOptions|TestContractRealCloud|TestRealCloud[A-Za-z]*|TestDifferential)$$" -skip "$(OPENSTACK_REAL_SKIP)" -v .'
 
 openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_CLOUDS_FILE (and OPENSTACK_CA_FILE if set).
 	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))
