@@ -51,13 +51,14 @@ type sight struct {
 }
 
 // check is the operation that looks at a recorded instance: Get, then
-// look, with the probe bounded by timeout when it is not 0. A VM that did
-// not answer within it is asked for again: one that died while the probe
-// ran (a Get just before the death said Running) is then found down and
-// deleted in this operation, and its reconcile takes it out of the
-// Service at once instead of counting one failed probe of three. Only a
-// NotFound from the second Get is an answer; another error leaves the
-// failed probe to count.
+// look, with the probe bounded by how.timeout when it is not 0 (a serving
+// VM beside other replicas). A VM that did not answer within it is asked
+// for again: one that died while the probe ran (a Get just before the
+// death said Running) is then found down in this operation, and its
+// reconcile takes it out of the Service at once instead of counting one
+// failed probe of three; the next operation deletes it (sight.serving).
+// Only a NotFound from the second Get is an answer; another error leaves
+// the failed probe to count.
 func (r *Reconciler) check(ctx context.Context, prov contract.Provider, providerID string, how sight) (observed, error) {
 	inst, err := prov.Get(ctx, providerID)
 	if err != nil {
