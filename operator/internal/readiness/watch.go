@@ -19,7 +19,8 @@ import (
 )
 
 // Watch probes every serving VM of each Proxy of more than one
-// replica every Timing.Watch, between the resyncs that check a Ready
+// replica every Period (the Proxy controller's Timing.Watch, the
+// --serving-watch-period flag), between the resyncs that check a Ready
 // Proxy only once a minute: a replica whose VM died would stay in the
 // Service until then, and the clients sent to it fail while the others
 // could serve them. A VM that does not answer within watchTimeout wakes
