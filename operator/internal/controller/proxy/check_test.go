@@ -58,18 +58,18 @@ func (p *silentVM) Probe(ctx context.Context, _ string, _ int32, _ bool) (*cloud
 func TestCheckAsksAgainForAServingVMThatDoesNotAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		timeout     time.Duration
+		serving     bool
 		states      []contract.State
 		wantState   contract.State
 		wantGets    int
 		wantDeletes int
 		wantProbed  bool
 	}{
-		{"serving, died during the probe", servingProbeTimeout, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateStopped, 2, 0, false},
-		{"serving, found stopped", servingProbeTimeout, []contract.State{contract.StateStopped}, contract.StateStopped, 1, 0, false},
-		{"not serving, found stopped", 0, []contract.State{contract.StateStopped}, contract.StateStopped, 1, 1, false},
-		{"serving, still running", servingProbeTimeout, []contract.State{contract.StateRunning}, contract.StateRunning, 2, 0, true},
-		{"not serving", 0, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateRunning, 1, 0, true},
+		{"serving, died during the probe", true, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateStopped, 2, 0, false},
+		{"serving, found stopped", true, []contract.State{contract.StateStopped}, contract.StateStopped, 1, 0, false},
+		{"not serving, found stopped", false, []contract.State{contract.StateStopped}, contract.StateStopped, 1, 1, false},
+		{"serving, still running", true, []contract.State{contract.StateRunning}, contract.StateRunning, 2, 0, true},
+		{"not serving", false, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateRunning, 1, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prov, prober := &scriptedVM{states: tc.states}, &silentVM{}
@@ -77,7 +77,7 @@ func TestCheckAsksAgainForAServingVMThatDoesNotAnswer(t *testing.T) {
 			// The prober's own timeout stands in for probe.HTTPProxy's 5 s.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*servingProbeTimeout)
 			defer cancel()
-			seen, err := r.check(ctx, prov, "r1/vm", sight{uid: checkUID, port: 3128, timeout: tc.timeout, serving: tc.timeout > 0})
+			seen, err := r.check(ctx, prov, "r1/vm", sight{uid: checkUID, port: 3128, serving: tc.serving})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,17 +85,18 @@ func TestCheckAsksAgainForAServingVMThatDoesNotAnswer(t *testing.T) {
 				t.Errorf("state %s after %d Gets and %d Deletes, probe failed %v; want %s, %d, %d, %v",
 					seen.inst.State, prov.gets, prov.deletes, seen.probed != nil, tc.wantState, tc.wantGets, tc.wantDeletes, tc.wantProbed)
 			}
-			if tc.timeout > 0 && prober.given > tc.timeout {
-				t.Errorf("the probe of a serving VM was given %s, want at most %s", prober.given, tc.timeout)
+			if tc.serving && prober.given > servingProbeTimeout {
+				t.Errorf("the probe of a serving VM was given %s, want at most %s", prober.given, servingProbeTimeout)
 			}
 		})
 	}
 }
 
-// probeTimeout bounds only the probe of a serving VM beside other
-// replicas: a lone replica has no other VM to take its clients, and a VM
-// that does not serve yet may be slow to answer while it boots.
-func TestProbeTimeoutOnlyForAServingReplicaBesideOthers(t *testing.T) {
+// Only the serving VM of a replica beside others has its probe bounded by
+// servingProbeTimeout and is left in place when found stopped: a lone
+// replica has no other VM to take its clients, and a VM that does not
+// serve yet may be slow to answer while it boots.
+func TestServingBesideOthersOnlyForAServingReplicaOfSeveral(t *testing.T) {
 	ready := func(replicas int32) *v1alpha1.Proxy {
 		p := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{Replicas: replicas}}
 		for k := range replicas {
@@ -109,15 +110,15 @@ func TestProbeTimeoutOnlyForAServingReplicaBesideOthers(t *testing.T) {
 		name  string
 		proxy *v1alpha1.Proxy
 		ro    role
-		want  time.Duration
+		want  bool
 	}{
-		{"serving replica of two", ready(2), role{index: 1}, servingProbeTimeout},
-		{"the replacement of a replica of two", ready(2), role{index: 1, repl: true}, 0},
-		{"a replica of two not serving yet", notReady, role{index: 1}, 0},
-		{"a lone replica", ready(1), role{index: 0}, 0},
+		{"serving replica of two", ready(2), role{index: 1}, true},
+		{"the replacement of a replica of two", ready(2), role{index: 1, repl: true}, false},
+		{"a replica of two not serving yet", notReady, role{index: 1}, false},
+		{"a lone replica", ready(1), role{index: 0}, false},
 	} {
-		if got := probeTimeout(tc.proxy, tc.ro); got != tc.want {
-			t.Errorf("%s: probeTimeout = %s, want %s", tc.name, got, tc.want)
+		if got := servingBesideOthers(tc.proxy, tc.ro); got != tc.want {
+			t.Errorf("%s: servingBesideOthers = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -40,19 +40,18 @@ type sight struct {
 	port int32
 	// stats asks the default tinyproxy for its counters too.
 	stats bool
-	// timeout bounds the probe when it is not 0.
-	timeout time.Duration
 	// serving says clients reach the instance through the Service beside
-	// other replicas' VMs (servingBesideOthers). A stopped one is then not
-	// deleted: the reconcile takes it out of the Service first, and the
-	// next operation deletes it, so a slow Delete (a vSphere power-off and
-	// destroy) does not keep clients going to a dead VM.
+	// other replicas' VMs (servingBesideOthers). Its probe is then bounded
+	// by servingProbeTimeout, and a stopped one is not deleted: the
+	// reconcile takes it out of the Service first, and the next operation
+	// deletes it, so a slow Delete (a vSphere power-off and destroy) does
+	// not keep clients going to a dead VM.
 	serving bool
 }
 
 // check is the operation that looks at a recorded instance: Get, then
-// look, with the probe bounded by how.timeout when it is not 0 (a serving
-// VM beside other replicas). A VM that did not answer within it is asked
+// look, with the probe of a serving VM beside other replicas bounded by
+// servingProbeTimeout. A VM that did not answer within it is asked
 // for again: one that died while the probe ran (a Get just before the
 // death said Running) is then found down in this operation, and its
 // reconcile takes it out of the Service at once instead of counting one
@@ -65,7 +64,7 @@ func (r *Reconciler) check(ctx context.Context, prov contract.Provider, provider
 		return observed{}, err
 	}
 	seen := r.look(ctx, prov, inst, how)
-	if seen.probed == nil || how.timeout == 0 {
+	if seen.probed == nil || !how.serving {
 		return seen, nil
 	}
 	again, err := prov.Get(ctx, providerID)
@@ -80,7 +79,7 @@ func (r *Reconciler) check(ctx context.Context, prov contract.Provider, provider
 }
 
 // servingProbeTimeout bounds a reconcile's probe of a VM that serves
-// beside other replicas (probeTimeout). A probe in flight when its VM dies
+// beside other replicas (sight.serving). A probe in flight when its VM dies
 // waits out its timeout, since a dead VM never refuses, and only then is
 // the VM asked for again: with the prober's own 5 s, a dead VM stayed 5.3 s
 // in the Service in `make e2e` while the serving watch had found it within
@@ -89,19 +88,11 @@ func (r *Reconciler) check(ctx context.Context, prov contract.Provider, provider
 // still decide that one is unreachable.
 const servingProbeTimeout = time.Second
 
-// probeTimeout is servingProbeTimeout for the serving VM of a Proxy of
-// more than one replica, and 0 (the prober's own) for any other: a lone
-// replica has no other VM to take its clients, and a VM that does not
-// serve yet may be slow to answer while it boots.
-func probeTimeout(proxy *v1alpha1.Proxy, ro role) time.Duration {
-	if servingBesideOthers(proxy, ro) {
-		return servingProbeTimeout
-	}
-	return 0
-}
-
 // servingBesideOthers reports whether ro's instance serves clients beside
-// other replicas' VMs, which can take them when it fails.
+// other replicas' VMs, which can take them when it fails. Any other keeps
+// the prober's own timeout and is deleted as soon as it is found stopped:
+// a lone replica has no other VM to take its clients, and a VM that does
+// not serve yet may be slow to answer while it boots.
 func servingBesideOthers(proxy *v1alpha1.Proxy, ro role) bool {
 	return replica.Multi(proxy) && serving(proxy, ro)
 }
@@ -121,9 +112,9 @@ func (r *Reconciler) look(ctx context.Context, prov contract.Provider, inst cont
 	switch inst.State {
 	case contract.StateRunning:
 		pctx := ctx
-		if how.timeout > 0 {
+		if how.serving {
 			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(ctx, how.timeout)
+			pctx, cancel = context.WithTimeout(ctx, servingProbeTimeout)
 			defer cancel()
 		}
 		seen.stats, seen.probed = r.Prober.Probe(pctx, inst.IP, how.port, how.stats)

@@ -489,7 +489,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 	} else {
 		providerID := target.ProviderID
 		how := sight{uid: uid, port: replica.PortOf(proxy, target), stats: replica.ServesStats(proxy, target, replica.CloudInitHash(cloudInit)),
-			timeout: probeTimeout(proxy, ro), serving: servingBesideOthers(proxy, ro)}
+			serving: servingBesideOthers(proxy, ro)}
 		var done bool
 		var err error
 		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (observed, error) {
