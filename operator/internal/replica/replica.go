@@ -15,6 +15,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -86,6 +87,28 @@ func All(proxy *v1alpha1.Proxy) []*v1alpha1.InstanceRef {
 	for _, s := range proxy.Status.Replicas {
 		if s.Index > 0 {
 			out = append(out, s.Instance, s.Replacement)
+		}
+	}
+	return out
+}
+
+// Others names the instances the status records for the Proxy's
+// replicas other than k: each holds its own replica's address, never k's
+// (a ProxyAddress is one replica's; a pin moved between replicas waits
+// for the other's VM to go, the controller's pinnedHeld).
+func Others(proxy *v1alpha1.Proxy, k int) map[string]bool {
+	out := map[string]bool{}
+	add := func(j int, refs ...*v1alpha1.InstanceRef) {
+		for _, ref := range refs {
+			if j != k && ref != nil && ref.Name != "" {
+				out[ref.Name] = true
+			}
+		}
+	}
+	add(0, proxy.Status.Instance, proxy.Status.Replacement)
+	for _, sl := range proxy.Status.Replicas {
+		if sl.Index > 0 {
+			add(int(sl.Index), sl.Instance, sl.Replacement)
 		}
 	}
 	return out
@@ -235,4 +258,32 @@ func DropSlot(proxy *v1alpha1.Proxy, k int) {
 		}
 	}
 	s.Replicas = out
+}
+
+// BreaksBeforeMake reports whether replica k's replacement must wait for
+// its current VM to be gone: either holds a static address, or the
+// provider keeps the replica's egress address (keepsEgress), which the
+// replacement would take from the serving VM at its Create
+// (docs/addresses.md).
+func BreaksBeforeMake(proxy *v1alpha1.Proxy, k int, keepsEgress bool) bool {
+	instance, replacement := Refs(proxy, k)
+	inst, repl := *instance, *replacement
+	return inst != nil && repl != nil && (keepsEgress || inst.Address != "" || repl.Address != "")
+}
+
+// Observe copies what the provider said about an instance into its ref.
+func Observe(ref *v1alpha1.InstanceRef, inst contract.Instance) {
+	ref.ProviderID, ref.State, ref.IP = inst.ProviderID, string(inst.State), inst.IP
+	if inst.EgressIP != "" {
+		// Kept while the VM lives (contract §3.1); a Get of a VM that is
+		// not Running may not say it.
+		ref.EgressIP = inst.EgressIP
+	}
+	if !inst.CreatedAt.IsZero() {
+		// In whole seconds, as the API server keeps it: a backend's
+		// sub-second digits (vSphere's) would make every resync's status
+		// differ from the cached one and send a write.
+		t := metav1.NewTime(inst.CreatedAt).Rfc3339Copy()
+		ref.CreatedAt = &t
+	}
 }

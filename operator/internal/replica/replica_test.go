@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +92,51 @@ func TestServesStatsOnlyTheCurrentDefaultCloudInit(t *testing.T) {
 		ref := &v1alpha1.InstanceRef{CloudInitHash: tc.hash}
 		if got := ServesStats(tc.proxy, ref, tc.current); got != tc.want {
 			t.Errorf("%s: ServesStats = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Break-before-make is for a replacement: with both VMs and either on a
+// static address, or on a provider that keeps the replica's egress
+// address (the replacement would take it from the serving VM at its
+// Create); never without a replacement, nor between two VMs of the
+// provider's own addresses when it keeps none.
+func TestBreaksBeforeMakeOnlyForAStaticReplacement(t *testing.T) {
+	static := &v1alpha1.InstanceRef{Name: "a", Address: "198.51.100.7/24"}
+	dynamic := &v1alpha1.InstanceRef{Name: "b"}
+	for _, tc := range []struct {
+		name                  string
+		instance, replacement *v1alpha1.InstanceRef
+		keepsEgress           bool
+		want                  bool
+	}{
+		{"static, no replacement", static, nil, false, false},
+		{"no instance, static replacement", nil, static, false, false},
+		{"static to dynamic", static, dynamic, false, true},
+		{"dynamic to static", dynamic, static, false, true},
+		{"dynamic to dynamic", dynamic, dynamic, false, false},
+		{"dynamic to dynamic, egress kept", dynamic, dynamic, true, true},
+		{"egress kept, no replacement", dynamic, nil, true, false},
+	} {
+		p := &v1alpha1.Proxy{Status: v1alpha1.ProxyStatus{Instance: tc.instance, Replacement: tc.replacement}}
+		if got := BreaksBeforeMake(p, 0, tc.keepsEgress); got != tc.want {
+			t.Errorf("%s: BreaksBeforeMake = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Others names the VMs recorded for every replica but k, instance and
+// replacement alike, and none of k's: a sweep of replica k spares them.
+func TestOthersNamesEveryOtherReplicasVMs(t *testing.T) {
+	ref := func(name string) *v1alpha1.InstanceRef { return &v1alpha1.InstanceRef{Name: name} }
+	p := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{Replicas: 3}, Status: v1alpha1.ProxyStatus{
+		Instance: ref("a0"), Replacement: ref("b0"),
+		Replicas: []v1alpha1.ReplicaStatus{{Index: 0}, {Index: 1, Instance: ref("a1")}, {Index: 2, Instance: ref("a2"), Replacement: ref("b2")}},
+	}}
+	for k, want := range map[int][]string{0: {"a1", "a2", "b2"}, 1: {"a0", "a2", "b0", "b2"}, 2: {"a0", "a1", "b0"}} {
+		got := slices.Sorted(maps.Keys(Others(p, k)))
+		if !slices.Equal(got, want) {
+			t.Errorf("Others(%d) = %v, want %v", k, got, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/instances"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/replica"
@@ -25,15 +26,6 @@ import (
 // states the outage and each crash point). A replacement onto another
 // pool's address goes the same way, so the old address is released only
 // once its VM is gone and no retire runs unwatched.
-
-// breaksBeforeMake reports whether the Proxy's replacement must wait for
-// its current VM to be gone: either holds a static address, or the
-// provider keeps the replica's egress address (keepsEgress).
-func breaksBeforeMake(proxy *v1alpha1.Proxy, k int, keepsEgress bool) bool {
-	instance, replacement := replica.Refs(proxy, k)
-	inst, repl := *instance, *replacement
-	return inst != nil && repl != nil && (keepsEgress || inst.Address != "" || repl.Address != "")
-}
 
 // keepsEgress reports whether the entry's provider keeps an egress address
 // per replica (contract §3.1). Its replacement takes the address at its
@@ -89,8 +81,8 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 	case !done:
 		return r.awaitingOperation(), nil
 	case err != nil:
-		return r.providerErrorFor(ctx, proxy, ro, found.failed, err)
-	case len(found.left) > 0:
+		return r.providerErrorFor(ctx, proxy, ro, found.Failed, err)
+	case len(found.Left) > 0:
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
 	// The write above replaced the status: look the refs up again.
@@ -103,49 +95,27 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 // clearReplica deletes every VM of replica k: each instance the provider lists
 // under the Proxy's UID mark but the ones the status records for its other
 // replicas, recorded or not (a Create cut off after its power-on left no
-// ID to delete by). Replica k's VMs are all gone once found.left is empty;
+// ID to delete by). Replica k's VMs are all gone once found.Left is empty;
 // done is false while the operation runs (its end reconciles the Proxy).
 // action and why go into the events of the VMs deleted. With
 // releaseEgress (the replica is removed, not replaced), the egress
 // address kept for it is released once its VMs are gone.
-func (r *Reconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string, releaseEgress bool) (found swept, done bool, err error) {
-	own, spare := proxy.DeepCopy(), othersOf(proxy, k)
-	found, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, k), entry.Name, operation.Call{Method: operation.MethodClear, Arg: strconv.Itoa(k)}, func(ctx context.Context) (swept, error) {
+func (r *Reconciler) clearReplica(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, k int, action, why string, releaseEgress bool) (found instances.Swept, done bool, err error) {
+	uid, spare := string(proxy.UID), replica.Others(proxy, k)
+	found, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, k), entry.Name, operation.Call{Method: operation.MethodClear, Arg: strconv.Itoa(k)}, func(ctx context.Context) (instances.Swept, error) {
 		if releaseEgress {
-			return sweepAndRelease(ctx, entry.Provider, entry.Owner, own, spare, k)
+			return instances.SweepAndRelease(ctx, entry.Provider, entry.Owner, uid, spare, k)
 		}
-		return sweep(ctx, entry.Provider, own, spare)
+		return instances.Sweep(ctx, entry.Provider, uid, spare)
 	})
-	for _, inst := range found.deleted {
+	for _, inst := range found.Deleted {
 		r.forget(inst.ProviderID)
 		r.record(proxy, instanceDeleted(action, inst.Name, inst.ProviderID, " "+why+replica.Describe(proxy, k)))
 	}
-	for _, e := range found.released {
+	for _, e := range found.Released {
 		r.record(proxy, egressReleased(action, e))
 	}
 	return found, done, err
-}
-
-// othersOf names the instances the status records for the Proxy's
-// replicas other than k: each holds its own replica's address, never k's
-// (a ProxyAddress is one replica's; a pin moved between replicas waits
-// for the other's VM to go, pinnedHeld).
-func othersOf(proxy *v1alpha1.Proxy, k int) map[string]bool {
-	out := map[string]bool{}
-	add := func(j int, refs ...*v1alpha1.InstanceRef) {
-		for _, ref := range refs {
-			if j != k && ref != nil && ref.Name != "" {
-				out[ref.Name] = true
-			}
-		}
-	}
-	add(0, proxy.Status.Instance, proxy.Status.Replacement)
-	for _, sl := range proxy.Status.Replicas {
-		if sl.Index > 0 {
-			add(int(sl.Index), sl.Instance, sl.Replacement)
-		}
-	}
-	return out
 }
 
 // awaitAddress holds a Proxy whose address cannot be allocated yet. A

@@ -137,35 +137,6 @@ func TestScaleDownDeletesTheVMACutCreateLeftUnrecorded(t *testing.T) {
 	}
 }
 
-// Break-before-make is for a replacement: with both VMs and either on a
-// static address, or on a provider that keeps the replica's egress
-// address (the replacement would take it from the serving VM at its
-// Create); never without a replacement, nor between two VMs of the
-// provider's own addresses when it keeps none.
-func TestBreaksBeforeMakeOnlyForAStaticReplacement(t *testing.T) {
-	static := &v1alpha1.InstanceRef{Name: "a", Address: "198.51.100.7/24"}
-	dynamic := &v1alpha1.InstanceRef{Name: "b"}
-	for _, tc := range []struct {
-		name                  string
-		instance, replacement *v1alpha1.InstanceRef
-		keepsEgress           bool
-		want                  bool
-	}{
-		{"static, no replacement", static, nil, false, false},
-		{"no instance, static replacement", nil, static, false, false},
-		{"static to dynamic", static, dynamic, false, true},
-		{"dynamic to static", dynamic, static, false, true},
-		{"dynamic to dynamic", dynamic, dynamic, false, false},
-		{"dynamic to dynamic, egress kept", dynamic, dynamic, true, true},
-		{"egress kept, no replacement", dynamic, nil, true, false},
-	} {
-		p := &v1alpha1.Proxy{Status: v1alpha1.ProxyStatus{Instance: tc.instance, Replacement: tc.replacement}}
-		if got := breaksBeforeMake(p, 0, tc.keepsEgress); got != tc.want {
-			t.Errorf("%s: breaksBeforeMake = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestSecondsUp(t *testing.T) {
 	for d, want := range map[time.Duration]time.Duration{
 		time.Nanosecond:                 time.Second,

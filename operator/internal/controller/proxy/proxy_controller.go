@@ -33,6 +33,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/addresses"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/endpoints"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/instances"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/metrics"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/operation"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
@@ -340,7 +341,7 @@ func (r *Reconciler) step(ctx context.Context, sc *scope, k int, network *contra
 	if k == 0 && replica.Multi(proxy) {
 		r.noteCloudInit(proxy, sc.cloudInit)
 	}
-	if ro.repl && breaksBeforeMake(proxy, k, keepsEgress(sc.entry)) {
+	if ro.repl && replica.BreaksBeforeMake(proxy, k, keepsEgress(sc.entry)) {
 		return r.breakBeforeMake(ctx, proxy, sc.entry, k)
 	}
 	return r.drive(ctx, sc, ro, network)
@@ -430,7 +431,7 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 	prov := entry.Provider
 	uid := string(proxy.UID)
 
-	var seen observed
+	var seen instances.Observed
 	if target.ProviderID == "" {
 		// Record the name before creating, so the garbage collector and a
 		// restarted operator both know the VM is wanted. A retry keeps the
@@ -456,14 +457,14 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		created := operation.Call{Method: operation.MethodCreate, Arg: target.Name}
 		var done bool
 		var err error
-		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, created, func(ctx context.Context) (observed, error) {
+		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, created, func(ctx context.Context) (instances.Observed, error) {
 			inst, err := prov.Create(ctx, req)
 			if err != nil {
-				return observed{}, err
+				return instances.Observed{}, err
 			}
 			// Go on with what Create returned: a VM that already runs with
 			// an address is probed now, not one poll later.
-			return r.look(ctx, prov, inst, sight{uid: uid, port: req.Port, stats: proxy.Spec.CloudInit == nil}), nil
+			return instances.Look(ctx, prov, inst, instances.Sight{Prober: r.Prober, UID: uid, Port: req.Port, Stats: proxy.Spec.CloudInit == nil}), nil
 		})
 		if !done {
 			return r.awaitingOperation(), nil
@@ -471,11 +472,11 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		if err != nil {
 			return r.providerErrorFor(ctx, proxy, ro, "Create", err)
 		}
-		inst := seen.inst
-		if !carriesUID(inst, uid) {
+		inst := seen.Inst
+		if !instances.CarriesUID(inst, uid) {
 			return r.notOwned(ctx, proxy, ro, "Create", inst)
 		}
-		observe(target, inst)
+		replica.Observe(target, inst)
 		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, "instance created; waiting for it to run")
 		if err := r.writeStatus(ctx, proxy); err != nil {
 			r.ops.Keep(proxy, replica.Lane(proxy, ro.index), created, seen, nil)
@@ -488,12 +489,12 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		log.Info("created instance", "providerID", inst.ProviderID)
 	} else {
 		providerID := target.ProviderID
-		how := sight{uid: uid, port: replica.PortOf(proxy, target), stats: replica.ServesStats(proxy, target, replica.CloudInitHash(cloudInit)),
-			serving: servingBesideOthers(proxy, ro)}
+		how := instances.Sight{Prober: r.Prober, UID: uid, Port: replica.PortOf(proxy, target),
+			Stats: replica.ServesStats(proxy, target, replica.CloudInitHash(cloudInit)), Serving: servingBesideOthers(proxy, ro)}
 		var done bool
 		var err error
-		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (observed, error) {
-			return r.check(ctx, prov, providerID, how)
+		seen, done, err = operation.AwaitIn(ctx, r.ops, proxy, replica.Lane(proxy, ro.index), entry.Name, operation.Call{Method: operation.MethodGet, Arg: providerID}, func(ctx context.Context) (instances.Observed, error) {
+			return instances.Check(ctx, prov, providerID, how)
 		})
 		if !done {
 			return r.awaitingOperation(), nil
@@ -509,64 +510,64 @@ func (r *Reconciler) drive(ctx context.Context, sc *scope, ro role, network *con
 		if err != nil {
 			return r.providerErrorFor(ctx, proxy, ro, "Get", err)
 		}
-		if !carriesUID(seen.inst, uid) {
-			return r.notOwned(ctx, proxy, ro, "Get", seen.inst)
+		if !instances.CarriesUID(seen.Inst, uid) {
+			return r.notOwned(ctx, proxy, ro, "Get", seen.Inst)
 		}
-		observe(target, seen.inst)
+		replica.Observe(target, seen.Inst)
 	}
 
-	switch seen.inst.State {
+	switch seen.Inst.State {
 	case contract.StateRunning:
-		if want := addresses.IPOf(target.Address); want != "" && seen.inst.IP != want {
+		if want := addresses.IPOf(target.Address); want != "" && seen.Inst.IP != want {
 			// The provider reports the allocated address only (contract
 			// §2.2); anything else is not the address users allow-listed.
 			r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning,
-				fmt.Sprintf("instance %s reports address %q; waiting for the allocated %s", target.Name, seen.inst.IP, want))
+				fmt.Sprintf("instance %s reports address %q; waiting for the allocated %s", target.Name, seen.Inst.IP, want))
 			break
 		}
 		return r.serve(ctx, proxy, entry, ro, seen)
 	case contract.StateStopped, contract.StateTerminated:
-		if !seen.deleted {
+		if !seen.Deleted {
 			// It serves (look): out of the Service in this reconcile,
 			// and deleted by the next one's operation.
-			log.Info("serving instance down; taking it out of the Service before deleting it", "state", seen.inst.State)
+			log.Info("serving instance down; taking it out of the Service before deleting it", "state", seen.Inst.State)
 			reason := v1alpha1.ReasonInstanceStopped
-			if seen.inst.State == contract.StateTerminated {
+			if seen.Inst.State == contract.StateTerminated {
 				reason = v1alpha1.ReasonInstanceGone
 			}
 			r.setProgress(proxy, ro, reason,
-				fmt.Sprintf("instance %s is %s; it leaves the Service, then it is deleted and created again", target.Name, seen.inst.State))
+				fmt.Sprintf("instance %s is %s; it leaves the Service, then it is deleted and created again", target.Name, seen.Inst.State))
 			return ctrl.Result{RequeueAfter: time.Millisecond}, r.writeStatus(ctx, proxy)
 		}
-		if seen.inst.State == contract.StateStopped {
+		if seen.Inst.State == contract.StateStopped {
 			msg := fmt.Sprintf("instance %s stopped; deleting it to create it again", target.Name)
 			r.record(proxy, instanceStopped(msg))
-			if seen.deleteErr != nil {
-				return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
+			if seen.DeleteErr != nil {
+				return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.DeleteErr)
 			}
 			r.setProgress(proxy, ro, v1alpha1.ReasonInstanceStopped, msg)
 			break
 		}
 		// Terminated: the operation deleted it too (look); a cut-off
 		// Delete leaves nothing on the backend to finish it.
-		if seen.deleteErr != nil {
-			return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.deleteErr)
+		if seen.DeleteErr != nil {
+			return r.providerErrorFor(ctx, proxy, ro, "Delete", seen.DeleteErr)
 		}
 		r.setProgress(proxy, ro, v1alpha1.ReasonInstanceGone, fmt.Sprintf("instance %s is being deleted; it will be created again", target.Name))
 	default:
-		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("instance %s is %s", target.Name, seen.inst.State))
+		r.setProgress(proxy, ro, v1alpha1.ReasonProvisioning, fmt.Sprintf("instance %s is %s", target.Name, seen.Inst.State))
 	}
 	return ctrl.Result{RequeueAfter: r.Timing.Poll}, r.writeStatus(ctx, proxy)
 }
 
-// serve takes a running target whose proxy answers (seen.probed is nil; the
+// serve takes a running target whose proxy answers (seen.Probed is nil; the
 // operation that found it running probed it) and makes it the serving
 // instance: a replacement takes over and the instance it replaces is
 // deleted.
-func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, seen observed) (ctrl.Result, error) {
+func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ro role, seen instances.Observed) (ctrl.Result, error) {
 	s := &proxy.Status
 	target := ro.ref(proxy)
-	if err := seen.probed; err != nil {
+	if err := seen.Probed; err != nil {
 		if serving(proxy, ro) {
 			if n := r.memory.Failed(target.ProviderID); n < readiness.FailureThreshold {
 				logf.FromContext(ctx).Info("probe failed; the proxy keeps serving until more fail in a row",
@@ -578,8 +579,8 @@ func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *pr
 		return ctrl.Result{RequeueAfter: r.Timing.Probe}, r.writeStatus(ctx, proxy)
 	}
 	r.memory.Answered(target.ProviderID)
-	if seen.stats != nil {
-		r.traffic.Observe(proxy.Namespace, proxy.Name, ro.index, target.ProviderID, *seen.stats)
+	if seen.Stats != nil {
+		r.traffic.Observe(proxy.Namespace, proxy.Name, ro.index, target.ProviderID, *seen.Stats)
 	}
 	if replica.Multi(proxy) {
 		return r.serveReplica(ctx, proxy, entry, ro)
@@ -631,30 +632,33 @@ func (r *Reconciler) serviceError(ctx context.Context, proxy *v1alpha1.Proxy, ro
 	return ctrl.Result{}, err
 }
 
-// retire deletes an instance the Proxy no longer wants, once it read it
-// back as the Proxy's (mayRetire), beside the Proxy's own operations:
-// nothing waits for it. A failure is only an event: the instance is
-// neither current nor pending, so the garbage collector deletes it later.
-// An instance that served through the Service drains first (readiness.Memory).
+// retire deletes an instance the Proxy no longer wants beside the
+// Proxy's own operations (instances.Retire): nothing waits for it. A
+// failure is only an event: the instance is neither current nor pending,
+// so the garbage collector deletes it later. An instance that served
+// through the Service drains first (readiness.Memory).
 func (r *Reconciler) retire(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry, ref *v1alpha1.InstanceRef, why string, drain time.Duration) {
 	if ref.ProviderID == "" {
 		return
 	}
-	proxy, ref, name, providerID := proxy.DeepCopy(), ref.DeepCopy(), ref.Name, ref.ProviderID
+	proxy, name, providerID := proxy.DeepCopy(), ref.Name, ref.ProviderID
 	r.ops.Retire(ctx, entry.Name, providerID, func(ctx context.Context) {
-		if !sleep(ctx, drain) {
-			return
-		}
-		if !r.mayRetire(ctx, proxy, entry, ref, why) {
-			return
-		}
-		if err := entry.Provider.Delete(ctx, providerID); err != nil {
+		ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues(contract.LogKeyInstance, name, "why", why))
+		done := instances.Retire(ctx, entry.Provider, string(proxy.UID), providerID, drain)
+		switch {
+		case done.Failed == "Get":
 			r.record(proxy, deleteFailed("Delete",
-				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, err)))
-			return
+				fmt.Sprintf("reading instance %s (%s) before deleting it: %v; the garbage collector will retry", name, why, done.Err)))
+		case done.Failed != "":
+			r.record(proxy, deleteFailed("Delete",
+				fmt.Sprintf("deleting instance %s (%s): %v; the garbage collector will retry", name, why, done.Err)))
+		case done.Other != nil:
+			r.record(proxy, notOwned("Delete",
+				fmt.Sprintf("not deleting instance %s (%s, %s): it carries Proxy UID %q, not this Proxy's %q", name, providerID, why, done.Other.UID, proxy.UID)))
+		case done.Deleted:
+			r.forget(providerID)
+			r.record(proxy, instanceDeleted("Delete", name, why, ""))
 		}
-		r.forget(providerID)
-		r.record(proxy, instanceDeleted("Delete", name, why, ""))
 	})
 }
 
@@ -670,9 +674,9 @@ func (r *Reconciler) awaitingOperation() ctrl.Result {
 // finalize deletes every instance carrying the Proxy's UID — found by
 // ListByTag, so one whose Create returned just before a crash is not
 // missed — releases the egress addresses kept for it once none is left
-// (sweepAndRelease), and then removes the finalizer. Without its
+// (instances.SweepAndRelease), and then removes the finalizer. Without its
 // provider entry it waits (finalizeWithoutEntry). The deletion is one
-// operation (sweep); it waits for the Proxy's operation in flight, so a
+// operation; it waits for the Proxy's operation in flight, so a
 // Create still running has made its instance before the list.
 func (r *Reconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry *providers.Entry) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(proxy, v1alpha1.Finalizer) {
@@ -689,24 +693,24 @@ func (r *Reconciler) finalize(ctx context.Context, proxy *v1alpha1.Proxy, entry 
 			return ctrl.Result{}, err
 		}
 	}
-	own := proxy.DeepCopy()
-	found, done, err := operation.Await(ctx, r.ops, proxy, entry.Name, operation.Call{Method: operation.MethodFinalize, Arg: string(proxy.UID)}, func(ctx context.Context) (swept, error) {
-		return sweepAndRelease(ctx, entry.Provider, entry.Owner, own, nil, -1)
+	uid := string(proxy.UID)
+	found, done, err := operation.Await(ctx, r.ops, proxy, entry.Name, operation.Call{Method: operation.MethodFinalize, Arg: string(proxy.UID)}, func(ctx context.Context) (instances.Swept, error) {
+		return instances.SweepAndRelease(ctx, entry.Provider, entry.Owner, uid, nil, -1)
 	})
 	if !done {
 		return r.awaitingOperation(), nil
 	}
-	for _, inst := range found.deleted {
+	for _, inst := range found.Deleted {
 		r.forget(inst.ProviderID)
 		r.record(proxy, instanceDeleting(inst.Name, inst.ProviderID))
 	}
-	for _, e := range found.released {
+	for _, e := range found.Released {
 		r.record(proxy, egressReleased("Delete", e))
 	}
 	if err != nil {
-		return r.providerError(ctx, proxy, found.failed, err)
+		return r.providerError(ctx, proxy, found.Failed, err)
 	}
-	if len(found.left) > 0 || r.ops.Busy(proxy.UID) {
+	if len(found.Left) > 0 || r.ops.Busy(proxy.UID) {
 		// A replica's Create still running makes its VM after the list.
 		return ctrl.Result{RequeueAfter: r.Timing.Poll}, nil
 	}
@@ -774,21 +778,4 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, proxy *v1alpha1.Proxy, 
 	}
 	rebase(ctx, proxy)
 	return nil
-}
-
-// observe copies what the provider said about an instance into its ref.
-func observe(ref *v1alpha1.InstanceRef, inst contract.Instance) {
-	ref.ProviderID, ref.State, ref.IP = inst.ProviderID, string(inst.State), inst.IP
-	if inst.EgressIP != "" {
-		// Kept while the VM lives (contract §3.1); a Get of a VM that is
-		// not Running may not say it.
-		ref.EgressIP = inst.EgressIP
-	}
-	if !inst.CreatedAt.IsZero() {
-		// In whole seconds, as the API server keeps it: a backend's
-		// sub-second digits (vSphere's) would make every resync's status
-		// differ from the cached one and send a write.
-		t := metav1.NewTime(inst.CreatedAt).Rfc3339Copy()
-		ref.CreatedAt = &t
-	}
 }

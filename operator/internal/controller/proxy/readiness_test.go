@@ -136,3 +136,34 @@ func TestServingIsTheReadyReplicasOwnInstance(t *testing.T) {
 		}
 	}
 }
+
+// Only the serving VM of a replica beside others has its probe bounded by
+// instances.ServingProbeTimeout and is left in place when found stopped:
+// a lone replica has no other VM to take its clients, and a VM that does
+// not serve yet may be slow to answer while it boots.
+func TestServingBesideOthersOnlyForAServingReplicaOfSeveral(t *testing.T) {
+	ready := func(replicas int32) *v1alpha1.Proxy {
+		p := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{Replicas: replicas}}
+		for k := range replicas {
+			p.Status.Replicas = append(p.Status.Replicas, v1alpha1.ReplicaStatus{Index: k, Ready: true})
+		}
+		return p
+	}
+	notReady := ready(2)
+	notReady.Status.Replicas[1].Ready = false
+	for _, tc := range []struct {
+		name  string
+		proxy *v1alpha1.Proxy
+		ro    role
+		want  bool
+	}{
+		{"serving replica of two", ready(2), role{index: 1}, true},
+		{"the replacement of a replica of two", ready(2), role{index: 1, repl: true}, false},
+		{"a replica of two not serving yet", notReady, role{index: 1}, false},
+		{"a lone replica", ready(1), role{index: 0}, false},
+	} {
+		if got := servingBesideOthers(tc.proxy, tc.ro); got != tc.want {
+			t.Errorf("%s: servingBesideOthers = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -162,9 +162,9 @@ func (r *Reconciler) removeReplicas(ctx context.Context, proxy *v1alpha1.Proxy, 
 		// made holds the address as much as the recorded ones.
 		found, done, err := r.clearReplica(ctx, proxy, entry, k, "ScaleDown", fmt.Sprintf("of removed replica %d", k), true)
 		if err != nil {
-			r.record(proxy, deleteFailed("ScaleDown", fmt.Sprintf("deleting the VMs of removed replica %d: %s: %v", k, found.failed, err)))
+			r.record(proxy, deleteFailed("ScaleDown", fmt.Sprintf("deleting the VMs of removed replica %d: %s: %v", k, found.Failed, err)))
 		}
-		gone := done && err == nil && len(found.left) == 0
+		gone := done && err == nil && len(found.Left) == 0
 		if !gone {
 			result = soonest(result, r.Timing.Poll)
 			continue

@@ -1,4 +1,4 @@
-package proxy
+package instances
 
 import (
 	"context"
@@ -8,16 +8,17 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/images/cloudinit"
-	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 )
 
 const checkUID = "6f1c1b0e-0000-4000-8000-0000000000c1"
 
 // scriptedVM is a provider of one VM whose Gets answer states in turn (the
-// last one from then on); it records the Gets and Deletes.
+// last one from then on), carrying the UID uid; it records the Gets and
+// Deletes.
 type scriptedVM struct {
 	contract.Provider
 	states  []contract.State
+	uid     string
 	gets    int
 	deletes int
 }
@@ -25,18 +26,21 @@ type scriptedVM struct {
 func (s *scriptedVM) Get(context.Context, string) (contract.Instance, error) {
 	st := s.states[min(s.gets, len(s.states)-1)]
 	s.gets++
-	return contract.Instance{ProviderID: "r1/vm", Name: "vm", State: st, IP: "192.0.2.10",
-		UID: checkUID}, nil
+	return contract.Instance{ProviderID: "r1/vm", Name: "vm", State: st, IP: "192.0.2.10", UID: s.uid}, nil
 }
 
 func (s *scriptedVM) Delete(context.Context, string) error { s.deletes++; return nil }
 
 // silentVM is a prober of a VM that never answers (a dead VM drops the
 // connection, it does not refuse it): it waits for the probe's deadline,
-// and records how long it was given.
-type silentVM struct{ given time.Duration }
+// and records how many probes it had and how long the last was given.
+type silentVM struct {
+	probes int
+	given  time.Duration
+}
 
 func (p *silentVM) Probe(ctx context.Context, _ string, _ int32, _ bool) (*cloudinit.Stats, error) {
+	p.probes++
 	if d, ok := ctx.Deadline(); ok {
 		p.given = time.Until(d)
 	}
@@ -49,7 +53,7 @@ func (p *silentVM) Probe(ctx context.Context, _ string, _ int32, _ bool) (*cloud
 }
 
 // A serving VM of a Proxy of more than one replica is probed within
-// servingProbeTimeout, and when it does not answer, asked for again: one
+// ServingProbeTimeout, and when it does not answer, asked for again: one
 // that died while the probe ran is found down in the same operation, so
 // its reconcile takes it out of the Service at once, not after the next
 // probe; it is not deleted while it may still be in the Service. Otherwise
@@ -72,53 +76,39 @@ func TestCheckAsksAgainForAServingVMThatDoesNotAnswer(t *testing.T) {
 		{"not serving", false, []contract.State{contract.StateRunning, contract.StateStopped}, contract.StateRunning, 1, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			prov, prober := &scriptedVM{states: tc.states}, &silentVM{}
-			r := &Reconciler{Prober: prober}
+			prov, prober := &scriptedVM{states: tc.states, uid: checkUID}, &silentVM{}
 			// The prober's own timeout stands in for probe.HTTPProxy's 5 s.
-			ctx, cancel := context.WithTimeout(context.Background(), 3*servingProbeTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*ServingProbeTimeout)
 			defer cancel()
-			seen, err := r.check(ctx, prov, "r1/vm", sight{uid: checkUID, port: 3128, serving: tc.serving})
+			seen, err := Check(ctx, prov, "r1/vm", Sight{Prober: prober, UID: checkUID, Port: 3128, Serving: tc.serving})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if seen.inst.State != tc.wantState || prov.gets != tc.wantGets || prov.deletes != tc.wantDeletes || (seen.probed != nil) != tc.wantProbed {
+			if seen.Inst.State != tc.wantState || prov.gets != tc.wantGets || prov.deletes != tc.wantDeletes || (seen.Probed != nil) != tc.wantProbed {
 				t.Errorf("state %s after %d Gets and %d Deletes, probe failed %v; want %s, %d, %d, %v",
-					seen.inst.State, prov.gets, prov.deletes, seen.probed != nil, tc.wantState, tc.wantGets, tc.wantDeletes, tc.wantProbed)
+					seen.Inst.State, prov.gets, prov.deletes, seen.Probed != nil, tc.wantState, tc.wantGets, tc.wantDeletes, tc.wantProbed)
 			}
-			if tc.serving && prober.given > servingProbeTimeout {
-				t.Errorf("the probe of a serving VM was given %s, want at most %s", prober.given, servingProbeTimeout)
+			if tc.serving && prober.given > ServingProbeTimeout {
+				t.Errorf("the probe of a serving VM was given %s, want at most %s", prober.given, ServingProbeTimeout)
 			}
 		})
 	}
 }
 
-// Only the serving VM of a replica beside others has its probe bounded by
-// servingProbeTimeout and is left in place when found stopped: a lone
-// replica has no other VM to take its clients, and a VM that does not
-// serve yet may be slow to answer while it boots.
-func TestServingBesideOthersOnlyForAServingReplicaOfSeveral(t *testing.T) {
-	ready := func(replicas int32) *v1alpha1.Proxy {
-		p := &v1alpha1.Proxy{Spec: v1alpha1.ProxySpec{Replicas: replicas}}
-		for k := range replicas {
-			p.Status.Replicas = append(p.Status.Replicas, v1alpha1.ReplicaStatus{Index: k, Ready: true})
+// An instance that does not carry the Proxy's UID is neither probed nor
+// deleted, whatever its state: a backend that reused a name or an ID
+// answers with another Proxy's VM.
+func TestLookLeavesAnotherProxysInstance(t *testing.T) {
+	for _, state := range []contract.State{contract.StateRunning, contract.StateStopped, contract.StateTerminated} {
+		prov, prober := &scriptedVM{states: []contract.State{state}, uid: "6f1c1b0e-0000-4000-8000-0000000000c2"}, &silentVM{}
+		inst, err := prov.Get(context.Background(), "r1/vm")
+		if err != nil {
+			t.Fatal(err)
 		}
-		return p
-	}
-	notReady := ready(2)
-	notReady.Status.Replicas[1].Ready = false
-	for _, tc := range []struct {
-		name  string
-		proxy *v1alpha1.Proxy
-		ro    role
-		want  bool
-	}{
-		{"serving replica of two", ready(2), role{index: 1}, true},
-		{"the replacement of a replica of two", ready(2), role{index: 1, repl: true}, false},
-		{"a replica of two not serving yet", notReady, role{index: 1}, false},
-		{"a lone replica", ready(1), role{index: 0}, false},
-	} {
-		if got := servingBesideOthers(tc.proxy, tc.ro); got != tc.want {
-			t.Errorf("%s: servingBesideOthers = %v, want %v", tc.name, got, tc.want)
+		seen := Look(context.Background(), prov, inst, Sight{Prober: prober, UID: checkUID, Port: 3128})
+		if prober.probes != 0 || prov.deletes != 0 || seen.Deleted || seen.Probed != nil {
+			t.Errorf("%s instance of another Proxy: %d probes, %d Deletes, deleted %v, probe failed %v; want none",
+				state, prober.probes, prov.deletes, seen.Deleted, seen.Probed)
 		}
 	}
 }
