@@ -2,6 +2,8 @@ package proxmox
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -52,5 +54,49 @@ func TestDeleteWithAnotherNodeDown(t *testing.T) {
 	// the Delete is done.
 	if err := p.Delete(ctx, inst.ProviderID); err != nil {
 		t.Errorf("Delete again with pve2 down: %v (class %s)", err, contract.ClassOf(err))
+	}
+}
+
+// A VM on a node that cannot be reached is reported, not an error: Get
+// says Stopped with the node named in the message (contract §3: a state
+// unknown to the provider is Stopped), from what the cluster still lists
+// of it, so a Proxy's serving VM there leaves the Service and a lone
+// replica says why it is not Ready. Its Delete cannot run until the node
+// is back (the VM's config and disks are the node's): a transient error
+// naming the node. Once the node is back, Get reads the VM as before and
+// Delete deletes it.
+func TestVMOnADownNodeIsReportedStopped(t *testing.T) {
+	f := startFake(t)
+	p := f.provider(t)
+	ctx := context.Background()
+	inst := createRetrying(t, p, inZone("on-down-node", 23, "b")) // on pve2
+	before, err := p.Get(ctx, inst.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s.NodeDown("pve2", true)
+
+	got, err := p.Get(ctx, inst.ProviderID)
+	if err != nil {
+		t.Fatalf("Get of a VM on a down node: %v (class %s); want it reported", err, contract.ClassOf(err))
+	}
+	if got.State != contract.StateStopped || got.UID != inst.UID || got.Name != inst.Name || !strings.Contains(got.Message, "pve2") {
+		t.Errorf("Get = %+v; want Stopped, UID %s, name %s, a message naming node pve2", got, inst.UID, inst.Name)
+	}
+	err = p.Delete(ctx, inst.ProviderID)
+	if contract.ClassOf(err) != contract.ClassTransient || !strings.Contains(fmt.Sprint(err), "pve2") {
+		t.Errorf("Delete of a VM on a down node = %v (class %s); want a transient error naming pve2", err, contract.ClassOf(err))
+	}
+
+	f.s.NodeDown("pve2", false)
+	if got, err := p.Get(ctx, inst.ProviderID); err != nil || got.State != before.State {
+		t.Errorf("Get once the node is back = %+v, %v; want %s, as before", got, err, before.State)
+	}
+	if err := p.Delete(ctx, inst.ProviderID); err != nil {
+		t.Fatalf("Delete once the node is back: %v", err)
+	}
+	f.s.WaitTasks()
+	if left := f.s.Inventory(); len(left) != 0 {
+		t.Errorf("left behind after Delete: %v", left)
 	}
 }

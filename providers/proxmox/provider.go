@@ -398,6 +398,9 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	}
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, providerID))
 	v, err := p.lookup(ctx, region, vmid)
+	if isNodeUnreachable(err) {
+		return p.onUnreachableNode(ctx, region, vmid, err)
+	}
 	if err != nil {
 		return contract.Instance{}, err
 	}
@@ -489,6 +492,12 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	case isNotFoundErr(err):
 		log.V(contract.LogOutcome).Info("instance is gone")
 		return p.deleteSeeds(ctx, region, id)
+	case isNodeUnreachable(err):
+		node, lerr := p.locate(ctx, region, id)
+		if lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		return nodeUnreachable(node, err)
 	case err != nil:
 		return err
 	case v.lock() == "destroyed":
@@ -586,7 +595,7 @@ func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) err
 	zones := p.cfg.Regions[region].Zones
 	for _, zn := range slices.Sorted(maps.Keys(zones)) {
 		err := p.deleteVolumes(ctx, region, zones[zn], isSeedOf(vmid))
-		if api := (*APIError)(nil); errors.As(err, &api) && api.StatusCode == statusNodeUnreachable {
+		if isNodeUnreachable(err) {
 			log.Info("node unreachable: its seeds of this VM, if any, stay until it is back", "vmid", vmid, "node", zones[zn].Node, "error", err.Error())
 			continue
 		}
@@ -597,13 +606,6 @@ func (p *Provider) deleteSeeds(ctx context.Context, region string, vmid int) err
 	log.V(contract.LogStep).Info("deleted seeds", "vmid", vmid)
 	return nil
 }
-
-// statusNodeUnreachable is pveproxy's status for a call it forwards to a
-// node it cannot connect to (AnyEvent::HTTP's 595, "errors during
-// connection establishment"; pve-http-server AnyEvent.pm proxy_request
-// passes it on). 596 (the answer lost after sending) is not it: the call
-// may have run.
-const statusNodeUnreachable = 595
 
 // ListByTag lists each region's VMs in one call and keeps those whose tags
 // carry the mark with exactly this value (list-partial: fail-whole): an
