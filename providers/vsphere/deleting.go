@@ -55,6 +55,6 @@ func (p *Provider) markDeleting(ctx context.Context, vm vmRead) error {
 		if err != nil {
 			return err
 		}
-		return waitShortTask(ctx, c, task)
+		return waitTask(ctx, task)
 	})
 }

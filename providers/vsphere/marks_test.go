@@ -17,7 +17,7 @@ import (
 
 const otherOwner = "c0ffee12-other"
 
-func createVM(t *testing.T, p *Provider, name, uid, owner string) contract.Instance {
+func createVM(t testing.TB, p *Provider, name, uid, owner string) contract.Instance {
 	t.Helper()
 	inst, err := p.Create(context.Background(), contract.CreateRequest{
 		Name: name, UID: uid, Owner: owner, CloudInit: []byte("#cloud-config\n"), Port: 3128,

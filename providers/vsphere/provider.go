@@ -512,7 +512,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 			if err != nil {
 				return err
 			}
-			if err := waitShortTask(ctx, c, task); err != nil && !isAlreadyOff(err) {
+			if err := waitTask(ctx, task); err != nil && !isAlreadyOff(err) {
 				return err
 			}
 		}
@@ -520,7 +520,7 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 		if err != nil {
 			return err
 		}
-		return waitShortTask(ctx, c, task)
+		return waitTask(ctx, task)
 	})
 	if err != nil && !errors.Is(err, contract.ErrNotFound) {
 		return err

@@ -80,10 +80,13 @@ type vcsim struct {
 	answered atomic.Int64            // bytes of vcsim's answers through the front
 	conns    atomic.Int64            // connections made to the front
 	tap      atomic.Pointer[tapFunc] // when set, sees each call and its answer
-	gate     contracttest.Gate
-	rejected atomic.Bool
-	client   *vim25.Client // the control's own session, straight to vcsim
-	cfg      Config
+	// tasksRunOn, when set, answers a call that starts a task at once, as
+	// vCenter does, instead of once the task ended (awaitTask).
+	tasksRunOn atomic.Bool
+	gate       contracttest.Gate
+	rejected   atomic.Bool
+	client     *vim25.Client // the control's own session, straight to vcsim
+	cfg        Config
 
 	// inventory is where Resources looks, resolved once: the config's
 	// folders and datastores do not move.
@@ -164,7 +167,9 @@ func startVcsim(t testing.TB) *vcsim {
 		if tap := v.tap.Load(); tap != nil {
 			(*tap)(r, body, rec.Body.Bytes())
 		}
-		v.awaitTask(r.Context(), rec.Body.Bytes())
+		if !v.tasksRunOn.Load() {
+			v.awaitTask(r.Context(), rec.Body.Bytes())
+		}
 		if powerOnFault != nil {
 			v.failTask(rec.Body.Bytes(), powerOnFault)
 		}
