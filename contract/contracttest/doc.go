@@ -38,7 +38,9 @@
 // same shapes again. What is drawn so far: StaticAddressDelivered's
 // second network (a gateway anywhere among the network's host addresses
 // but the first and the request's, and two to contract.MaxDNS
-// resolvers). Where one shape is the hardest, the rule uses it every run
+// resolvers); ListByTagFindsMarked's instances under one UID (a Proxy's
+// replicas: one or two more, the first in the same placement, the other
+// in a drawn one). Where one shape is the hardest, the rule uses it every run
 // instead: ListByTagSeparatesOwners' second Owner extends the first to
 // the 63 characters an Owner may have, which catches both a prefix match
 // and any truncation.

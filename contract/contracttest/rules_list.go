@@ -36,9 +36,24 @@ func listByTagExcludesUnmarked(e *env) {
 }
 
 // listByTagFindsMarked: ListByTag finds every marked instance by
-// LabelManaged and each by its LabelUID, and nothing else for a UID.
+// LabelManaged and each by its LabelUID, and nothing else for a UID. A
+// Proxy of several replicas has an instance per replica under one UID, so
+// one UID carries one or two more instances (drawn): the first in the same
+// placement, the second in one drawn from those the harness was given. A
+// provider whose list by UID stops at its first match, or at one per
+// location, misses one.
 func listByTagFindsMarked(e *env) {
 	reqs := []contract.CreateRequest{e.request(), e.request()}
+	places := e.placements()
+	for replica := range 1 + e.draw.IntN(2) {
+		pl := places[0]
+		if replica > 0 {
+			pl = places[e.draw.IntN(len(places))]
+		}
+		sibling := e.requestIn(pl)
+		sibling.UID, sibling.Replica = reqs[0].UID, int32(replica+1)
+		reqs = append(reqs, sibling)
+	}
 	ids := map[string]string{}
 	for _, req := range reqs {
 		ids[e.mustCreate(req).ProviderID] = req.UID
@@ -56,8 +71,27 @@ func listByTagFindsMarked(e *env) {
 			e.t.Errorf("ListByTag(%s, %s) misses %s", contract.LabelManaged, e.owner, id)
 		}
 	}
-	for _, req := range reqs {
-		e.expectOne(req)
+	for _, uid := range []string{reqs[0].UID, reqs[1].UID} {
+		var want []string
+		for id, u := range ids {
+			if u == uid {
+				want = append(want, id)
+			}
+		}
+		found, err := e.list(e.ctx(), e.p, contract.LabelUID, uid)
+		if err != nil {
+			e.t.Fatalf("ListByTag(%s, %s): %v", contract.LabelUID, uid, err)
+		}
+		got := make([]string, 0, len(found))
+		for _, inst := range found {
+			e.track(inst.ProviderID)
+			got = append(got, inst.ProviderID)
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			e.t.Errorf("ListByTag(%s, %s) = %v; want exactly %v, the instances made under that UID", contract.LabelUID, uid, got, want)
+		}
 	}
 	none, err := e.list(e.ctx(), e.p, contract.LabelUID, newUID())
 	if err != nil || len(none) != 0 {

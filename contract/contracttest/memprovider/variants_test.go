@@ -347,6 +347,32 @@ var variants = []variant{
 			return b.Provider.Create(ctx, req)
 		}
 	}, nil},
+	{"list-uid-first-match-only", "ListByTagFindsMarked", func(b *brokenProvider) {
+		// A lookup by UID that stops at the first instance it finds.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			if key == contract.LabelUID && len(all) > 1 {
+				all = all[:1]
+			}
+			return all, err
+		}
+	}, nil},
+	{"list-uid-one-per-region", "ListByTagFindsMarked", func(b *brokenProvider) {
+		// A lookup by UID that asks each region for one instance.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			if key != contract.LabelUID {
+				return all, err
+			}
+			seen := map[string]bool{}
+			return slices.DeleteFunc(all, func(i contract.Instance) bool {
+				region, _, _ := strings.Cut(i.ProviderID, "/")
+				dup := seen[region]
+				seen[region] = true
+				return dup
+			}), err
+		}
+	}, nil},
 	{"list-first-region-only", "ListByTagFindsMarked", func(b *brokenProvider) {
 		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
 			all, err := b.Provider.ListByTag(ctx, key, value)
