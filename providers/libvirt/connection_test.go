@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"libvirt.org/go/libvirt"
+
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/images/fetch"
 )
@@ -80,7 +82,7 @@ func TestFrozenDaemonIsDetected(t *testing.T) {
 		t.Errorf("%d Gets failed with the daemon's connection error, want 1 (the call on the open connection, before its %s budget); the others wait their turn or the one connect, and return at their ctx", keepalive, budget)
 	}
 	p.mu.Lock()
-	closed, held := p.closed, p.conns["lab"]
+	closed, held := p.closed, p.conns[slotKey("lab", 0)]
 	p.mu.Unlock()
 	if closed == 0 || held != nil {
 		t.Errorf("after keepalive closed the connection: %d close callbacks, connection held %v; want it forgotten by the callback", closed, held != nil)
@@ -130,4 +132,43 @@ func osThreads(t *testing.T) int {
 		}
 	}
 	return 0
+}
+
+// TestASlowCallDoesNotHoldTheHost holds one call on the region's
+// connection, as a daemon holds a domain call (a job-lock wait of up to
+// 30 s, a destroy of a QEMU in D state, an agent query): another Proxy's
+// Get on the same host is answered within its budget, on a connection of
+// its own. With one connection a host, every other call waited its turn
+// behind the held one and failed at its budget.
+func TestASlowCallDoesNotHoldTheHost(t *testing.T) {
+	b := newTestBackend(t)
+	p := b.provider(t)
+	ctx := context.Background()
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- p.call(ctx, backendCall{step: "HeldCall", region: testRegion}, time.Minute, func(*libvirt.Connect) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	defer func() {
+		close(release)
+		if err := <-done; err != nil {
+			t.Errorf("the held call: %v", err)
+		}
+	}()
+	id := ids.Format(testRegion, "egress-beside-a-held-call")
+	for range 3 {
+		if _, err := p.Get(ctx, id); !isNotFound(err) {
+			t.Fatalf("Get beside a held call = %v (class %s); want ErrNotFound within its %s budget", err, contract.ClassOf(err), b.cfg.CallTimeout.Duration)
+		}
+	}
+	p.mu.Lock()
+	open := len(p.conns)
+	p.mu.Unlock()
+	if open != 2 {
+		t.Errorf("%d connections open to the host; want 2, the held call's and one for the Gets after it", open)
+	}
 }

@@ -34,17 +34,17 @@ func TestRotatedKeyReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := p.conn(t.Context(), testRegion)
+	first, err := p.conn(t.Context(), testRegion, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := p.conn(t.Context(), testRegion); again != first {
+	if again, _ := p.conn(t.Context(), testRegion, 0); again != first {
 		t.Fatal("an unchanged credential reconnected")
 	}
 	if err := os.WriteFile(key, []byte("rotated key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if rotated, err := p.conn(t.Context(), testRegion); err != nil || rotated == first {
+	if rotated, err := p.conn(t.Context(), testRegion, 0); err != nil || rotated == first {
 		t.Errorf("a rotated credential kept the old connection (%v)", err)
 	}
 }

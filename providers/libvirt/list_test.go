@@ -389,8 +389,8 @@ func TestListByTagKeepsAHandleACallStillUses(t *testing.T) {
 func closeConn(t *testing.T, p *Provider) bool {
 	t.Helper()
 	p.mu.Lock()
-	c := p.conns[testRegion]
-	delete(p.conns, testRegion)
+	c := p.conns[slotKey(testRegion, 0)]
+	delete(p.conns, slotKey(testRegion, 0))
 	p.mu.Unlock()
 	if c == nil {
 		t.Fatalf("the provider holds no connection to %s", testRegion)

@@ -32,15 +32,18 @@ var ids = contract.IDFormat{
 	Key:      regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`),
 }
 
-// Provider is the libvirt provider. It holds one connection per region,
-// opened on first use and again after it breaks.
+// Provider is the libvirt provider. It holds up to connectionsPerHost
+// connections per region, each opened on first use and again after it
+// breaks, each carrying one call at a time (connection.go).
 type Provider struct {
 	cfg     Config
 	fetcher fetch.Fetcher
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// conns holds the open connections by slot (slotKey: region and
+	// index).
 	conns map[string]*libvirt.Connect
-	// prints holds, per region, the credential files' fingerprint the
+	// prints holds, per slot, the credential files' fingerprint the
 	// connection was opened with.
 	prints map[string]string
 	// creating holds, per "region/name", a channel closed when the Create
@@ -56,9 +59,9 @@ type Provider struct {
 	// opening holds, per region, a channel closed when the connect in
 	// progress returns (connection.go).
 	opening map[string]chan struct{}
-	// turns holds, per region, a one-slot channel: calls on the region's
-	// connection take turns (connection.go, take).
-	turns map[string]chan struct{}
+	// slots holds, per region, which of its connections carry a call
+	// (connection.go, take).
+	slots map[string]*hostSlots
 
 	// hooks are nil in production. The fast tests on test:///default set
 	// them; see hooks.
@@ -114,7 +117,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("libvirt client event loop: %w", err)
 	}
 	return &Provider{cfg: cfg.withDefaults(), conns: map[string]*libvirt.Connect{}, prints: map[string]string{}, kvm: map[string]bool{},
-		opening: map[string]chan struct{}{}, turns: map[string]chan struct{}{},
+		opening: map[string]chan struct{}{}, slots: map[string]*hostSlots{},
 		creating: map[string]chan struct{}{}}, nil
 }
 
@@ -142,13 +145,15 @@ func (p *Provider) call(ctx context.Context, bc backendCall, budget time.Duratio
 		var err error
 		for attempt := 0; attempt < 2; attempt++ {
 			var c *libvirt.Connect
+			var key string
 			attemptFn := func() error {
-				release, err := p.take(ctx, bc.region)
+				slot, release, err := p.take(ctx, bc.region)
 				if err != nil {
 					return err
 				}
 				defer release()
-				if c, err = p.conn(ctx, bc.region); err != nil {
+				key = slotKey(bc.region, slot)
+				if c, err = p.conn(ctx, bc.region, slot); err != nil {
 					return err
 				}
 				defer func() { _, _ = c.Close() }()
@@ -163,7 +168,7 @@ func (p *Provider) call(ctx context.Context, bc backendCall, budget time.Duratio
 				return err
 			}
 			if c != nil {
-				p.drop(bc.region, c)
+				p.drop(key, c)
 			}
 		}
 		return err
