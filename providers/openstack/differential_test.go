@@ -266,6 +266,13 @@ func lifecycle(ctx context.Context, t *testing.T, p *Provider, req contract.Crea
 			t.Errorf("ListByTag(%s, %s): %v", l[0], l[1], err)
 		}
 	}
+	// The instance actions Get reads of a server in task_state scheduling
+	// (scheduling.go), listed here so both clouds answer it whatever
+	// state their Gets met: a running server's hold no delete.
+	regionKey, id, _ := ids.Parse(inst.ProviderID)
+	if going, err := p.deleteRecorded(ctx, regionKey, id); err != nil || going {
+		t.Errorf("the actions of a running server: delete recorded %v, %v; want none", going, err)
+	}
 	if err := p.Delete(ctx, inst.ProviderID); err != nil {
 		t.Errorf("Delete: %v", err)
 	}

@@ -328,6 +328,15 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
+	if beingScheduled(s) {
+		going, err := p.deleteRecorded(ctx, regionKey, id)
+		if err != nil {
+			return contract.Instance{}, err
+		}
+		if going {
+			return goingAfterReschedule(regionKey, s), nil
+		}
+	}
 	return p.instanceOrFault(ctx, regionKey, s, false)
 }
 

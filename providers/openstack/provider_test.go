@@ -602,6 +602,62 @@ func TestDeleteWaitsForTheScheduler(t *testing.T) {
 	}
 }
 
+// TestRescheduledBuildAfterItsDeleteIsTerminated: Delete deletes a
+// building server's port before the server, and a build whose port goes
+// under it fails in spawn and is rescheduled; the reschedule sets
+// task_state back to "scheduling" over the delete's "deleting" (osfake's
+// RescheduleBuild cites Nova), and the server reads BUILD (scheduling)
+// until its terminate runs. Get must not report it Provisioning, from this
+// provider or a restarted one (contract §4.9), and a second Delete must
+// not wait for a scheduler that will never place it. The old Get read it
+// Provisioning, and the old Delete waited for it as for a new server.
+func TestRescheduledBuildAfterItsDeleteIsTerminated(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, time.Hour })
+	p := c.provider(t)
+	ctx := context.Background()
+	inst, err := p.Create(ctx, request("proxy-rescheduled"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := ids.Parse(inst.ProviderID)
+	if err := p.Delete(ctx, inst.ProviderID); err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	if err := c.fake.RescheduleBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]*Provider{"the provider that deleted it": p, "a restarted provider": c.provider(t)} {
+		got, err := q.Get(ctx, inst.ProviderID)
+		if err != nil || got.State != contract.StateTerminated {
+			t.Errorf("Get from %s of a server its delete's reschedule shows BUILD (scheduling) = %s (%q), %v; want Terminated", name, got.State, got.Message, err)
+		}
+	}
+	short := c.provider(t)
+	short.cfg.CallTimeout.Duration = time.Second
+	if err := short.Delete(ctx, inst.ProviderID); err != nil {
+		t.Fatalf("Delete again = %v, want nil: the server is going, no scheduler will place it", err)
+	}
+	if _, err := p.Get(ctx, inst.ProviderID); !errors.Is(err, contract.ErrNotFound) {
+		t.Errorf("Get after the second Delete = %v, want ErrNotFound (Nova destroys an instance with no host at once)", err)
+	}
+
+	// A rescheduled build no one deleted is a build.
+	other, err := p.Create(ctx, request("proxy-rescheduled-alone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherID, _ := ids.Parse(other.ProviderID)
+	if _, err := p.Get(ctx, other.ProviderID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.fake.RescheduleBuild(otherID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Get(ctx, other.ProviderID); err != nil || got.State != contract.StateProvisioning {
+		t.Errorf("Get of a rescheduled build no one deleted = %s, %v; want Provisioning", got.State, err)
+	}
+}
+
 // waitFor closes the channel it returns once cond holds.
 func waitFor(cond func() bool) <-chan struct{} {
 	ch := make(chan struct{})

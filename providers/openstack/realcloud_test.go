@@ -366,8 +366,9 @@ func (rc *realCloud) provider(t *testing.T) *Provider {
 func TestContractRealCloud(t *testing.T) {
 	rc := startRealCloud(t)
 	ctl := &realControl{rc: rc, t: t}
+	ghosts := watchGhosts(t, rc)
 	contracttest.Run(t, contracttest.Config{
-		NewProvider: func(t *testing.T) contract.Provider { return rc.provider(t) },
+		NewProvider: func(t *testing.T) contract.Provider { return ghosts.provider(t, rc) },
 		Backend:     ctl,
 		Placement:   contract.Placement{Region: "one", Zone: "zone", MachineType: "small", Image: "proxy"},
 		// The lane has one region and one availability zone, so

@@ -2,10 +2,16 @@ package openstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/instanceactions"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+
+	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
 
 // A server Nova is still scheduling is not deleted yet. While its task_state
@@ -22,6 +28,20 @@ import (
 // to ERROR in cell0), the build request is gone and Nova's delete is the
 // ordinary one: task_state "deleting" at once, then 404.
 
+//
+// A server can read BUILD (scheduling) again after its delete, too: Delete
+// deletes a building server's port first (ports.go), the build then fails
+// in spawn and the compute host reschedules it, setting task_state back to
+// "scheduling" by a save that names no expected task state, so over the
+// delete's "deleting" (nova/compute/manager.py _do_build_and_run_instance,
+// RescheduledException). The delete still ends: its terminate_instance
+// waits on the build's instance lock and destroys the instance. Nova
+// recorded that delete among the server's instance actions when it cast
+// the terminate (nova/compute/api.py _delete, instance_actions.DELETE),
+// so a scheduling server with a recorded delete is going, not building
+// (deleteRecorded): Get reports it Terminated and Delete does not wait for
+// a scheduler that will not place it.
+
 // schedulingPoll is how often Delete reads a server Nova is scheduling.
 var schedulingPoll = 500 * time.Millisecond
 
@@ -37,6 +57,9 @@ func beingScheduled(s servers.Server) bool {
 func (p *Provider) waitScheduled(ctx context.Context, regionKey string, s servers.Server) (servers.Server, error) {
 	deadline := time.Now().Add(p.cfg.CallTimeout.Duration)
 	for beingScheduled(s) {
+		if going, err := p.deleteRecorded(ctx, regionKey, s.ID); going || err != nil {
+			return s, err
+		}
 		if time.Now().After(deadline) {
 			// Unclassified: transient.
 			return s, fmt.Errorf("server %s is still being scheduled after %s; Nova would report it deleted before its conductor destroys it, so Delete waits for the scheduler",
@@ -53,4 +76,41 @@ func (p *Provider) waitScheduled(ctx context.Context, regionKey string, s server
 		}
 	}
 	return s, nil
+}
+
+// deleteRecorded tells whether Nova recorded a delete among the server's
+// instance actions (GET /servers/{id}/os-instance-actions, which Nova's
+// default policy lets a project reader list). A server gone meanwhile is
+// getServer's not-found error. Any other failure to read them is logged
+// and read as no delete: the server is then a build, as before the
+// actions were read, and a cloud whose policy refuses the list loses only
+// this distinction.
+func (p *Provider) deleteRecorded(ctx context.Context, regionKey, id string) (bool, error) {
+	var recorded bool
+	err := p.do(ctx, "ListServerActions", regionKey, func(ctx context.Context, c *clients) error {
+		pages, err := instanceactions.List(c.compute, id, nil).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		actions, err := instanceactions.ExtractInstanceActions(pages)
+		recorded = slices.ContainsFunc(actions, func(a instanceactions.InstanceAction) bool { return a.Action == "delete" })
+		return err
+	})
+	switch {
+	case errors.Is(err, contract.ErrNotFound):
+		return false, err
+	case err != nil:
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("could not read the server's instance actions; reading it as a build", "server", id, "error", err.Error())
+		return false, nil
+	}
+	return recorded, nil
+}
+
+// goingAfterReschedule is the Instance of a server that reads BUILD
+// (scheduling) with a delete recorded: Terminated.
+func goingAfterReschedule(regionKey string, s servers.Server) contract.Instance {
+	inst := instance(regionKey, s)
+	inst.State, inst.IP = contract.StateTerminated, ""
+	inst.Message = "BUILD (scheduling) after its delete: Nova rescheduled the build the delete cut short, and its terminate follows"
+	return inst
 }

@@ -202,7 +202,8 @@ func (c *Cloud) FinishBuild(id string) error {
 
 // PlaceServer answers for the scheduler, which HoldScheduling holds: the
 // server leaves task_state scheduling (or, deleted meanwhile, is written to
-// its cell and destroyed by the conductor).
+// its cell and destroyed by the conductor). A build RescheduleBuild sent
+// back is placed again the same way.
 func (c *Cloud) PlaceServer(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -213,7 +214,7 @@ func (c *Cloud) PlaceServer(id string) error {
 	if !ok {
 		return fmt.Errorf("osfake: no server %s", id)
 	}
-	s.schedulingHeld = false
+	s.schedulingHeld, s.rescheduled = false, false
 	c.advance(time.Now())
 	return nil
 }
@@ -261,6 +262,7 @@ func (c *Cloud) SetStatus(id, status, vmState, taskState string) error {
 func (c *Cloud) BeginDelete(id string) (finish func(), err error) {
 	err = c.withServer(id, func(s *server) {
 		s.deleting, s.taskState, s.deleteDone = true, "deleting", time.Time{}
+		s.record(actionDelete, time.Now())
 	})
 	return func() {
 		_ = c.withServer(id, func(s *server) { s.deleteDone = time.Now() })
@@ -300,6 +302,7 @@ func (c *Cloud) CreateServer(spec ServerSpec) string {
 	if !spec.Held && !c.opts.HoldBuilds {
 		s.buildDone = now.Add(c.opts.BuildDelay)
 	}
+	s.record(actionCreate, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.servers[s.id] = s

@@ -135,9 +135,12 @@
 // scheduler answers the conductor writes it to its cell, where it reads
 // BUILD (scheduling) for DeleteDelay until the conductor destroys it
 // (nova/compute/api.py _delete_while_booting and _get_instance;
-// nova/conductor/manager.py _delete_build_request). Time is read
+// nova/conductor/manager.py _delete_build_request). A build rescheduled
+// during its delete (RescheduleBuild) reads BUILD (scheduling) until the
+// delete ends; each server lists its create and delete among its instance
+// actions (actions.go cites Nova for both). Time is read
 // when a request arrives, so the fake runs no goroutines. The control
-// methods (HoldBuilds, FinishBuild, PlaceServer, BeginDelete, SetAddresses, SetStatus,
+// methods (HoldBuilds, FinishBuild, PlaceServer, RescheduleBuild, BeginDelete, SetAddresses, SetStatus,
 // FailNext, DropNextResponse, CutCall, FailNextBuild, RejectCredentials,
 // RevokeTokens, LockServer, ReplaceImage, SetGate, RemoveServer, Reset)
 // put it in the states a test needs; Ports and NetworkData (the

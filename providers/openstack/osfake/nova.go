@@ -41,6 +41,8 @@ type server struct {
 	configDrive            bool
 	group                  string   // the server group it was created in
 	ports                  []string // the ports the create passed in (ports.go)
+	actions                []action // its instance actions, oldest first (actions.go)
+	rescheduled            bool     // its build was rescheduled (RescheduleBuild): no build request stands
 }
 
 // microversion is a compute API version, major.minor.
@@ -73,29 +75,27 @@ type novaHandler func(w http.ResponseWriter, r *http.Request, v microversion, re
 func (c *Cloud) routeNova(mux *http.ServeMux) {
 	base := "/compute/{region}/v2.1"
 	for pattern, h := range map[string]novaHandler{
-		"POST /servers":                    c.createServer,
-		"GET /servers":                     c.listServers(false),
-		"GET /servers/detail":              c.listServers(true),
-		"GET /servers/{id}":                c.showServer,
-		"DELETE /servers/{id}":             c.deleteServer,
-		"POST /servers/{id}/action":        c.serverAction,
-		"GET /servers/{id}/tags":           c.serverTags,
-		"PUT /servers/{id}/tags":           c.serverTags,
-		"GET /servers/{id}/tags/{tag}":     c.serverTag,
-		"PUT /servers/{id}/tags/{tag}":     c.serverTag,
-		"DELETE /servers/{id}/tags/{tag}":  c.serverTag,
-		"GET /servers/{id}/metadata":       c.serverMetadata,
-		"POST /servers/{id}/metadata":      c.serverMetadata,
-		"PUT /servers/{id}/metadata":       c.serverMetadata,
-		"GET /flavors":                     c.listFlavors(false),
-		"GET /flavors/detail":              c.listFlavors(true),
-		"GET /flavors/{id}":                c.showFlavor,
-		"GET /limits":                      c.limits,
-		"GET /os-availability-zone":        c.zones,
-		"GET /os-availability-zone/detail": c.zones,
-		"GET /servers/{id}/os-instance-actions": func(w http.ResponseWriter, _ *http.Request, _ microversion, _ string) {
-			writeJSON(w, http.StatusOK, map[string]any{"instanceActions": []any{}})
-		},
+		"POST /servers":                         c.createServer,
+		"GET /servers":                          c.listServers(false),
+		"GET /servers/detail":                   c.listServers(true),
+		"GET /servers/{id}":                     c.showServer,
+		"DELETE /servers/{id}":                  c.deleteServer,
+		"POST /servers/{id}/action":             c.serverAction,
+		"GET /servers/{id}/tags":                c.serverTags,
+		"PUT /servers/{id}/tags":                c.serverTags,
+		"GET /servers/{id}/tags/{tag}":          c.serverTag,
+		"PUT /servers/{id}/tags/{tag}":          c.serverTag,
+		"DELETE /servers/{id}/tags/{tag}":       c.serverTag,
+		"GET /servers/{id}/metadata":            c.serverMetadata,
+		"POST /servers/{id}/metadata":           c.serverMetadata,
+		"PUT /servers/{id}/metadata":            c.serverMetadata,
+		"GET /flavors":                          c.listFlavors(false),
+		"GET /flavors/detail":                   c.listFlavors(true),
+		"GET /flavors/{id}":                     c.showFlavor,
+		"GET /limits":                           c.limits,
+		"GET /os-availability-zone":             c.zones,
+		"GET /os-availability-zone/detail":      c.zones,
+		"GET /servers/{id}/os-instance-actions": c.instanceActions,
 	} {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.Handle(method+" "+base+path, c.nova(h))
@@ -176,7 +176,7 @@ func (c *Cloud) advance(now time.Time) {
 			delete(c.servers, id)
 			continue
 		}
-		if s.status == statusBuild && s.taskState == "scheduling" && !s.schedulingHeld {
+		if s.status == statusBuild && s.taskState == "scheduling" && !s.schedulingHeld && !s.rescheduled {
 			s.taskState = "spawning"
 			c.bindPorts(s)
 		}
@@ -347,6 +347,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	if !c.opts.HoldBuilds {
 		s.buildDone = now.Add(c.opts.BuildDelay)
 	}
+	s.record(actionCreate, now)
 	c.servers[s.id] = s
 	self := c.Server.URL + "/compute/" + region + "/v2.1/servers/" + s.id
 	w.Header().Set("Location", self)
@@ -599,6 +600,16 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microvers
 		novaError(w, http.StatusConflict, fmt.Sprintf("Instance %s is locked", s.id))
 		return
 	}
+	if s.rescheduled {
+		// In its cell with no host and no build request left: the API
+		// destroys the instance itself (nova/compute/api.py _delete: no
+		// instance.host, _delete_while_booting finds no build request,
+		// _lookup_instance, instance.destroy).
+		c.unbindPorts(s)
+		delete(c.servers, s.id)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if s.status == statusBuild && s.taskState == "scheduling" && s.destroyAt.IsZero() {
 		// Not yet in a cell: Nova deletes the build request and answers
 		// (nova/compute/api.py, _delete_while_booting); the conductor
@@ -613,6 +624,7 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microvers
 		// server already SOFT_DELETED, with a new deleted_at.
 		s.status, s.vmState, s.taskState, s.powerState = statusSoftDeleted, "soft-delete", "", 4
 		s.reclaimAt = time.Now().Add(interval)
+		s.record(actionDelete, time.Now())
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -627,6 +639,7 @@ func (c *Cloud) startDelete(s *server) {
 	if !s.deleting {
 		s.deleting, s.taskState = true, "deleting"
 		s.deleteDone = time.Now().Add(c.opts.DeleteDelay)
+		s.record(actionDelete, time.Now())
 	}
 }
 

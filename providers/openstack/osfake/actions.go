@@ -1,0 +1,73 @@
+package osfake
+
+import (
+	"net/http"
+	"slices"
+	"time"
+)
+
+// action is one of a server's instance actions, the record Nova keeps of
+// each operation on it (GET /servers/{id}/os-instance-actions, Compute API
+// reference "List Actions For Server").
+type action struct {
+	name      string
+	requestID string
+	start     time.Time
+}
+
+// The actions the fake records, as Nova does:
+//   - "create", when the conductor writes the instance to its cell
+//     (nova/conductor/manager.py schedule_and_build_instances,
+//     InstanceAction.action_start with instance_actions.CREATE);
+//   - "delete", when the API casts terminate_instance to the compute host
+//     (nova/compute/api.py _delete, _record_action_start with
+//     instance_actions.DELETE), for delete, soft delete and forceDelete
+//     alike. A delete that only removes a build request (_delete_while_booting)
+//     records nothing: the instance is in no cell yet.
+const (
+	actionCreate = "create"
+	actionDelete = "delete"
+)
+
+func (s *server) record(name string, now time.Time) {
+	s.actions = append(s.actions, action{name: name, requestID: "req-" + newUUID(), start: now.UTC()})
+}
+
+// instanceActions lists a server's actions newest first, as Nova's
+// actions_get orders them (nova/db/main/api.py: created_at desc, id desc);
+// the fields are those of microversion 2.1 to 2.57.
+func (c *Cloud) instanceActions(w http.ResponseWriter, r *http.Request, _ microversion, region string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.lookup(w, r, region)
+	if s == nil {
+		return
+	}
+	list := make([]map[string]any, 0, len(s.actions))
+	for _, a := range slices.Backward(s.actions) {
+		list = append(list, map[string]any{
+			"action": a.name, "instance_uuid": s.id, "message": nil, "project_id": c.projectID,
+			"request_id": a.requestID, "start_time": a.start.Format("2006-01-02T15:04:05.000000"), "user_id": c.userID,
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"instanceActions": list})
+}
+
+// RescheduleBuild plays a build that failed on its compute host and is
+// rescheduled (nova/compute/manager.py _do_build_and_run_instance, on
+// RescheduledException): the host is cleared and task_state set back to
+// "scheduling" by a save that names no expected task state, so it
+// overwrites a delete's "deleting" as well. A build fails so when its port
+// is deleted under it: the FakeDriver's spawn reads the network info, and
+// the allocation's PortNotFound is re-raised there (nova/virt/fake.py
+// spawn; _build_and_run_instance turns it into RescheduledException). The
+// delete that was under way still ends (DeleteDelay): its
+// terminate_instance waits on the build's instance lock and destroys the
+// instance when it gets it. Until then the server reads BUILD (scheduling)
+// again, a delete already recorded among its actions.
+func (c *Cloud) RescheduleBuild(id string) error {
+	return c.withServer(id, func(s *server) {
+		s.status, s.vmState, s.taskState, s.rescheduled = statusBuild, "building", "scheduling", true
+		s.updated = time.Now().UTC()
+	})
+}

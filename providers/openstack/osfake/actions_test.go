@@ -1,0 +1,66 @@
+package osfake_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/instanceactions"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+
+	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
+)
+
+// A server's actions are its create and, once the API casts it, its
+// delete, newest first; a build rescheduled during its delete reads BUILD
+// (scheduling) until the delete ends, and a DELETE of it destroys it at
+// once (actions.go cites Nova for each).
+func TestActionsAndARescheduledDelete(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, time.Hour })
+	ctx := context.Background()
+	id := create(t, c, compute, "rescheduled")
+	if got := actionNames(t, compute, id); len(got) != 1 || got[0] != "create" {
+		t.Errorf("actions of a new server = %v, want [create]", got)
+	}
+	if err := servers.Delete(ctx, compute, id).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	if got := actionNames(t, compute, id); len(got) != 2 || got[0] != "delete" || got[1] != "create" {
+		t.Errorf("actions after the delete = %v, want [delete create] (newest first)", got)
+	}
+	if err := c.RescheduleBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // and still after a later request has moved time on
+		if s := get(t, compute, id); s.Status != "BUILD" || s.TaskState != "scheduling" {
+			t.Errorf("a build rescheduled during its delete reads %s (%s), want BUILD (scheduling)", s.Status, s.TaskState)
+		}
+	}
+	if err := servers.Delete(ctx, compute, id).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servers.Get(ctx, compute, id).Extract(); !gophercloud.ResponseCodeIs(err, 404) {
+		t.Errorf("get after a DELETE of the rescheduled server = %v, want 404", err)
+	}
+}
+
+func actionNames(t *testing.T, compute *gophercloud.ServiceClient, id string) []string {
+	t.Helper()
+	pages, err := instanceactions.List(compute, id, nil).AllPages(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions, err := instanceactions.ExtractInstanceActions(pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range actions {
+		if a.InstanceUUID != id || a.RequestID == "" || a.StartTime.IsZero() {
+			t.Errorf("action %+v: want the server's UUID, a request ID and a start time", a)
+		}
+		names = append(names, a.Action)
+	}
+	return names
+}
