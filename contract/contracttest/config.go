@@ -1,6 +1,7 @@
 package contracttest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -108,6 +109,13 @@ type Config struct {
 	// NamePrefix starts every instance name the harness makes, so a shared
 	// backend shows whose they are. Default "ct".
 	NamePrefix string
+
+	// Rules, when set, names the rules to run (RuleNames); the others do
+	// not run. For a second pass on a slow backend under another
+	// configuration, where the rules that configuration changes are
+	// enough; a provider's conformance is still the full run. A name the
+	// harness does not know fails the test.
+	Rules []string
 }
 
 func (c Config) withDefaults(t *testing.T) Config {
@@ -126,6 +134,11 @@ func (c Config) withDefaults(t *testing.T) Config {
 	}
 	if c.NamePrefix == "" {
 		c.NamePrefix = "ct"
+	}
+	for _, name := range c.Rules {
+		if !slices.Contains(RuleNames(), name) {
+			t.Fatalf("contracttest: Config.Rules names %q, not a rule of the harness (RuleNames: %v)", name, RuleNames())
+		}
 	}
 	c.Seed = runSeed(t, c.Seed)
 	return c

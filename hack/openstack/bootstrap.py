@@ -1,12 +1,12 @@
 """Creates what the lane's tests need in its OpenStack, idempotently.
 
     bootstrap.py identity   # after Keystone: projects, users, services
-    bootstrap.py resources  # after the rest: flavor, image, network, quotas
+    bootstrap.py resources  # after the rest: flavor, image, networks, quotas
 
 Run by up.sh inside the namespace with /usr/bin/python3 (Debian's
 openstacksdk), as the egress-admin cloud of $OS_CLIENT_CONFIG_FILE.
 Every step finds before it creates, so a second run changes nothing.
-Prints KEY=VALUE lines up.sh reads (the network's ID).
+Prints KEY=VALUE lines up.sh reads (the networks' IDs).
 """
 import os
 import sys
@@ -75,10 +75,22 @@ def resources(conn):
         conn.network.create_subnet(name=env["OS_NETWORK"] + "-v4", network_id=net.id,
                                    project_id=egress.id, ip_version=4,
                                    cidr=env["OS_SUBNET_CIDR"])
+    # The external network floating IPs come from: flat on physnet
+    # "external" (config.sh), shared by every project as an external
+    # network is; the tests route their project's network to it.
+    ext = conn.network.find_network(env["OS_EXTERNAL_NETWORK"])
+    if ext is None:
+        ext = conn.network.create_network(name=env["OS_EXTERNAL_NETWORK"], is_router_external=True,
+                                          provider_network_type="flat",
+                                          provider_physical_network="external")
+    if not list(conn.network.subnets(network_id=ext.id)):
+        conn.network.create_subnet(name=env["OS_EXTERNAL_NETWORK"] + "-v4", network_id=ext.id,
+                                   ip_version=4, cidr=env["OS_EXTERNAL_CIDR"], is_dhcp_enabled=False)
     # Low enough for a test to reach: instances 5 (cores and RAM match
     # five of the flavor).
     conn.set_compute_quotas(egress.id, instances=5, cores=5, ram=5 * 512)
     print(f"NETWORK_ID={net.id}")
+    print(f"EXTERNAL_NETWORK_ID={ext.id}")
     print(f"PROJECT_ID={egress.id}")
 
 

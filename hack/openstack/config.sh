@@ -140,13 +140,17 @@ CONF
   # Neutron: ML2 with the Linux bridge mechanism driver and `local`
   # networks (no physical interface, no VXLAN): a port is bound when the
   # agent of its binding host is alive, and Nova's fake driver never plugs
-  # a VIF, so no bridge is ever made. No router, DHCP or metadata agent.
+  # a VIF, so no bridge is ever made. No DHCP or metadata agent. The L3
+  # router plugin serves routers and floating IPs through the API with no
+  # L3 agent (a floating IP is allocated and associated in the database,
+  # neutron/db/l3_db.py; only the agent would program NAT): the external
+  # network is flat on physnet `external`, which no interface backs.
   cat > "$E/neutron/neutron.conf" <<CONF
 [DEFAULT]
 bind_host = $OS_IP
 bind_port = 9696
 core_plugin = ml2
-service_plugins =
+service_plugins = router
 auth_strategy = keystone
 transport_url = $rabbit
 api_workers = 1
@@ -179,6 +183,8 @@ type_drivers = local,flat
 tenant_network_types = local
 mechanism_drivers = linuxbridge
 extension_drivers = port_security
+[ml2_type_flat]
+flat_networks = external
 CONF
   cat > "$E/neutron/linuxbridge_agent.ini" <<CONF
 [linux_bridge]

@@ -22,6 +22,10 @@ OS_FLAVOR=egress-small
 OS_IMAGE=egress-tiny
 OS_NETWORK=egress-net
 OS_SUBNET_CIDR=192.168.77.0/24
+# The external network floating IPs come from (TEST-NET-3, RFC 5737:
+# never routed; no packet leaves the namespace, no L3 agent runs).
+OS_EXTERNAL_NETWORK=egress-external
+OS_EXTERNAL_CIDR=203.0.113.0/24
 # One password for every account: nothing here is reachable from outside
 # the namespace, and the clouds.yaml that carries it is the tests' input.
 OS_PASSWORD=${OS_PASSWORD:-egress-os-secret}

@@ -156,7 +156,7 @@ clouds:
     identity_api_version: 3
 YAML
 export OS_CLIENT_CONFIG_FILE=$S/clouds.yaml OS_IP OS_REGION OS_PASSWORD OS_PROJECT OS_MEMBER_USER \
-  OS_FLAVOR OS_IMAGE OS_NETWORK OS_SUBNET_CIDR
+  OS_FLAVOR OS_IMAGE OS_NETWORK OS_SUBNET_CIDR OS_EXTERNAL_NETWORK OS_EXTERNAL_CIDR
 wait_for keystone 120 http_ok "http://$OS_IP:5000/v3"
 in_os "$PY" "$here/bootstrap.py" identity
 step "Keystone up and bootstrapped"
@@ -192,6 +192,8 @@ img=$S/egress-tiny.qcow2
 out=$(in_os env OS_IMAGE_FILE="$img" "$PY" "$here/bootstrap.py" resources)
 net_id=$(echo "$out" | sed -n 's/^NETWORK_ID=//p')
 [ -n "$net_id" ] || { log "no network ID from bootstrap.py: $out"; exit 1; }
+ext_id=$(echo "$out" | sed -n 's/^EXTERNAL_NETWORK_ID=//p')
+[ -n "$ext_id" ] || { log "no external network ID from bootstrap.py: $out"; exit 1; }
 
 cat > "$S/env" <<ENV
 # Written by hack/openstack/up.sh: the lane's cloud. Clients run inside
@@ -205,6 +207,7 @@ export OPENSTACK_ADMIN_CLOUD=egress-admin
 export OPENSTACK_TEST_REGION=$OS_REGION
 export OPENSTACK_TEST_ZONE=$OS_ZONE
 export OPENSTACK_TEST_NETWORK=$net_id
+export OPENSTACK_TEST_EXTERNAL_NETWORK=$ext_id
 export OPENSTACK_TEST_FLAVOR=$OS_FLAVOR
 export OPENSTACK_TEST_IMAGE=$OS_IMAGE
 ENV

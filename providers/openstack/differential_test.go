@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -34,15 +35,28 @@ import (
 // reason (also in osfake/doc.go).
 func TestDifferential(t *testing.T) {
 	rc := startRealCloud(t)
-	real := runSequence(t, rc.provider(t), rc.wire, contract.Placement{Region: "one", Zone: "zone", MachineType: "small", Image: "proxy"}, rc.tenant.static)
+	external := os.Getenv("OPENSTACK_TEST_EXTERNAL_NETWORK")
+	if external != "" {
+		rc.tenant.routeTo(t, external)
+	}
+	real := runSequence(t, rc.provider(t), rc.wire, contract.Placement{Region: "one", Zone: "zone", MachineType: "small", Image: "proxy"}, rc.tenant.static, external)
 
 	// Builds and deletes that take a while, as the real ones do, so the
 	// fake goes through the same states (task_state spawning, deleting).
-	fake := startCloud(t, func(o *osfake.Options) { o.BuildDelay, o.DeleteDelay = time.Second, time.Second })
+	var fakeExternal string
+	if external != "" {
+		fakeExternal = newUUID()
+	}
+	fake := startCloud(t, func(o *osfake.Options) {
+		o.BuildDelay, o.DeleteDelay = time.Second, time.Second
+		if fakeExternal != "" {
+			o.External = &osfake.ExternalNetwork{ID: fakeExternal, CIDR: "203.0.113.0/24"}
+		}
+	})
 	w := newWire()
 	fp := fake.provider(t)
 	fp.wrapTransport = w.wrap
-	faked := runSequence(t, fp, w, contract.Placement{Region: "one", Zone: "az1", MachineType: "small", Image: "debian-12"}, testNetwork("10.0.0.200/24"))
+	faked := runSequence(t, fp, w, contract.Placement{Region: "one", Zone: "az1", MachineType: "small", Image: "debian-12"}, testNetwork("10.0.0.200/24"), fakeExternal)
 
 	for _, kind := range slices.Sorted(maps.Keys(union(real, faked))) {
 		r, f := real[kind], faked[kind]
@@ -135,7 +149,7 @@ func sortedKeys[K comparable](m map[K]bool) string {
 // runSequence runs the provider's own calls (a lifecycle, and one with
 // the static network: its subnet and port calls) and the raw requests
 // against one cloud and returns what each kind of request got.
-func runSequence(t *testing.T, p *Provider, w *wire, pl contract.Placement, static *contract.StaticNetwork) map[string]*observed {
+func runSequence(t *testing.T, p *Provider, w *wire, pl contract.Placement, static *contract.StaticNetwork, external string) map[string]*observed {
 	t.Helper()
 	ctx := logr.NewContext(context.Background(), testr.New(t))
 	w.startRecording()
@@ -154,6 +168,9 @@ func runSequence(t *testing.T, p *Provider, w *wire, pl contract.Placement, stat
 		} else {
 			lifecycle(ctx, t, p, req, inst)
 		}
+	}
+	if external != "" {
+		floatingLifecycle(ctx, t, p, pl, external)
 	}
 	provider := classifyExchanges(w.exchanges(), "")
 
@@ -247,11 +264,12 @@ func sendRawPorts(ctx context.Context, t *testing.T, p *Provider, pl contract.Pl
 
 // lifecycle is the rest of the provider's own sequence once Create made
 // the server: Running, a repeat Create, the lists, Delete twice.
-func lifecycle(ctx context.Context, t *testing.T, p *Provider, req contract.CreateRequest, inst contract.Instance) {
+func lifecycle(ctx context.Context, t *testing.T, p *Provider, req contract.CreateRequest, inst contract.Instance) (running contract.Instance) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
 		got, err := p.Get(ctx, inst.ProviderID)
 		if err == nil && got.State == contract.StateRunning {
+			running = got
 			break
 		}
 		if time.Now().After(deadline) {
@@ -287,6 +305,45 @@ func lifecycle(ctx context.Context, t *testing.T, p *Provider, req contract.Crea
 	}
 	if err := p.Delete(ctx, inst.ProviderID); err != nil {
 		t.Errorf("Delete of a server gone: %v", err)
+	}
+	return running
+}
+
+// floatingLifecycle is a lifecycle with a floating IP from the external
+// network (floatingips.go): made and associated at Create, kept by the
+// Delete, found again by the next Create of the replica, released by
+// ReleaseEgress.
+func floatingLifecycle(ctx context.Context, t *testing.T, p *Provider, pl contract.Placement, external string) {
+	t.Helper()
+	cfg := p.cfg
+	cfg.Regions = maps.Clone(cfg.Regions)
+	for k, r := range cfg.Regions {
+		r.FloatingIPs = &FloatingIPs{Network: external}
+		cfg.Regions[k] = r
+	}
+	fp, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.wrapTransport = p.wrapTransport
+	req := contract.CreateRequest{Name: "osreal-diff-fip", UID: newUUID(), Owner: "osreal-diff", Port: 3128, Placement: pl,
+		CloudInit: []byte("#cloud-config\nhostname: osreal-diff\n")}
+	inst, err := fp.Create(ctx, req)
+	if err != nil {
+		// Compared below all the same: the status says what refused it.
+		t.Logf("Create %s: %v", req.Name, err)
+		return
+	}
+	first := lifecycle(ctx, t, fp, req, inst)
+	again := req
+	again.Name += "-again"
+	if inst, err := fp.Create(ctx, again); err != nil {
+		t.Logf("Create %s: %v", again.Name, err)
+	} else if second := lifecycle(ctx, t, fp, again, inst); first.EgressIP == "" || second.EgressIP != first.EgressIP {
+		t.Errorf("the replica's egress address: %q, then %q after its replacement; want one floating IP, kept", first.EgressIP, second.EgressIP)
+	}
+	if err := fp.ReleaseEgress(ctx, contract.Egress{Region: pl.Region, UID: req.UID}); err != nil {
+		t.Errorf("ReleaseEgress: %v", err)
 	}
 }
 

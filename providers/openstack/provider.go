@@ -328,13 +328,13 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	if beingScheduled(s) {
+	if beingScheduled(s) || s.Status == "ERROR" && s.TaskState == "" {
 		going, err := p.deleteRecorded(ctx, regionKey, id)
 		if err != nil {
 			return contract.Instance{}, err
 		}
 		if going {
-			return goingAfterReschedule(regionKey, s), nil
+			return p.goingAfterDelete(ctx, regionKey, s), nil
 		}
 	}
 	return p.instanceOrFault(ctx, regionKey, s, false)

@@ -623,7 +623,7 @@ func TestRescheduledBuildAfterItsDeleteIsTerminated(t *testing.T) {
 	if err := p.Delete(ctx, inst.ProviderID); err != nil {
 		t.Fatalf("Delete = %v", err)
 	}
-	if err := c.fake.RescheduleBuild(id); err != nil {
+	if err := c.fake.RescheduleBuild(id, true); err != nil {
 		t.Fatal(err)
 	}
 	for name, q := range map[string]*Provider{"the provider that deleted it": p, "a restarted provider": c.provider(t)} {
@@ -641,6 +641,28 @@ func TestRescheduledBuildAfterItsDeleteIsTerminated(t *testing.T) {
 		t.Errorf("Get after the second Delete = %v, want ErrNotFound (Nova destroys an instance with no host at once)", err)
 	}
 
+	// On a cloud of one compute host the conductor gives up on the
+	// reschedule at once: ERROR, with a fault, and task_state null, before
+	// the terminate runs (the lane's own sequence). Still going: not a
+	// failed build to report.
+	exhausted, err := p.Create(ctx, request("proxy-rescheduled-exhausted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, exhaustedID, _ := ids.Parse(exhausted.ProviderID)
+	if err := p.Delete(ctx, exhausted.ProviderID); err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	if err := c.fake.RescheduleBuild(exhaustedID, false); err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]*Provider{"the provider that deleted it": p, "a restarted provider": c.provider(t)} {
+		got, err := q.Get(ctx, exhausted.ProviderID)
+		if err != nil && !errors.Is(err, contract.ErrNotFound) || err == nil && got.State != contract.StateTerminated {
+			t.Errorf("Get from %s of a server its delete's reschedule left in ERROR = %s (%q), %v; want Terminated or ErrNotFound", name, got.State, got.Message, err)
+		}
+	}
+
 	// A rescheduled build no one deleted is a build.
 	other, err := p.Create(ctx, request("proxy-rescheduled-alone"))
 	if err != nil {
@@ -650,7 +672,7 @@ func TestRescheduledBuildAfterItsDeleteIsTerminated(t *testing.T) {
 	if _, err := p.Get(ctx, other.ProviderID); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.fake.RescheduleBuild(otherID); err != nil {
+	if err := c.fake.RescheduleBuild(otherID, true); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := p.Get(ctx, other.ProviderID); err != nil || got.State != contract.StateProvisioning {

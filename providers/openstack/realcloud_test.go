@@ -133,8 +133,12 @@ type tenant struct {
 	password                      string
 	memberRoleID                  string
 	flavorID, flavorName, network string
-	cfg                           Config
-	dir                           string
+	subnet                        string
+	// router routes the network to the external network (routeTo), for
+	// floating IPs; "" when the tenant has none.
+	router string
+	cfg    Config
+	dir    string
 	// static is a static network of the tenant's subnet, for the
 	// harness's StaticAddressDelivered.
 	static *contract.StaticNetwork
@@ -208,12 +212,14 @@ func newTenant(t *testing.T, vars map[string]string, a *admin) *tenant {
 	}
 	tn.network = net.ID
 	dhcp, gw := false, tenantGateway
-	if _, err := subnets.Create(ctx, a.network, subnets.CreateOpts{
+	sub, err := subnets.Create(ctx, a.network, subnets.CreateOpts{
 		NetworkID: net.ID, Name: tn.name + "-v4", ProjectID: p.ID, IPVersion: gophercloud.IPv4, CIDR: tenantCIDR,
 		GatewayIP: &gw, EnableDHCP: &dhcp, DNSNameservers: []string{tenantDNS},
-	}).Extract(); err != nil {
+	}).Extract()
+	if err != nil {
 		t.Fatalf("subnet of %s: %v", tn.name, err)
 	}
+	tn.subnet = sub.ID
 	tn.static = &contract.StaticNetwork{
 		Address: netip.MustParsePrefix(tenantStatic), Gateway: netip.MustParseAddr(tenantGateway),
 		DNS: []netip.Addr{netip.MustParseAddr(tenantDNS)},
@@ -285,6 +291,7 @@ func (tn *tenant) remove(t *testing.T) {
 			waitNoServers(ctx, a, tn.projectID)
 		}
 	}
+	tn.unroute(t)
 	if tn.network != "" {
 		if pages, err := ports.List(a.network, ports.ListOpts{NetworkID: tn.network}).AllPages(ctx); err == nil {
 			left, _ := ports.ExtractPorts(pages)

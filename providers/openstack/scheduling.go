@@ -40,7 +40,9 @@ import (
 // the terminate (nova/compute/api.py _delete, instance_actions.DELETE),
 // so a scheduling server with a recorded delete is going, not building
 // (deleteRecorded): Get reports it Terminated and Delete does not wait for
-// a scheduler that will not place it.
+// a scheduler that will not place it. The same holds where the reschedule
+// ends on a cloud with no other host, ERROR with no task
+// (goingAfterDelete).
 
 // schedulingPoll is how often Delete reads a server Nova is scheduling.
 var schedulingPoll = 500 * time.Millisecond
@@ -106,11 +108,24 @@ func (p *Provider) deleteRecorded(ctx context.Context, regionKey, id string) (bo
 	return recorded, nil
 }
 
-// goingAfterReschedule is the Instance of a server that reads BUILD
-// (scheduling) with a delete recorded: Terminated.
-func goingAfterReschedule(regionKey string, s servers.Server) contract.Instance {
+// goingAfterDelete is the Instance of a server that reads BUILD
+// (scheduling), or ERROR with no task, after Nova recorded its delete:
+// Terminated. ERROR is where the reschedule ends on a cloud with no other
+// host (nova/conductor/manager.py build_instances, MaxRetriesExceeded,
+// task_state null), the lane's own sequence; the terminate Nova queued
+// runs when the build's instance lock is free, and may have run before
+// the ERROR was written, so the server is deleted again (no host: Nova
+// destroys it at once, "instance's host None is down, deleting from
+// database"). Not a failed build to report: the operator asked for it to
+// go.
+func (p *Provider) goingAfterDelete(ctx context.Context, regionKey string, s servers.Server) contract.Instance {
+	if s.Status == "ERROR" {
+		if err := p.deleteServer(ctx, regionKey, s); err != nil && !errors.Is(err, contract.ErrNotFound) {
+			logr.FromContextOrDiscard(ctx).Error(err, "could not delete again a server its delete's reschedule left in ERROR; the next Get tries again", "server", s.ID)
+		}
+	}
 	inst := instance(regionKey, s)
 	inst.State, inst.IP = contract.StateTerminated, ""
-	inst.Message = "BUILD (scheduling) after its delete: Nova rescheduled the build the delete cut short, and its terminate follows"
+	inst.Message = taskDetail(s) + " after its delete: Nova rescheduled the build the delete cut short, and the delete goes on"
 	return inst
 }

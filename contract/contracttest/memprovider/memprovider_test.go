@@ -1,7 +1,11 @@
 package memprovider
 
 import (
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,4 +59,28 @@ func TestContract(t *testing.T) {
 		}
 		return p
 	}))
+}
+
+// Config.Rules runs the rules it names and no other: each rule makes its
+// provider under its own subtest, whose name says which rule ran.
+func TestContractRulesSubset(t *testing.T) {
+	cloud, cfg := testSetup(t)
+	want := []string{"GetAfterDelete", "EgressKeptPerReplica"}
+	var mu sync.Mutex
+	ran := map[string]bool{}
+	hc := harnessConfig(cloud, func(t *testing.T) contract.Provider {
+		mu.Lock()
+		ran[strings.SplitN(t.Name(), "/", 3)[1]] = true
+		mu.Unlock()
+		p, err := New(cfg, cloud)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+	hc.Rules = want
+	contracttest.Run(t, hc)
+	if got := slices.Sorted(maps.Keys(ran)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("the rules that ran = %v, want %v", got, want)
+	}
 }

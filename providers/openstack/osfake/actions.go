@@ -60,14 +60,26 @@ func (c *Cloud) instanceActions(w http.ResponseWriter, r *http.Request, _ microv
 // overwrites a delete's "deleting" as well. A build fails so when its port
 // is deleted under it: the FakeDriver's spawn reads the network info, and
 // the allocation's PortNotFound is re-raised there (nova/virt/fake.py
-// spawn; _build_and_run_instance turns it into RescheduledException). The
-// delete that was under way still ends (DeleteDelay): its
-// terminate_instance waits on the build's instance lock and destroys the
-// instance when it gets it. Until then the server reads BUILD (scheduling)
-// again, a delete already recorded among its actions.
-func (c *Cloud) RescheduleBuild(id string) error {
+// spawn; _build_and_run_instance turns it into RescheduledException; the
+// lane's compute log shows exactly that). With hostsLeft the server reads
+// BUILD (scheduling) while the conductor places it again; without, the
+// conductor gives up at once, as on a cloud of one compute host: ERROR,
+// task_state null, with the fault "Exceeded maximum number of retries.
+// Exhausted all hosts available for retrying build failures for instance
+// <id>." (nova/conductor/manager.py build_instances, MaxRetriesExceeded;
+// nova/scheduler/utils.py set_vm_state_and_notify). A delete that was
+// under way still ends (DeleteDelay): its terminate_instance waits on the
+// build's instance lock and destroys the instance when it gets it. The
+// server never finishes the build in the fake.
+func (c *Cloud) RescheduleBuild(id string, hostsLeft bool) error {
 	return c.withServer(id, func(s *server) {
-		s.status, s.vmState, s.taskState, s.rescheduled = statusBuild, "building", "scheduling", true
-		s.updated = time.Now().UTC()
+		now := time.Now().UTC()
+		s.rescheduled, s.updated = true, now
+		if hostsLeft {
+			s.status, s.vmState, s.taskState = statusBuild, "building", "scheduling"
+			return
+		}
+		s.status, s.vmState, s.taskState, s.faultAt = statusError, "error", "", now
+		s.fail = "Exceeded maximum number of retries. Exhausted all hosts available for retrying build failures for instance " + s.id + "."
 	})
 }

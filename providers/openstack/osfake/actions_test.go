@@ -2,6 +2,7 @@ package osfake_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestActionsAndARescheduledDelete(t *testing.T) {
 	if got := actionNames(t, compute, id); len(got) != 2 || got[0] != "delete" || got[1] != "create" {
 		t.Errorf("actions after the delete = %v, want [delete create] (newest first)", got)
 	}
-	if err := c.RescheduleBuild(id); err != nil {
+	if err := c.RescheduleBuild(id, true); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // and still after a later request has moved time on
@@ -42,6 +43,26 @@ func TestActionsAndARescheduledDelete(t *testing.T) {
 	}
 	if _, err := servers.Get(ctx, compute, id).Extract(); !gophercloud.ResponseCodeIs(err, 404) {
 		t.Errorf("get after a DELETE of the rescheduled server = %v, want 404", err)
+	}
+
+	// No host left for the reschedule: ERROR with the conductor's fault,
+	// no task; a forceDelete destroys it at once.
+	exhausted := create(t, c, compute, "exhausted")
+	if err := servers.Delete(ctx, compute, exhausted).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RescheduleBuild(exhausted, false); err != nil {
+		t.Fatal(err)
+	}
+	s := get(t, compute, exhausted)
+	if s.Status != "ERROR" || s.TaskState != "" || !strings.HasPrefix(s.Fault.Message, "Exceeded maximum number of retries.") {
+		t.Errorf("a build rescheduled with no host left reads %s (%q), fault %q; want ERROR, no task, MaxRetriesExceeded", s.Status, s.TaskState, s.Fault.Message)
+	}
+	if err := servers.ForceDelete(ctx, compute, exhausted).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servers.Get(ctx, compute, exhausted).Extract(); !gophercloud.ResponseCodeIs(err, 404) {
+		t.Errorf("get after a forceDelete of the server left in ERROR = %v, want 404", err)
 	}
 }
 

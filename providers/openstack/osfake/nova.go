@@ -180,7 +180,7 @@ func (c *Cloud) advance(now time.Time) {
 			s.taskState = "spawning"
 			c.bindPorts(s)
 		}
-		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.held && !s.schedulingHeld {
+		if s.status == statusBuild && !s.buildDone.IsZero() && !now.Before(s.buildDone) && !s.held && !s.schedulingHeld && !s.rescheduled {
 			c.finishBuild(s, now)
 		}
 	}
@@ -601,12 +601,7 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request, _ microvers
 		return
 	}
 	if s.rescheduled {
-		// In its cell with no host and no build request left: the API
-		// destroys the instance itself (nova/compute/api.py _delete: no
-		// instance.host, _delete_while_booting finds no build request,
-		// _lookup_instance, instance.destroy).
-		c.unbindPorts(s)
-		delete(c.servers, s.id)
+		c.destroyHostless(s)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -671,10 +666,25 @@ func (c *Cloud) serverAction(w http.ResponseWriter, r *http.Request, _ microvers
 		novaError(w, http.StatusConflict, fmt.Sprintf("Instance %s is locked", s.id))
 	case s.taskState != "":
 		novaError(w, http.StatusInternalServerError, "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.")
+	case s.rescheduled:
+		c.destroyHostless(s)
+		w.WriteHeader(http.StatusAccepted)
 	default:
 		c.startDelete(s)
 		w.WriteHeader(http.StatusAccepted)
 	}
+}
+
+// destroyHostless is the API's delete of a rescheduled server, which has
+// no host and no build request left: the API destroys the instance itself
+// (nova/compute/api.py _delete: no instance.host; BUILD:
+// _delete_while_booting finds no build request, _lookup_instance,
+// instance.destroy; ERROR: "instance's host None is down, deleting from
+// database", _local_delete, as the lane's API log shows).
+func (c *Cloud) destroyHostless(s *server) {
+	s.record(actionDelete, time.Now())
+	c.unbindPorts(s)
+	delete(c.servers, s.id)
 }
 
 // tagsEditable is Nova's check before a tag change
