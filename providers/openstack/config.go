@@ -127,6 +127,11 @@ func (c Config) Validate() error {
 				add("regions[%q].securityGroups: %q: want a security group's name", key, sg)
 			}
 		}
+		if r.FloatingIPs != nil {
+			for _, problem := range r.FloatingIPs.validate(key) {
+				add("%s", problem)
+			}
+		}
 		errs = append(errs, r.validateOptions(key)...)
 	}
 	if len(c.MachineTypes) == 0 {

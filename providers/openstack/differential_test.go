@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/providers/openstack/osfake"
@@ -341,6 +342,22 @@ func floatingLifecycle(ctx context.Context, t *testing.T, p *Provider, pl contra
 		t.Logf("Create %s: %v", again.Name, err)
 	} else if second := lifecycle(ctx, t, fp, again, inst); first.EgressIP == "" || second.EgressIP != first.EgressIP {
 		t.Errorf("the replica's egress address: %q, then %q after its replacement; want one floating IP, kept", first.EgressIP, second.EgressIP)
+	}
+	// An update under a stale If-Match (floatingips.go draws from a set
+	// so): refused, 412, on both clouds.
+	if all, err := fp.listFloatingIPs(ctx, pl.Region, floatingips.ListOpts{}); err == nil {
+		for _, f := range all {
+			if _, uid, _, ok := fipMarks(f.Description); ok && uid == req.UID {
+				stale, desc := f.RevisionNumber-1, f.Description
+				err := fp.do(ctx, "StaleUpdate", pl.Region, func(ctx context.Context, c *clients) error {
+					_, err := floatingips.Update(ctx, c.network, f.ID, floatingips.UpdateOpts{Description: &desc, RevisionNumber: &stale}).Extract()
+					return err
+				})
+				if !isStatus(err, 412) {
+					t.Errorf("an update of floating IP %s at a stale revision = %v, want 412", f.FloatingIP, err)
+				}
+			}
+		}
 	}
 	if err := fp.ReleaseEgress(ctx, contract.Egress{Region: pl.Region, UID: req.UID}); err != nil {
 		t.Errorf("ReleaseEgress: %v", err)

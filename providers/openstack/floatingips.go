@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,14 +37,44 @@ import (
 //   - Get reads it from Neutron by the server's port: Nova's addresses
 //     show it only once a network-changed event refreshed its cache;
 //   - ListEgress lists the external network's floating IPs and reads the
-//     marks back; ReleaseEgress deletes the replica's.
+//     marks back; ReleaseEgress deletes the replica's, or gives an address
+//     of the region's set (Addresses) back to it.
 
 // FloatingIPs is a region's floating-IP config.
 type FloatingIPs struct {
 	// Network is the ID of the external network the addresses come from;
 	// the region's network must reach it through a router.
 	Network string `json:"network"`
+	// Addresses, when set, is the set replicas draw from: floating IPs of
+	// Network allocated in the project beforehand (addresses partners
+	// already allow-list). The provider never creates or deletes one: a
+	// replica takes the first free one in this order (no marks, no port),
+	// keeps it as any replica keeps its floating IP, and gives it back to
+	// the set when released (disassociated, its marks cleared). None free
+	// is ErrQuota, naming the addresses not allocated in the project.
+	Addresses []string `json:"addresses,omitempty"`
 }
+
+// validate checks the config of region key before any call.
+func (f *FloatingIPs) validate(key string) []string {
+	var problems []string
+	if !uuidRE.MatchString(f.Network) {
+		problems = append(problems, fmt.Sprintf("regions[%q].floatingIPs.network %q: want an external network's ID", key, f.Network))
+	}
+	for i, a := range f.Addresses {
+		ip, err := netip.ParseAddr(a)
+		switch {
+		case err != nil || !ip.Is4() || ip.String() != a:
+			problems = append(problems, fmt.Sprintf("regions[%q].floatingIPs.addresses[%d] %q: want an IPv4 address", key, i, a))
+		case slices.Index(f.Addresses, a) < i:
+			problems = append(problems, fmt.Sprintf("regions[%q].floatingIPs.addresses[%d] %q: listed twice", key, i, a))
+		}
+	}
+	return problems
+}
+
+// drawn tells an address of the set, which is given back, not deleted.
+func (f *FloatingIPs) drawn(address string) bool { return slices.Contains(f.Addresses, address) }
 
 // fipMarkPrefix starts the description that marks a floating IP as a
 // replica's.
@@ -95,37 +126,55 @@ func (p *Provider) listFloatingIPs(ctx context.Context, regionKey string, opts f
 	return all, err
 }
 
-// ensureFloatingIP finds or creates req's replica's floating IP and
-// associates it with the port, returning its address; "" when the region
-// has none.
+// ensureFloatingIP finds req's replica's floating IP, or creates it (or
+// draws it from the region's set), and associates it with the port,
+// returning its address; "" when the region has none. A draw another
+// replica won meanwhile (412) is tried again on a fresh list.
 func (p *Provider) ensureFloatingIP(ctx context.Context, pl plan, req contract.CreateRequest, port string) (string, error) {
 	if pl.region.FloatingIPs == nil {
 		return "", nil
 	}
-	all, err := p.listFloatingIPs(ctx, pl.regionKey, floatingips.ListOpts{})
-	if err != nil {
-		return "", err
-	}
-	log := logr.FromContextOrDiscard(ctx)
-	for _, f := range all {
-		if _, uid, replica, ok := fipMarks(f.Description); !ok || uid != req.UID || replica != req.Replica {
-			continue
-		}
-		if f.PortID == port {
-			return f.FloatingIP, nil
-		}
-		err := p.do(ctx, "AssociateFloatingIP", pl.regionKey, func(ctx context.Context, c *clients) error {
-			_, err := floatingips.Update(ctx, c.network, f.ID, floatingips.UpdateOpts{PortID: &port}).Extract()
-			return err
-		})
+	for attempt := 1; ; attempt++ {
+		all, err := p.listFloatingIPs(ctx, pl.regionKey, floatingips.ListOpts{})
 		if err != nil {
-			return "", fipError(pl, err)
+			return "", err
 		}
-		log.V(contract.LogStep).Info("associated the replica's floating IP", "floatingIP", f.FloatingIP, "port", port, "previousPort", f.PortID)
+		if i := slices.IndexFunc(all, func(f floatingips.FloatingIP) bool {
+			_, uid, replica, ok := fipMarks(f.Description)
+			return ok && uid == req.UID && replica == req.Replica
+		}); i >= 0 {
+			return p.associate(ctx, pl, all[i], port)
+		}
+		if len(pl.region.FloatingIPs.Addresses) == 0 {
+			return p.createFloatingIP(ctx, pl, req, port)
+		}
+		address, err := p.drawFloatingIP(ctx, pl, req, port, all)
+		if !errors.Is(err, errDrawnMeanwhile) || attempt == maxDraws {
+			return address, err
+		}
+	}
+}
+
+// associate moves the replica's floating IP to the port: an update moves
+// it from the port of the replica's older server too.
+func (p *Provider) associate(ctx context.Context, pl plan, f floatingips.FloatingIP, port string) (string, error) {
+	if f.PortID == port {
 		return f.FloatingIP, nil
 	}
+	err := p.do(ctx, "AssociateFloatingIP", pl.regionKey, func(ctx context.Context, c *clients) error {
+		_, err := floatingips.Update(ctx, c.network, f.ID, floatingips.UpdateOpts{PortID: &port}).Extract()
+		return err
+	})
+	if err != nil {
+		return "", fipError(pl, err)
+	}
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("associated the replica's floating IP", "floatingIP", f.FloatingIP, "port", port, "previousPort", f.PortID)
+	return f.FloatingIP, nil
+}
+
+func (p *Provider) createFloatingIP(ctx context.Context, pl plan, req contract.CreateRequest, port string) (string, error) {
 	var address string
-	err = p.do(ctx, "CreateFloatingIP", pl.regionKey, func(ctx context.Context, c *clients) error {
+	err := p.do(ctx, "CreateFloatingIP", pl.regionKey, func(ctx context.Context, c *clients) error {
 		f, err := floatingips.Create(ctx, c.network, floatingips.CreateOpts{
 			FloatingNetworkID: pl.region.FloatingIPs.Network, PortID: port,
 			Description: fipDescription(req.Owner, req.UID, req.Replica),
@@ -138,8 +187,55 @@ func (p *Provider) ensureFloatingIP(ctx context.Context, pl plan, req contract.C
 	if err != nil {
 		return "", fipError(pl, err)
 	}
-	log.V(contract.LogStep).Info("created the replica's floating IP", "floatingIP", address, "port", port, "replica", req.Replica)
+	logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("created the replica's floating IP", "floatingIP", address, "port", port, "replica", req.Replica)
 	return address, nil
+}
+
+// maxDraws bounds the draws of one Create that other replicas win.
+const maxDraws = 3
+
+// errDrawnMeanwhile is a draw whose address another replica took between
+// the list and the update.
+var errDrawnMeanwhile = errors.New("another replica drew the address meanwhile")
+
+// drawFloatingIP takes the first free address of the region's set (no
+// marks, no port) for req's replica: one update marks it and associates
+// it, under If-Match on the revision the list read (Neutron's
+// standard-attr-revisions: 412 when the address changed since, so two
+// replicas never both take it; neutron/services/revisions/revision_plugin.py
+// _enforce_if_match_constraints).
+func (p *Provider) drawFloatingIP(ctx context.Context, pl plan, req contract.CreateRequest, port string, all []floatingips.FloatingIP) (string, error) {
+	field := fmt.Sprintf("regions[%q].floatingIPs.addresses", pl.regionKey)
+	var missing []string
+	for _, address := range pl.region.FloatingIPs.Addresses {
+		i := slices.IndexFunc(all, func(f floatingips.FloatingIP) bool { return f.FloatingIP == address })
+		if i < 0 {
+			missing = append(missing, address)
+			continue
+		}
+		f := all[i]
+		if _, _, _, marked := fipMarks(f.Description); marked || f.PortID != "" {
+			continue
+		}
+		desc, rev := fipDescription(req.Owner, req.UID, req.Replica), f.RevisionNumber
+		err := p.do(ctx, "DrawFloatingIP", pl.regionKey, func(ctx context.Context, c *clients) error {
+			_, err := floatingips.Update(ctx, c.network, f.ID, floatingips.UpdateOpts{Description: &desc, PortID: &port, RevisionNumber: &rev}).Extract()
+			return err
+		})
+		switch {
+		case isStatus(err, 412):
+			return "", fmt.Errorf("%s: %s: %w", field, address, errDrawnMeanwhile)
+		case err != nil:
+			return "", fipError(pl, err)
+		}
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("drew the replica's floating IP from the set", "floatingIP", address, "port", port, "replica", req.Replica)
+		return address, nil
+	}
+	detail := ""
+	if len(missing) > 0 {
+		detail = fmt.Sprintf("; not allocated in the project: %v", missing)
+	}
+	return "", contract.Quota(fmt.Errorf("%s: every address of the set is another replica's or in use (%d listed)%s", field, len(pl.region.FloatingIPs.Addresses), detail))
 }
 
 // fipError names the field behind Neutron's refusals that no retry
@@ -216,6 +312,12 @@ func (p *Provider) ReleaseEgress(ctx context.Context, e contract.Egress) error {
 			continue
 		}
 		err := p.do(ctx, "DeleteFloatingIP", e.Region, func(ctx context.Context, c *clients) error {
+			if region.FloatingIPs.drawn(f.FloatingIP) {
+				// Back to the set: unmarked and disassociated.
+				none := ""
+				_, err := floatingips.Update(ctx, c.network, f.ID, floatingips.UpdateOpts{Description: &none, PortID: &none}).Extract()
+				return err
+			}
 			return floatingips.Delete(ctx, c.network, f.ID).ExtractErr()
 		})
 		if err != nil && !isStatus(err, 404) && !errors.Is(err, contract.ErrNotFound) {

@@ -3,6 +3,7 @@ package openstack
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,6 +49,55 @@ func TestRealCloudFloatingIPs(t *testing.T) {
 		NamePrefix:         "osreal-fip",
 		Rules:              []string{"EgressKeptPerReplica", "StaticAddressDelivered", "RepeatCreate", "GetAfterDelete", "DeleteTwice"},
 	})
+}
+
+// TestRealCloudFloatingIPSet: the same with floatingIPs.addresses, a set
+// the cloud's admin allocated in the tenant's project beforehand: the
+// replicas draw from it (under If-Match on the revision) and give their
+// addresses back, and the provider neither creates nor deletes one.
+func TestRealCloudFloatingIPSet(t *testing.T) {
+	external := os.Getenv("OPENSTACK_TEST_EXTERNAL_NETWORK")
+	if external == "" {
+		t.Skip("skipped: OPENSTACK_TEST_EXTERNAL_NETWORK is not set (the lane's hack/openstack/up.sh sets it)")
+	}
+	rc := startRealCloud(t)
+	rc.tenant.routeTo(t, external)
+	var set []string
+	for range 3 {
+		f, err := floatingips.Create(context.Background(), rc.admin.network, floatingips.CreateOpts{FloatingNetworkID: external, ProjectID: rc.tenant.projectID}).Extract()
+		if err != nil {
+			t.Fatalf("allocate a floating IP in %s: %v", rc.tenant.name, err)
+		}
+		set = append(set, f.FloatingIP)
+	}
+	region := rc.tenant.cfg.Regions["one"]
+	region.FloatingIPs = &FloatingIPs{Network: external, Addresses: set}
+	rc.tenant.cfg.Regions["one"] = region
+	contracttest.Run(t, contracttest.Config{
+		NewProvider:        func(t *testing.T) contract.Provider { return rc.provider(t) },
+		Backend:            &realControl{rc: rc, t: t},
+		Placement:          contract.Placement{Region: "one", Zone: "zone", MachineType: "small", Image: "proxy"},
+		IPAssignedAtCreate: true,
+		StaticNetwork:      rc.tenant.static,
+		NetworkFromBackend: true,
+		CallBudget:         rc.tenant.cfg.CallTimeout.Duration,
+		WaitTimeout:        2 * time.Minute,
+		NamePrefix:         "osreal-fipset",
+		Rules:              []string{"EgressKeptPerReplica", "GetAfterDelete"},
+	})
+	pages, err := floatingips.List(rc.admin.network, floatingips.ListOpts{ProjectID: rc.tenant.projectID}).AllPages(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, _ := floatingips.ExtractFloatingIPs(pages)
+	for _, f := range left {
+		if !slices.Contains(set, f.FloatingIP) || f.PortID != "" || f.Description != "" {
+			t.Errorf("after the rules the project holds %s (port %q, description %q): want only the set's addresses, free and unmarked", f.FloatingIP, f.PortID, f.Description)
+		}
+	}
+	if len(left) != len(set) {
+		t.Errorf("after the rules the project holds %d floating IPs, want the set's %d", len(left), len(set))
+	}
 }
 
 // routeTo gives the tenant a router with its gateway on the external

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -296,11 +297,8 @@ func (c *Cloud) updateFloatingIP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.floatingIPOr404(w, r)
-	if f == nil {
+	if f == nil || !revisionMatches(w, r, f.revision) {
 		return
-	}
-	if d, ok := body.FloatingIP["description"]; ok {
-		_ = json.Unmarshal(d, &f.description)
 	}
 	// No port_id keeps the association, unless the body is empty.
 	raw, ok := body.FloatingIP["port_id"]
@@ -315,6 +313,11 @@ func (c *Cloud) updateFloatingIP(w http.ResponseWriter, r *http.Request) {
 		}
 	case ok || len(body.FloatingIP) == 0:
 		f.portID, f.fixedIP = "", ""
+	}
+	// One transaction: the description changes only with an update that
+	// succeeds.
+	if d, ok := body.FloatingIP["description"]; ok {
+		_ = json.Unmarshal(d, &f.description)
 	}
 	f.revision++
 	writeJSON(w, http.StatusOK, map[string]any{"floatingip": c.floatingIPView(f)})
@@ -370,4 +373,22 @@ func (c *Cloud) FloatingIPs() []FloatingIP {
 		out = append(out, FloatingIP{ID: f.id, Address: f.address, PortID: f.portID, Description: f.description, Tags: slices.Clone(f.tags)})
 	}
 	return out
+}
+
+// revisionMatches enforces an update's "If-Match: revision_number=N"
+// (Networking API reference, "Revisions"; standard-attr-revisions): a
+// resource whose revision is not N is 412 "Constrained to N, but current
+// revision is M" (neutron/services/revisions/revision_plugin.py,
+// _enforce_if_match_constraints, RevisionNumberConstraintFailed). Without
+// the header every update goes through.
+func revisionMatches(w http.ResponseWriter, r *http.Request, current int) bool {
+	want, ok := strings.CutPrefix(r.Header.Get("If-Match"), "revision_number=")
+	if !ok {
+		return true
+	}
+	if n, err := strconv.Atoi(want); err == nil && n == current {
+		return true
+	}
+	neutronError(w, http.StatusPreconditionFailed, "HTTPPreconditionFailed", fmt.Sprintf("Constrained to %s, but current revision is %d", want, current))
+	return false
 }

@@ -2,6 +2,7 @@ package osfake_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -182,5 +183,32 @@ func TestFloatingIPRefusals(t *testing.T) {
 	wantStatus(t, "over quota", err, http.StatusConflict)
 	if err != nil && (!strings.Contains(err.Error(), "Quota exceeded for resources: ['floatingip'].") || !gophercloud.ResponseCodeIs(err, http.StatusConflict)) {
 		t.Errorf("over quota: %v", err)
+	}
+}
+
+// An update under If-Match: revision_number=N goes through only while the
+// floating IP's revision is N (412 otherwise, the update not applied), and
+// every update bumps the revision.
+func TestFloatingIPUpdateIfMatch(t *testing.T) {
+	ext := &osfake.ExternalNetwork{ID: "5b3c3a52-4c5e-4c44-9a5c-7b0e2d6f9a10", CIDR: "203.0.113.0/29"}
+	_, compute := start(t, func(o *osfake.Options) { o.External = ext })
+	n := network(t, compute)
+	ctx := context.Background()
+	f, err := floatingips.Create(ctx, n, floatingips.CreateOpts{FloatingNetworkID: ext.ID}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs, stale := "mine", "theirs", f.RevisionNumber
+	got, err := floatingips.Update(ctx, n, f.ID, floatingips.UpdateOpts{Description: &mine, RevisionNumber: &stale}).Extract()
+	if err != nil || got.Description != "mine" || got.RevisionNumber != stale+1 {
+		t.Fatalf("update at the current revision = %+v, %v; want applied and the revision bumped", got, err)
+	}
+	_, err = floatingips.Update(ctx, n, f.ID, floatingips.UpdateOpts{Description: &theirs, RevisionNumber: &stale}).Extract()
+	wantStatus(t, "an update at a stale revision", err, http.StatusPreconditionFailed)
+	if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("Constrained to %d, but current revision is %d", stale, stale+1)) {
+		t.Errorf("an update at a stale revision: %v", err)
+	}
+	if got, err := floatingips.Get(ctx, n, f.ID).Extract(); err != nil || got.Description != "mine" {
+		t.Errorf("after the refused update: %+v, %v; want the description unchanged", got, err)
 	}
 }
