@@ -127,6 +127,16 @@ type CredentialRejecter interface {
 	RejectCredentials(reject bool)
 }
 
+// CredentialRejecterFrom makes the backend refuse the provider's
+// credential from the n-th backend call from now on (1 is the next; calls
+// counted as CallCounter counts them), until RejectCredentials(false) or
+// Reset: a key revoked partway through an operation, so a rule plays the
+// refusal on each call of a Delete, not on its first only. Rule:
+// RejectedCredentialIsNotGone.
+type CredentialRejecterFrom interface {
+	RejectCredentialsFrom(n int) error
+}
+
 // UserDataReader returns the cloud-init user-data as the guest reads it.
 // Rule: CloudInitByteForByte.
 type UserDataReader interface {

@@ -40,7 +40,9 @@
 // but the first and the request's, and two to contract.MaxDNS
 // resolvers); ListByTagFindsMarked's instances under one UID (a Proxy's
 // replicas: one or two more, the first in the same placement, the other
-// in a drawn one). Where one shape is the hardest, the rule uses it every run
+// in a drawn one); RejectedCredentialIsNotGone's refusals partway through
+// a Delete (from up to three of its later calls, with
+// CredentialRejecterFrom). Where one shape is the hardest, the rule uses it every run
 // instead: ListByTagSeparatesOwners' second Owner extends the first to
 // the 63 characters an Owner may have, which catches both a prefix match
 // and any truncation.

@@ -140,4 +140,61 @@ func rejectedCredentialIsNotGone(e *env) {
 	if _, err := e.get(e.ctx(), e.cfg.NewProvider(e.t), inst.ProviderID); err != nil {
 		e.t.Errorf("Get once the credential is accepted again: %v; the instance must have survived", err)
 	}
+	rejectedMidDelete(e, rejecter)
+}
+
+// maxRefusedCalls bounds the Delete calls rejectedMidDelete refuses from,
+// drawn among the Delete's second call and after: a Create and two
+// Deletes each, a few seconds on the fakes.
+const maxRefusedCalls = 3
+
+// rejectedMidDelete: the credential refused from a later call of a Delete
+// on (a seed's or a volume's delete after the VM's, a Neutron port's after
+// the server's) is an error, never nil or ErrNotFound, and the next Delete
+// with the credential back finishes the job (§5: a refused permission is
+// never passed over). Skipped without CredentialRejecterFrom and
+// CallCounter, or for a Delete of one call.
+func rejectedMidDelete(e *env, rejecter CredentialRejecter) {
+	from, ok := e.cfg.Backend.(CredentialRejecterFrom)
+	counter, counts := e.cfg.Backend.(CallCounter)
+	if !ok || !counts {
+		e.t.Logf("the credential refused partway through a Delete is not played: the backend control lacks CredentialRejecterFrom or CallCounter")
+		return
+	}
+	probe := e.mustCreate(e.request())
+	steps := e.callsOf(counter, func() {
+		if err := e.delete(e.ctx(), e.p, probe.ProviderID); err != nil {
+			e.t.Fatalf("Delete: %v", err)
+		}
+	})
+	e.waitGone(e.p, probe.ProviderID)
+	calls := make([]int, 0, steps-1)
+	for n := 2; n <= steps; n++ {
+		calls = append(calls, n)
+	}
+	e.draw.Shuffle(len(calls), func(i, j int) { calls[i], calls[j] = calls[j], calls[i] })
+	for _, n := range calls[:min(len(calls), maxRefusedCalls)] {
+		inst := e.mustCreate(e.request())
+		if err := from.RejectCredentialsFrom(n); err != nil {
+			e.t.Fatalf("backend control RejectCredentialsFrom(%d): %v", n, err)
+		}
+		before := counter.Calls()
+		err := e.delete(e.ctx(), e.p, inst.ProviderID)
+		made := counter.Calls() - before
+		rejecter.RejectCredentials(false)
+		switch {
+		case err == nil && made < n:
+			// This Delete needed fewer calls than the one counted (a
+			// session or a lookup the provider kept): the refusal was
+			// never met.
+			e.t.Logf("Delete made %d calls, fewer than the %d-th the refusal began at: not played", made, n)
+		case err == nil || errors.Is(err, contract.ErrNotFound):
+			e.t.Errorf("Delete with the credential refused from its call %d of %d = %v (class %s); want an error that is not ErrNotFound: a refused credential is never passed over (§5)", n, steps, err, contract.ClassOf(err))
+		}
+		if err := e.retryTransient(func() error { return e.delete(e.ctx(), e.cfg.NewProvider(e.t), inst.ProviderID) }); err != nil {
+			e.t.Errorf("Delete once the credential is accepted again, after it was refused from call %d: %v", n, err)
+			continue
+		}
+		e.waitGone(e.p, inst.ProviderID)
+	}
 }

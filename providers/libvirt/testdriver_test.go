@@ -119,14 +119,17 @@ type testBackend struct {
 	faults    map[string][]error // step → libvirt errors its next calls return
 	cut       cut
 	rejecting bool
-	stalls    []func()                       // every Stall's release
-	locks     map[string]*hold               // "region/domain" → a job another client holds
-	deleting  []func()                       // the finish of every BeginDelete
-	foreign   map[string]bool                // "region/domain" made by CreateUnmarked
-	states    map[string]libvirt.DomainState // domain UUID → the state GetState shows
-	volumes   map[string]string              // volume path → the file holding its uploaded bytes
-	reported  map[string]string              // domain UUID → the address its guest reports
-	leased    map[string]map[string]string   // network → MAC → the address reported
+	// rejectFrom is the call, counted by calls, from which the access
+	// control refuses every call (RejectCredentialsFrom); zero: none.
+	rejectFrom int64
+	stalls     []func()                       // every Stall's release
+	locks      map[string]*hold               // "region/domain" → a job another client holds
+	deleting   []func()                       // the finish of every BeginDelete
+	foreign    map[string]bool                // "region/domain" made by CreateUnmarked
+	states     map[string]libvirt.DomainState // domain UUID → the state GetState shows
+	volumes    map[string]string              // volume path → the file holding its uploaded bytes
+	reported   map[string]string              // domain UUID → the address its guest reports
+	leased     map[string]map[string]string   // network → MAC → the address reported
 }
 
 // cut names one call by its number in calls, and whether it fails before
@@ -250,6 +253,9 @@ func (b *testBackend) call(ctx context.Context, c backendCall, run func() error)
 		return err
 	}
 	b.mu.Lock()
+	if b.rejectFrom != 0 && n >= b.rejectFrom {
+		b.rejecting, b.rejectFrom = true, 0
+	}
 	cutHere, cutAfter := b.cut.call == n, b.cut.after
 	if cutHere {
 		b.cut = cut{}
@@ -402,22 +408,23 @@ func (b *testBackend) leases(net *libvirt.Network) ([]libvirt.NetworkDHCPLease, 
 type control struct{ b *testBackend }
 
 var (
-	_ contracttest.GuestReporter      = control{}
-	_ contracttest.StateInjector      = control{}
-	_ contracttest.UnstartedCreator   = control{}
-	_ contracttest.Locker             = control{}
-	_ contracttest.DeleteStarter      = control{}
-	_ contracttest.UnmarkedCreator    = control{}
-	_ contracttest.Staller            = control{}
-	_ contracttest.FaultInjector      = control{}
-	_ contracttest.CredentialRejecter = control{}
-	_ contracttest.UserDataReader     = control{}
-	_ contracttest.NetworkReader      = control{}
-	_ contracttest.CallCounter        = control{}
-	_ contracttest.CallCutter         = control{}
-	_ contracttest.Resetter           = control{}
-	_ contracttest.Inventory          = control{}
-	_ contracttest.LegacyCreator      = control{}
+	_ contracttest.GuestReporter          = control{}
+	_ contracttest.StateInjector          = control{}
+	_ contracttest.UnstartedCreator       = control{}
+	_ contracttest.Locker                 = control{}
+	_ contracttest.DeleteStarter          = control{}
+	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.Staller                = control{}
+	_ contracttest.FaultInjector          = control{}
+	_ contracttest.CredentialRejecter     = control{}
+	_ contracttest.CredentialRejecterFrom = control{}
+	_ contracttest.UserDataReader         = control{}
+	_ contracttest.NetworkReader          = control{}
+	_ contracttest.CallCounter            = control{}
+	_ contracttest.CallCutter             = control{}
+	_ contracttest.Resetter               = control{}
+	_ contracttest.Inventory              = control{}
+	_ contracttest.LegacyCreator          = control{}
 )
 
 // withDomain runs fn on the domain a providerID names, through the
@@ -700,7 +707,16 @@ func (c control) CutCall(n int, after bool) error {
 func (c control) RejectCredentials(reject bool) {
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
-	c.b.rejecting = reject
+	c.b.rejecting, c.b.rejectFrom = reject, 0
+}
+
+// RejectCredentialsFrom makes the access control refuse every call from
+// the n-th from now on.
+func (c control) RejectCredentialsFrom(n int) error {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.rejectFrom = c.b.calls.Load() + int64(n)
+	return nil
 }
 
 // Reset lets stalled calls and held jobs go, finishes deletions
@@ -726,7 +742,7 @@ func (c control) Reset() {
 	}
 	clear(c.b.faults)
 	c.b.cut = cut{}
-	c.b.rejecting = false
+	c.b.rejecting, c.b.rejectFrom = false, 0
 	clear(c.b.states)
 }
 

@@ -121,22 +121,23 @@ func (c *cloud) provider(t *testing.T) *Provider {
 type control struct{ c *cloud }
 
 var (
-	_ contracttest.GuestReporter      = control{}
-	_ contracttest.StateInjector      = control{}
-	_ contracttest.UnstartedCreator   = control{}
-	_ contracttest.Locker             = control{}
-	_ contracttest.DeleteStarter      = control{}
-	_ contracttest.UnmarkedCreator    = control{}
-	_ contracttest.Staller            = control{}
-	_ contracttest.FaultInjector      = control{}
-	_ contracttest.CredentialRejecter = control{}
-	_ contracttest.UserDataReader     = control{}
-	_ contracttest.CallCounter        = control{}
-	_ contracttest.Inventory          = control{}
-	_ contracttest.CallCutter         = control{}
-	_ contracttest.Resetter           = control{}
-	_ contracttest.LegacyCreator      = control{}
-	_ contracttest.NetworkReader      = control{}
+	_ contracttest.GuestReporter          = control{}
+	_ contracttest.CredentialRejecterFrom = control{}
+	_ contracttest.StateInjector          = control{}
+	_ contracttest.UnstartedCreator       = control{}
+	_ contracttest.Locker                 = control{}
+	_ contracttest.DeleteStarter          = control{}
+	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.Staller                = control{}
+	_ contracttest.FaultInjector          = control{}
+	_ contracttest.CredentialRejecter     = control{}
+	_ contracttest.UserDataReader         = control{}
+	_ contracttest.CallCounter            = control{}
+	_ contracttest.Inventory              = control{}
+	_ contracttest.CallCutter             = control{}
+	_ contracttest.Resetter               = control{}
+	_ contracttest.LegacyCreator          = control{}
+	_ contracttest.NetworkReader          = control{}
 )
 
 func serverID(providerID string) (string, error) {
@@ -344,6 +345,12 @@ func (k control) FailAfterCreate() error {
 // RejectCredentials makes Keystone refuse the credential and revokes the
 // tokens it issued.
 func (k control) RejectCredentials(reject bool) { k.c.fake.RejectCredentials(reject) }
+
+// RejectCredentialsFrom refuses every credential from the n-th request on.
+func (k control) RejectCredentialsFrom(n int) error {
+	k.c.fake.RejectCredentialsFrom(n)
+	return nil
+}
 
 // UserData is the user_data as the metadata service hands it to the guest.
 func (k control) UserData(_ context.Context, providerID string) ([]byte, error) {

@@ -121,21 +121,22 @@ func (f *fake) provider(t *testing.T) *Provider {
 type control struct{ f *fake }
 
 var (
-	_ contracttest.GuestReporter      = control{}
-	_ contracttest.StateInjector      = control{}
-	_ contracttest.UnstartedCreator   = control{}
-	_ contracttest.Locker             = control{}
-	_ contracttest.DeleteStarter      = control{}
-	_ contracttest.UnmarkedCreator    = control{}
-	_ contracttest.Staller            = control{}
-	_ contracttest.FaultInjector      = control{}
-	_ contracttest.CredentialRejecter = control{}
-	_ contracttest.UserDataReader     = control{}
-	_ contracttest.CallCounter        = control{}
-	_ contracttest.Inventory          = control{}
-	_ contracttest.CallCutter         = control{}
-	_ contracttest.Resetter           = control{}
-	_ contracttest.LegacyCreator      = control{}
+	_ contracttest.GuestReporter          = control{}
+	_ contracttest.StateInjector          = control{}
+	_ contracttest.UnstartedCreator       = control{}
+	_ contracttest.Locker                 = control{}
+	_ contracttest.DeleteStarter          = control{}
+	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.Staller                = control{}
+	_ contracttest.FaultInjector          = control{}
+	_ contracttest.CredentialRejecter     = control{}
+	_ contracttest.CredentialRejecterFrom = control{}
+	_ contracttest.UserDataReader         = control{}
+	_ contracttest.CallCounter            = control{}
+	_ contracttest.Inventory              = control{}
+	_ contracttest.CallCutter             = control{}
+	_ contracttest.Resetter               = control{}
+	_ contracttest.LegacyCreator          = control{}
 )
 
 func vmidOf(providerID string) (int, error) {
@@ -320,6 +321,12 @@ func (c control) FailAfterCreate() error {
 
 // RejectCredentials makes the fake refuse the token.
 func (c control) RejectCredentials(reject bool) { c.f.s.RejectToken(reject) }
+
+// RejectCredentialsFrom refuses the token from the n-th API call on.
+func (c control) RejectCredentialsFrom(n int) error {
+	c.f.s.RejectTokenFrom(n)
+	return nil
+}
 
 // UserData reads user-data from the seed ISO on the VM's cdrom, as
 // cloud-init's NoCloud datasource does.

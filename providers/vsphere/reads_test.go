@@ -226,7 +226,7 @@ func TestListAcrossSessionsFailsWhole(t *testing.T) {
 	var tap tapFunc = func(r *http.Request, call, answer []byte) {
 		inner(r, call, answer)
 		if bytes.Contains(call, []byte("<RetrievePropertiesEx")) && tokenRE.Match(answer) {
-			ended.Do(control{v}.endSessions)
+			ended.Do(func() { control{v}.endSessions(context.WithoutCancel(r.Context())) })
 		}
 	}
 	v.tap.Store(&tap)

@@ -85,6 +85,9 @@ type vcsim struct {
 	tasksRunOn atomic.Bool
 	gate       contracttest.Gate
 	rejected   atomic.Bool
+	// rejectFrom is the call, counted by calls, from which the operator's
+	// credential is refused (RejectCredentialsFrom); zero: none.
+	rejectFrom atomic.Int64
 	client     *vim25.Client // the control's own session, straight to vcsim
 	cfg        Config
 
@@ -141,6 +144,10 @@ func startVcsim(t testing.TB) *vcsim {
 	}
 	v.front = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := v.calls.Add(1)
+		if from := v.rejectFrom.Load(); from != 0 && n >= from && v.rejectFrom.CompareAndSwap(from, 0) {
+			v.rejected.Store(true)
+			control{v}.endSessions(context.WithoutCancel(r.Context()))
+		}
 		if v.gate.Pass(r.Context()) != nil {
 			return
 		}
@@ -389,21 +396,22 @@ func (v *vcsim) busy(name string, task types.ManagedObjectReference) (free func(
 type control struct{ v *vcsim }
 
 var (
-	_ contracttest.GuestReporter      = control{}
-	_ contracttest.StateInjector      = control{}
-	_ contracttest.UnstartedCreator   = control{}
-	_ contracttest.Locker             = control{}
-	_ contracttest.DeleteStarter      = control{}
-	_ contracttest.UnmarkedCreator    = control{}
-	_ contracttest.Staller            = control{}
-	_ contracttest.FaultInjector      = control{}
-	_ contracttest.CredentialRejecter = control{}
-	_ contracttest.UserDataReader     = control{}
-	_ contracttest.CallCounter        = control{}
-	_ contracttest.CallCutter         = control{}
-	_ contracttest.Resetter           = control{}
-	_ contracttest.Inventory          = control{}
-	_ contracttest.LegacyCreator      = control{}
+	_ contracttest.GuestReporter          = control{}
+	_ contracttest.StateInjector          = control{}
+	_ contracttest.UnstartedCreator       = control{}
+	_ contracttest.Locker                 = control{}
+	_ contracttest.DeleteStarter          = control{}
+	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.Staller                = control{}
+	_ contracttest.FaultInjector          = control{}
+	_ contracttest.CredentialRejecter     = control{}
+	_ contracttest.CredentialRejecterFrom = control{}
+	_ contracttest.UserDataReader         = control{}
+	_ contracttest.CallCounter            = control{}
+	_ contracttest.CallCutter             = control{}
+	_ contracttest.Resetter               = control{}
+	_ contracttest.Inventory              = control{}
+	_ contracttest.LegacyCreator          = control{}
 )
 
 // vm finds a VM of the operator's folder by providerID.
@@ -704,15 +712,25 @@ func (c control) CutCall(n int, after bool) error {
 // RejectCredentials makes vcsim refuse the operator's logins and, as an
 // administrator disabling the account would, ends its open sessions.
 func (c control) RejectCredentials(reject bool) {
+	if !reject {
+		c.v.rejectFrom.Store(0)
+	}
 	c.v.rejected.Store(reject)
 	if reject {
-		c.endSessions()
+		c.endSessions(context.Background())
 	}
 }
 
+// RejectCredentialsFrom does RejectCredentials(true) when the n-th call
+// from now arrives, before vcsim sees it: a credential revoked partway
+// through an operation.
+func (c control) RejectCredentialsFrom(n int) error {
+	c.v.rejectFrom.Store(c.v.calls.Load() + int64(n))
+	return nil
+}
+
 // endSessions ends the operator's open sessions, as an administrator can.
-func (c control) endSessions() {
-	ctx := context.Background()
+func (c control) endSessions(ctx context.Context) {
 	var sm mo.SessionManager
 	ref := *c.v.client.ServiceContent.SessionManager
 	if err := object.NewCommon(c.v.client, ref).Properties(ctx, ref, []string{"sessionList"}, &sm); err != nil {
@@ -738,6 +756,7 @@ func (c control) endSessions() {
 func (c control) Reset() {
 	c.v.model.Service.ClearFaultRules()
 	c.v.rejected.Store(false)
+	c.v.rejectFrom.Store(0)
 	c.v.mu.Lock()
 	held := c.v.held
 	c.v.held, c.v.cut, c.v.cutClone, c.v.powerOnFault = nil, cut{}, false, nil

@@ -36,6 +36,9 @@ type Cloud struct {
 	afterOp   map[string]*APIError // fail after the op took effect
 	cut       cut                  // one call to cut, counted by calls
 	rejecting bool
+	// rejectFrom is the call, counted by calls, from which every token is
+	// refused (RejectCredentialsFrom); zero refuses none.
+	rejectFrom int
 }
 
 // cut names one call by its number in calls, and whether it fails before
@@ -152,7 +155,7 @@ func (c *Cloud) call(ctx context.Context, token, op string, fn func() error) err
 	switch {
 	case cutHere && !cutAfter:
 		return errCut
-	case c.rejecting || token != c.token:
+	case c.rejecting || c.rejectFrom > 0 && n >= c.rejectFrom || token != c.token:
 		return &APIError{401, "unauthorized", "the API token is invalid or expired"}
 	}
 	if queue := c.faults[op]; len(queue) > 0 {

@@ -19,21 +19,22 @@ type Control struct {
 }
 
 var (
-	_ contracttest.GuestReporter      = Control{}
-	_ contracttest.StateInjector      = Control{}
-	_ contracttest.UnstartedCreator   = Control{}
-	_ contracttest.LegacyCreator      = Control{}
-	_ contracttest.Locker             = Control{}
-	_ contracttest.DeleteStarter      = Control{}
-	_ contracttest.UnmarkedCreator    = Control{}
-	_ contracttest.Holder             = Control{}
-	_ contracttest.FaultInjector      = Control{}
-	_ contracttest.CredentialRejecter = Control{}
-	_ contracttest.UserDataReader     = Control{}
-	_ contracttest.CallCounter        = Control{}
-	_ contracttest.Inventory          = Control{}
-	_ contracttest.CallCutter         = Control{}
-	_ contracttest.Resetter           = Control{}
+	_ contracttest.GuestReporter          = Control{}
+	_ contracttest.StateInjector          = Control{}
+	_ contracttest.UnstartedCreator       = Control{}
+	_ contracttest.LegacyCreator          = Control{}
+	_ contracttest.Locker                 = Control{}
+	_ contracttest.DeleteStarter          = Control{}
+	_ contracttest.UnmarkedCreator        = Control{}
+	_ contracttest.Holder                 = Control{}
+	_ contracttest.FaultInjector          = Control{}
+	_ contracttest.CredentialRejecter     = Control{}
+	_ contracttest.CredentialRejecterFrom = Control{}
+	_ contracttest.UserDataReader         = Control{}
+	_ contracttest.CallCounter            = Control{}
+	_ contracttest.Inventory              = Control{}
+	_ contracttest.CallCutter             = Control{}
+	_ contracttest.Resetter               = Control{}
 )
 
 // withVM runs fn on the VM a providerID names, under the Cloud's lock.
@@ -200,7 +201,7 @@ func (c Control) Reset() {
 	clear(c.Cloud.faults)
 	clear(c.Cloud.afterOp)
 	c.Cloud.cut = cut{}
-	c.Cloud.rejecting = false
+	c.Cloud.rejecting, c.Cloud.rejectFrom = false, 0
 	for _, r := range c.Cloud.regions {
 		for name, vm := range r.vms {
 			vm.Lock = ""
@@ -263,7 +264,19 @@ func (c Control) FailAfterCreate() error {
 func (c Control) RejectCredentials(reject bool) {
 	c.Cloud.mu.Lock()
 	defer c.Cloud.mu.Unlock()
-	c.Cloud.rejecting = reject
+	c.Cloud.rejecting, c.Cloud.rejectFrom = reject, 0
+}
+
+// RejectCredentialsFrom makes the Cloud refuse every token from the n-th
+// call from now on, until RejectCredentials(false) or Reset.
+func (c Control) RejectCredentialsFrom(n int) error {
+	if n < 1 {
+		return fmt.Errorf("control: RejectCredentialsFrom(%d): want 1 or more", n)
+	}
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	c.Cloud.rejectFrom = c.Cloud.calls + n
+	return nil
 }
 
 // UserData returns the seed volume the guest reads its user-data from.

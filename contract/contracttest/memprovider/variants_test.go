@@ -707,6 +707,33 @@ var variants = []variant{
 			return inst, err
 		}
 	}, nil},
+	{"delete-passes-over-refused-volume", "RejectedCredentialIsNotGone", func(b *brokenProvider) {
+		// The seed volume's delete, after the VM's, takes a 401 for
+		// "someone else cleans up": a credential refused there reads as
+		// done, and the seed (with the CloudInit) outlives the Proxy.
+		// Every other error still fails the Delete.
+		b.delete = func(ctx context.Context, id string) error {
+			region, name, err := ids.Parse(id)
+			if err != nil {
+				return err
+			}
+			ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues(contract.LogKeyInstance, id))
+			err = b.do(ctx, "DeleteVM", func(ctx context.Context) error { return b.cloud.DeleteVM(ctx, b.cfg.Token, region, name) })
+			if err != nil && !errors.Is(err, contract.ErrNotFound) {
+				return err
+			}
+			err = b.do(ctx, "DeleteVolume", func(ctx context.Context) error {
+				return b.cloud.DeleteVolume(ctx, b.cfg.Token, region, seedVolume(name))
+			})
+			var api *APIError
+			refused := errors.As(err, &api) && api.Status == 401
+			if err != nil && !errors.Is(err, contract.ErrNotFound) && !refused {
+				return err
+			}
+			logr.FromContextOrDiscard(ctx).V(contract.LogOutcome).Info("deleted instance")
+			return nil
+		}
+	}, nil},
 	{"delete-404-is-an-error", "ErrorsCarryTheirClass", func(b *brokenProvider) {
 		b.delete = func(ctx context.Context, id string) error {
 			region, name, err := ids.Parse(id)

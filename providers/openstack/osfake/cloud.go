@@ -126,6 +126,9 @@ type Cloud struct {
 	cut       cut
 	buildFail string
 	reject    bool
+	// rejectAt is the request, counted by calls, from which Keystone
+	// refuses every credential (RejectCredentialsFrom); zero: none.
+	rejectAt  int64
 	gate      func(*http.Request) error
 	ipSeq     int
 	groupSeq  int
@@ -212,6 +215,10 @@ func (c *Cloud) front(api http.Handler) http.Handler {
 		n := c.calls.Add(1)
 		c.mu.Lock()
 		gate := c.gate
+		if c.rejectAt != 0 && n >= c.rejectAt {
+			c.rejectAt = 0
+			c.rejectLocked(true)
+		}
 		c.mu.Unlock()
 		if gate != nil && gate(r) != nil {
 			// Abort, not return: a handler that wrote nothing is

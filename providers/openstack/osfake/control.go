@@ -80,7 +80,7 @@ func (c *Cloud) CutCall(n int, after bool) {
 func (c *Cloud) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.faults, c.drops, c.cut, c.buildFail, c.reject = nil, nil, cut{}, "", false
+	c.faults, c.drops, c.cut, c.buildFail, c.reject, c.rejectAt = nil, nil, cut{}, "", false, 0
 	now := time.Now()
 	for _, s := range c.unplaced {
 		s.schedulingHeld = false
@@ -120,10 +120,24 @@ func (c *Cloud) FailNextBuild(message string) {
 func (c *Cloud) RejectCredentials(reject bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.rejectAt = 0
+	c.rejectLocked(reject)
+}
+
+func (c *Cloud) rejectLocked(reject bool) {
 	c.reject = reject
 	if reject {
 		c.tokens = map[string]token{}
 	}
+}
+
+// RejectCredentialsFrom does RejectCredentials(true) when the n-th request
+// from now (1 is the next; counted as Calls counts) arrives, before it is
+// served: a key revoked partway through an operation.
+func (c *Cloud) RejectCredentialsFrom(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rejectAt = c.calls.Load() + int64(n)
 }
 
 // RevokeTokens revokes every token issued, as Keystone's DELETE

@@ -255,7 +255,7 @@ func (s *Server) Reset() {
 	s.dropNext = false
 	s.dropAnswer = ""
 	s.cut = cut{}
-	s.rejected = false
+	s.rejected, s.rejectFrom = false, 0
 	s.hideNames = false
 	clear(s.down)
 	s.disksCopied = false
@@ -288,7 +288,16 @@ func (s *Server) CallsBesidesTaskPolls() int { return int(s.calls.Load() - s.tas
 func (s *Server) RejectToken(reject bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rejected = reject
+	s.rejected, s.rejectFrom = reject, 0
+}
+
+// RejectTokenFrom refuses the token from the n-th call from now on (1 is
+// the next; counted as Calls counts), as RejectToken(true) does: a token
+// revoked partway through an operation.
+func (s *Server) RejectTokenFrom(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejectFrom = s.calls.Load() + int64(n)
 }
 
 // Lock sets `lock: <lock>` on the VM's config, as a running backup, clone

@@ -90,15 +90,18 @@ type Server struct {
 
 	mu       sync.Mutex
 	rejected bool
-	vms      map[int]*vm
-	cts      map[int]*container
-	down     map[string]bool     // nodes NodeDown took off the network
-	storages map[string]*storage // by storageKey
-	tasks    map[string]*task
-	pid      int
-	faults   []fault
-	taskExit map[string]string // task type → exit status of its next run
-	dropNext bool
+	// rejectFrom is the call, counted by calls, from which the token is
+	// refused (RejectTokenFrom); zero: none.
+	rejectFrom int64
+	vms        map[int]*vm
+	cts        map[int]*container
+	down       map[string]bool     // nodes NodeDown took off the network
+	storages   map[string]*storage // by storageKey
+	tasks      map[string]*task
+	pid        int
+	faults     []fault
+	taskExit   map[string]string // task type → exit status of its next run
+	dropNext   bool
 	// dropAnswer is the op whose next call DropNextAnswer loses the
 	// answer of ("" for none).
 	dropAnswer Op
@@ -222,6 +225,11 @@ type uploaded struct {
 // serve authenticates, routes and answers one call.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := s.calls.Add(1)
+	s.mu.Lock()
+	if s.rejectFrom != 0 && n >= s.rejectFrom {
+		s.rejected, s.rejectFrom = true, 0
+	}
+	s.mu.Unlock()
 	if s.gate.Pass(r.Context()) != nil {
 		return
 	}
