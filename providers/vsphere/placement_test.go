@@ -1,11 +1,14 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -124,18 +127,21 @@ func TestCloneWithoutDRSPicksAHostThatSeesTheStorageAndNetwork(t *testing.T) {
 
 // A linked clone's disks are children of the template's, so without DRS
 // its host must see the template's datastores as well as the clone's
-// (placement.go). Here the template's disks are on a datastore only H2
-// mounts: a full clone may go elsewhere, a linked one must go to H2.
+// (placement.go). Here the template's disks are on a datastore only one
+// host mounts, the one the pick's own order comes to last (the most VMs;
+// vcsim spreads its VMs at random, so it is read, not assumed): a full
+// clone goes elsewhere, a linked one must go there.
 func TestLinkedCloneWithoutDRSPicksAHostThatSeesTheTemplatesDatastore(t *testing.T) {
 	v := startVcsim(t)
 	v.disableDRS(t)
-	v.templateOnlyOn(t, "/DC0/host/DC0_C0/DC0_C0_H2")
+	last := v.lastPicked(t, "/DC0/host/DC0_C0")
+	v.templateOnlyOn(t, "/DC0/host/DC0_C0/"+last)
 	ctx := context.Background()
 	full, err := v.provider(t).Create(ctx, placementRequest("full-clone"))
 	if err != nil {
 		t.Fatalf("Create, full clone: %v", err)
 	}
-	if host := v.hostOf(t, full.ProviderID); host == "DC0_C0_H2" {
+	if host := v.hostOf(t, full.ProviderID); host == last {
 		t.Fatalf("the full clone went to %s too: this setup cannot tell the template's datastore from the pick's own order", host)
 	}
 	p := withConfig(t, v, func(c *Config) { c.CloneMode, c.Snapshot = linkedClone, baseSnapshot })
@@ -143,9 +149,31 @@ func TestLinkedCloneWithoutDRSPicksAHostThatSeesTheTemplatesDatastore(t *testing
 	if err != nil {
 		t.Fatalf("Create, linked clone: %v", err)
 	}
-	if host := v.hostOf(t, linked.ProviderID); host != "DC0_C0_H2" {
-		t.Errorf("the linked clone runs on %q, want DC0_C0_H2, the one host that sees the template's datastore", host)
+	if host := v.hostOf(t, linked.ProviderID); host != last {
+		t.Errorf("the linked clone runs on %q, want %s, the one host that sees the template's datastore", host, last)
 	}
+}
+
+// lastPicked is the host of the cluster at path that pickHost's order
+// (fewest VMs, then name) comes to last.
+func (v *vcsim) lastPicked(t *testing.T, path string) string {
+	t.Helper()
+	ctx := context.Background()
+	hosts, err := find.NewFinder(v.client, true).HostSystemList(ctx, path+"/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []mo.HostSystem
+	for _, h := range hosts {
+		var m mo.HostSystem
+		if err := h.Properties(ctx, h.Reference(), []string{"name", "vm"}, &m); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, m)
+	}
+	return slices.MaxFunc(all, func(a, b mo.HostSystem) int {
+		return cmp.Or(cmp.Compare(len(a.Vm), len(b.Vm)), cmp.Compare(a.Name, b.Name))
+	}).Name
 }
 
 // templateOnlyOn makes a datastore that only the host at path mounts
