@@ -238,7 +238,7 @@ func (e *env) waitGone(p contract.Provider, id string) {
 		case errors.Is(err, contract.ErrNotFound):
 			return
 		case err == nil && inst.State != contract.StateTerminated:
-			e.t.Fatalf("Get after Delete returned state %s, want Terminated or ErrNotFound", inst.State)
+			e.t.Fatalf("Get after Delete of %s returned state %s (%q), want Terminated or ErrNotFound", id, inst.State, inst.Message)
 		case err != nil && contract.ClassOf(err) != contract.ClassTransient:
 			e.t.Fatalf("Get after Delete returned %v (class %s), want ErrNotFound", err, contract.ClassOf(err))
 		}

@@ -328,7 +328,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	if beingScheduled(s) || s.Status == "ERROR" && s.TaskState == "" {
+	if mayBeGoing(s) {
 		going, err := p.deleteRecorded(ctx, regionKey, id)
 		if err != nil {
 			return contract.Instance{}, err

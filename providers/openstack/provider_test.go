@@ -680,6 +680,45 @@ func TestRescheduledBuildAfterItsDeleteIsTerminated(t *testing.T) {
 	}
 }
 
+// TestBuildCutShortByItsDeleteIsTerminated: a delete that lands while
+// the compute host spawns the server fails the build's last save, and the
+// build's network clean-up then saves what the build had set: ACTIVE,
+// task_state null, no address (osfake's finishBuild cites Nova), until the
+// terminate queued behind the build's lock destroys it. The lane's harness
+// met it (DeleteResumesAfterFailure: "Get after Delete returned state
+// Provisioning (ACTIVE without a routable IPv4 address yet)"). Get must
+// report it Terminated, from this provider or a restarted one (contract
+// §4.9). The old Get read it Provisioning (and the old osfake, which let
+// the build finish as if no delete had come, Running).
+func TestBuildCutShortByItsDeleteIsTerminated(t *testing.T) {
+	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, time.Hour })
+	p := c.provider(t)
+	ctx := context.Background()
+	for _, static := range []bool{false, true} {
+		req := request(fmt.Sprintf("proxy-cut-short-%t", static))
+		if static {
+			req = staticRequest(req.Name, "10.0.0.201/24")
+		}
+		inst, err := p.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, id, _ := ids.Parse(inst.ProviderID)
+		if err := p.Delete(ctx, inst.ProviderID); err != nil {
+			t.Fatalf("Delete = %v", err)
+		}
+		if err := c.fake.FinishBuild(id); err != nil {
+			t.Fatal(err)
+		}
+		for name, q := range map[string]*Provider{"the provider that deleted it": p, "a restarted provider": c.provider(t)} {
+			got, err := q.Get(ctx, inst.ProviderID)
+			if err != nil || got.State != contract.StateTerminated {
+				t.Errorf("static %t: Get from %s of a build its delete cut short = %s (%q), %v; want Terminated", static, name, got.State, got.Message, err)
+			}
+		}
+	}
+}
+
 // waitFor closes the channel it returns once cond holds.
 func waitFor(cond func() bool) <-chan struct{} {
 	ch := make(chan struct{})

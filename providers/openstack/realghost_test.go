@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,9 @@ import (
 )
 
 // ghostWatch watches the lane's provider traffic for a server that reads
-// BUILD after Nova accepted its delete, the ghost the harness's delete
-// rules met on the real services (docs/testing.md, "OpenStack's own
+// neither "deleting" nor DELETED after Nova accepted its delete (BUILD after a
+// reschedule, ACTIVE after a build's clean-up: scheduling.go), the ghost
+// the harness's delete rules met on the real services (docs/testing.md, "OpenStack's own
 // services"). At the read it logs what the admin sees of the server
 // (status, task_state, vm_state, host); when the test has failed, it
 // prints the compute's and the conductor's log lines naming each such
@@ -30,7 +32,7 @@ type ghostWatch struct {
 
 	mu      sync.Mutex
 	deleted map[string]bool // servers whose DELETE or forceDelete Nova accepted
-	ghosts  []string        // of those, the ones read BUILD afterwards
+	ghosts  []string        // of those, the ones read other than deleting afterwards
 }
 
 // serverPath is a compute request on one server: its ID, and "/action"
@@ -77,7 +79,8 @@ func (g *ghostWatch) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// read notes a server read BUILD after its delete, with the admin's view.
+// read notes a server read other than deleting after its delete, with
+// the admin's view.
 func (g *ghostWatch) read(id string, body []byte) {
 	var got struct {
 		Server struct {
@@ -85,12 +88,12 @@ func (g *ghostWatch) read(id string, body []byte) {
 			TaskState *string `json:"OS-EXT-STS:task_state"`
 		} `json:"server"`
 	}
-	if json.Unmarshal(body, &got) != nil || got.Server.Status != "BUILD" {
+	if json.Unmarshal(body, &got) != nil || got.Server.Status == "DELETED" || got.Server.TaskState != nil && *got.Server.TaskState == "deleting" {
 		return
 	}
 	g.mu.Lock()
 	ghost := g.deleted[id]
-	if ghost {
+	if ghost && !slices.Contains(g.ghosts, id) {
 		g.ghosts = append(g.ghosts, id)
 	}
 	g.mu.Unlock()
@@ -99,16 +102,17 @@ func (g *ghostWatch) read(id string, body []byte) {
 	}
 	s, err := servers.Get(context.Background(), g.admin.compute, id).Extract()
 	if err != nil {
-		g.t.Logf("ghost: server %s read BUILD after its delete; the admin's read: %v", id, err)
+		g.t.Logf("ghost: server %s read %s after its delete; the admin's read: %v", id, got.Server.Status, err)
 		return
 	}
-	g.t.Logf("ghost: server %s read BUILD after its delete: status %s, task_state %q, vm_state %s, host %q (admin's read)",
-		id, s.Status, s.TaskState, s.VmState, s.Host)
+	g.t.Logf("ghost: server %s read %s after its delete; the admin's read: status %s, task_state %q, vm_state %s, host %q",
+		id, got.Server.Status, s.Status, s.TaskState, s.VmState, s.Host)
 }
 
-// explain prints, for a failed test, the compute's and conductor's log
-// lines naming each server read BUILD after its delete ($OS_STATE/logs,
-// hack/openstack/procs.sh).
+// explain prints, for a failed test, the API's, compute's and
+// conductor's log lines naming each server read other than deleting
+// after its delete
+// ($OS_STATE/logs/nova-*.log, the --log-file hack/openstack/up.sh gives).
 func (g *ghostWatch) explain() {
 	if !g.t.Failed() {
 		return
@@ -117,13 +121,13 @@ func (g *ghostWatch) explain() {
 	ghosts := append([]string(nil), g.ghosts...)
 	g.mu.Unlock()
 	if len(ghosts) == 0 {
-		g.t.Log("ghost: no server read BUILD after its delete in this test")
+		g.t.Log("ghost: no server read other than deleting after its delete in this test")
 		return
 	}
 	dir := filepath.Join(os.Getenv("OS_STATE"), "logs")
 	for _, id := range ghosts {
-		for _, service := range []string{"nova-compute", "nova-conductor"} {
-			lines := linesNaming(filepath.Join(dir, service+".out"), id, 40)
+		for _, service := range []string{"nova-api", "nova-compute", "nova-conductor"} {
+			lines := linesNaming(filepath.Join(dir, service+".log"), id, 40)
 			g.t.Logf("ghost: %s's log lines naming %s (last %d):\n%s", service, id, len(lines), strings.Join(lines, "\n"))
 		}
 	}

@@ -43,9 +43,40 @@ import (
 // a scheduler that will not place it. The same holds where the reschedule
 // ends on a cloud with no other host, ERROR with no task
 // (goingAfterDelete).
+//
+// And a delete that lands while the compute host spawns the server fails
+// the build's last save, which expects task_state "spawning"; the build
+// then releases its network and saves again with no expected task state,
+// writing what it had set in memory over "deleting": ACTIVE, task_state
+// null, no address (nova/compute/manager.py _build_and_run_instance,
+// _update_instance_after_spawn; _do_build_and_run_instance,
+// _cleanup_allocated_networks). The terminate, queued behind the build's
+// instance lock, destroys it next. An ACTIVE server not yet Running
+// (without its address) with a recorded delete is going too (mayBeGoing).
 
 // schedulingPoll is how often Delete reads a server Nova is scheduling.
 var schedulingPoll = 500 * time.Millisecond
+
+// mayBeGoing tells a read that may be what Nova leaves of a build its
+// delete cut short, for as long as the delete's terminate waits on the
+// build: BUILD (scheduling) after a reschedule, ERROR with no task where
+// the reschedule found no host, ACTIVE with no task and without its
+// address after the build's clean-up. Only a recorded delete tells it
+// from a build (deleteRecorded).
+func mayBeGoing(s servers.Server) bool {
+	switch {
+	case beingScheduled(s):
+		return true
+	case s.TaskState != "":
+		return false
+	case s.Status == "ERROR":
+		return true
+	case s.Status == "ACTIVE":
+		state, _, _ := stateOf(s)
+		return state == contract.StateProvisioning
+	}
+	return false
+}
 
 // beingScheduled tells a server whose build request may still stand.
 func beingScheduled(s servers.Server) bool {
@@ -108,24 +139,24 @@ func (p *Provider) deleteRecorded(ctx context.Context, regionKey, id string) (bo
 	return recorded, nil
 }
 
-// goingAfterDelete is the Instance of a server that reads BUILD
-// (scheduling), or ERROR with no task, after Nova recorded its delete:
-// Terminated. ERROR is where the reschedule ends on a cloud with no other
-// host (nova/conductor/manager.py build_instances, MaxRetriesExceeded,
-// task_state null), the lane's own sequence; the terminate Nova queued
-// runs when the build's instance lock is free, and may have run before
-// the ERROR was written, so the server is deleted again (no host: Nova
-// destroys it at once, "instance's host None is down, deleting from
-// database"). Not a failed build to report: the operator asked for it to
-// go.
+// goingAfterDelete is the Instance of a server mayBeGoing, after Nova
+// recorded its delete: Terminated. ERROR is where the reschedule ends on a
+// cloud with no other host (nova/conductor/manager.py build_instances,
+// MaxRetriesExceeded, task_state null), the lane's own sequence; the
+// terminate Nova queued runs when the build's instance lock is free, and
+// may have run before the ERROR was written, so a server with no task is
+// deleted again (with no host Nova destroys it at once, "instance's host
+// None is down, deleting from database"; ACTIVE after the build's
+// clean-up, a second terminate finds it gone). Not a failed build to
+// report: the operator asked for it to go.
 func (p *Provider) goingAfterDelete(ctx context.Context, regionKey string, s servers.Server) contract.Instance {
-	if s.Status == "ERROR" {
+	if s.TaskState == "" {
 		if err := p.deleteServer(ctx, regionKey, s); err != nil && !errors.Is(err, contract.ErrNotFound) {
-			logr.FromContextOrDiscard(ctx).Error(err, "could not delete again a server its delete's reschedule left in ERROR; the next Get tries again", "server", s.ID)
+			logr.FromContextOrDiscard(ctx).Error(err, "could not delete again a server its delete's cut-short build left with no task; the next Get tries again", "server", s.ID, "status", s.Status)
 		}
 	}
 	inst := instance(regionKey, s)
 	inst.State, inst.IP = contract.StateTerminated, ""
-	inst.Message = taskDetail(s) + " after its delete: Nova rescheduled the build the delete cut short, and the delete goes on"
+	inst.Message = taskDetail(s) + " after its delete: the build the delete cut short wrote its state last, and the delete goes on"
 	return inst
 }

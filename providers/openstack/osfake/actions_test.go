@@ -85,3 +85,29 @@ func actionNames(t *testing.T, compute *gophercloud.ServiceClient, id string) []
 	}
 	return names
 }
+
+// A build a delete came during ends as Nova's compute ends it: ACTIVE, no
+// task, no address, with the delete recorded, until the terminate destroys
+// it (nova.go cutShort cites Nova).
+func TestBuildCutShortByItsDelete(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 300 * time.Millisecond })
+	ctx := context.Background()
+	id := create(t, c, compute, "cut-short")
+	if err := servers.Delete(ctx, compute, id).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FinishBuild(id); err != nil {
+		t.Fatal(err)
+	}
+	s := get(t, compute, id)
+	if s.Status != "ACTIVE" || s.TaskState != "" || len(s.Addresses) != 0 || s.LaunchedAt.IsZero() {
+		t.Errorf("a build cut short by its delete reads %s (%q), addresses %v, launched %v; want ACTIVE, no task, no address, launched", s.Status, s.TaskState, s.Addresses, s.LaunchedAt)
+	}
+	if got := actionNames(t, compute, id); len(got) != 2 || got[0] != "delete" {
+		t.Errorf("actions = %v, want [delete create]", got)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if _, err := servers.Get(ctx, compute, id).Extract(); !gophercloud.ResponseCodeIs(err, 404) {
+		t.Errorf("get once the terminate ran = %v, want 404", err)
+	}
+}

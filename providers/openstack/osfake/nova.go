@@ -189,6 +189,10 @@ func (c *Cloud) advance(now time.Time) {
 // finishBuild ends a build: ACTIVE with an address, or ERROR with the
 // fault the build was set to fail with.
 func (c *Cloud) finishBuild(s *server, now time.Time) {
+	if s.deleting && s.fail == "" {
+		c.cutShort(s, now)
+		return
+	}
 	c.bindPorts(s)
 	s.updated, s.taskState = now, ""
 	if s.fail != "" {
@@ -212,6 +216,25 @@ func (c *Cloud) finishBuild(s *server, now time.Time) {
 			}
 		}
 	}
+}
+
+// cutShort ends a build its delete came during, as Nova's compute does:
+// the build sets the instance ACTIVE, task_state null and launched in
+// memory, and its save, which expects task_state spawning, finds deleting
+// and fails (nova/compute/manager.py _build_and_run_instance,
+// _update_instance_after_spawn, save(expected_task_state=SPAWNING):
+// UnexpectedDeletingTaskStateError). The build then releases its network
+// and saves with no expected task state, writing what it had set over
+// the delete's "deleting" (_do_build_and_run_instance,
+// _cleanup_allocated_networks: instance.save()). The server reads ACTIVE,
+// no task, no address, until the terminate, queued behind the build's
+// instance lock, destroys it (DeleteDelay). The lane's nova-compute log
+// shows it: the spawn, "deallocate network", then "Terminating instance".
+// Called with c.mu held.
+func (c *Cloud) cutShort(s *server, now time.Time) {
+	c.unbindPorts(s)
+	s.updated, s.taskState, s.addresses = now, "", nil
+	s.status, s.vmState, s.powerState, s.launched = statusActive, "active", 1, true
 }
 
 func invalidInput(w http.ResponseWriter, field, detail string) {
