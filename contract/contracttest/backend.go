@@ -33,6 +33,13 @@ type StateInjector interface {
 	SetUnknownState(ctx context.Context, providerID string) error
 }
 
+// PowerOffer powers the instance off on the backend, as a person, a host's
+// failure or the backend's own policy does, leaving it defined with its
+// marks. Rule: PoweredOffIsStopped.
+type PowerOffer interface {
+	PowerOff(ctx context.Context, providerID string) error
+}
+
 // UnstartedCreator makes the instance req describes exactly as the provider
 // would, marks included, but never starts it (a clone whose power-on never
 // came, a defined domain). Rule: NeverStartedIsNeverStopped.

@@ -45,7 +45,10 @@
 // CredentialRejecterFrom). Where one shape is the hardest, the rule uses it every run
 // instead: ListByTagSeparatesOwners' second Owner extends the first to
 // the 63 characters an Owner may have, which catches both a prefix match
-// and any truncation.
+// and any truncation. ConcurrentCallsAreSafe draws nothing but repeats:
+// after its races it makes ten rounds of Deletes, Gets and lists at once
+// on the instances gone, so that the race detector, which a lock the calls
+// share elsewhere often blinds, sees a cache no lock guards on every run.
 //
 // This is a module of its own so that the contract module stays free of the
 // OpenTelemetry SDK, which the harness needs to record spans.

@@ -1,6 +1,7 @@
 package contracttest
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,39 @@ func unknownStateIsStopped(e *env) {
 	if err != nil || got.State != contract.StateStopped {
 		e.t.Errorf("Get of an instance in an unknown state = %s, %v; want Stopped, nil", got.State, err)
 	}
+}
+
+// poweredOffIsStopped: an instance that ran and was powered off on the
+// backend is Stopped, from Get and from ListByTag, never Terminated nor
+// still Running (§3): the operator replaces a Stopped instance and deletes
+// it, while a Terminated one it takes for going on its own and forgets,
+// and a dead proxy would stay in the Service. Delete then removes it (a
+// backend may want a powered-off instance deleted another way).
+func poweredOffIsStopped(e *env) {
+	powerer := need[PowerOffer](e.t, e.cfg.Backend)
+	inst := e.running(e.request())
+	if err := powerer.PowerOff(e.ctx(), inst.ProviderID); err != nil {
+		e.t.Fatalf("backend control PowerOff: %v", err)
+	}
+	got, err := e.get(e.ctx(), e.p, inst.ProviderID)
+	if err != nil || got.State != contract.StateStopped {
+		e.t.Errorf("Get of an instance powered off = %s (%q), %v; want Stopped, nil", got.State, got.Message, err)
+	}
+	listed, err := e.list(e.ctx(), e.p, contract.LabelUID, inst.UID)
+	if err != nil {
+		e.t.Fatalf("ListByTag: %v", err)
+	}
+	i := slices.IndexFunc(listed, func(l contract.Instance) bool { return l.ProviderID == inst.ProviderID })
+	switch {
+	case i < 0:
+		e.t.Errorf("ListByTag(UID) does not list the instance powered off: %v", listed)
+	case listed[i].State != contract.StateStopped:
+		e.t.Errorf("ListByTag(UID) lists the instance powered off as %s, want Stopped", listed[i].State)
+	}
+	if err := e.delete(e.ctx(), e.p, inst.ProviderID); err != nil {
+		e.t.Fatalf("Delete of an instance powered off: %v", err)
+	}
+	e.waitGone(e.p, inst.ProviderID)
 }
 
 // runningRequiresIP: an instance is Running only with a routable IPv4

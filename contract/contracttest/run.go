@@ -20,6 +20,7 @@ var rules = []rule{
 	{"DeleteTwice", deleteTwice},
 	{"MalformedID", malformedID},
 	{"UnknownStateIsStopped", unknownStateIsStopped},
+	{"PoweredOffIsStopped", poweredOffIsStopped},
 	{"RunningRequiresIP", runningRequiresIP},
 	{"UIDAndCreatedAtReadBack", uidAndCreatedAtReadBack},
 	{"ListByTagExcludesUnmarked", listByTagExcludesUnmarked},

@@ -476,6 +476,12 @@ func (c control) ReportIP(_ context.Context, providerID, ip string) error {
 	})
 }
 
+// PowerOff destroys (forces off) the running domain, as virsh destroy
+// does; it stays defined.
+func (c control) PowerOff(_ context.Context, providerID string) error {
+	return c.b.withDomain(providerID, func(dom *libvirt.Domain) error { return dom.Destroy() })
+}
+
 // SetUnknownState makes GetState show unknownState for the domain.
 func (c control) SetUnknownState(_ context.Context, providerID string) error {
 	return c.b.withDomain(providerID, func(dom *libvirt.Domain) error {

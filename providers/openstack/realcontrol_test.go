@@ -160,6 +160,19 @@ func (k *realControl) waitServer(ctx context.Context, id string, done func(*serv
 	return fmt.Errorf("server %s: still %s (task_state %q) after 2 minutes", id, last.Status, last.TaskState)
 }
 
+// PowerOff stops the server (os-stop, which the FakeDriver carries out)
+// and waits for SHUTOFF with no task.
+func (k *realControl) PowerOff(ctx context.Context, providerID string) error {
+	id, err := serverID(providerID)
+	if err != nil {
+		return err
+	}
+	if err := servers.Stop(ctx, k.rc.admin.compute, id).ExtractErr(); err != nil {
+		return err
+	}
+	return k.waitServer(ctx, id, func(s *servers.Server) bool { return s.Status == "SHUTOFF" && s.TaskState == "" })
+}
+
 // SetUnknownState suspends the server (an admin action the FakeDriver
 // carries out): SUSPENDED is not in the provider's table by name, it
 // takes the branch every status it does not know takes. A real Nova makes

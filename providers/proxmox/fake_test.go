@@ -156,6 +156,15 @@ func (c control) ReportIP(_ context.Context, providerID, ip string) error {
 	return c.f.s.ReportIP(vmid, ip)
 }
 
+// PowerOff stops the VM as a person's qm stop does.
+func (c control) PowerOff(_ context.Context, providerID string) error {
+	vmid, err := vmidOf(providerID)
+	if err != nil {
+		return err
+	}
+	return c.f.s.StopVM(vmid)
+}
+
 // SetUnknownState puts QEMU in "colo", a run state the table does not list.
 func (c control) SetUnknownState(_ context.Context, providerID string) error {
 	vmid, err := vmidOf(providerID)

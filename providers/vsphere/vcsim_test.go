@@ -449,6 +449,20 @@ func (c control) ReportIP(ctx context.Context, providerID, ip string) error {
 	return c.reconfigure(ctx, providerID, "SET.guest.ipAddress", ip)
 }
 
+// PowerOff powers the VM off through vSphere's API (PowerOffVM_Task), as
+// a person in the vSphere Client would.
+func (c control) PowerOff(ctx context.Context, providerID string) error {
+	vm, err := c.vm(ctx, providerID)
+	if err != nil {
+		return err
+	}
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
+}
+
 // SetUnknownState sets the VM's power state, on vcsim's object, to a
 // value vSphere 8's enum does not have, as a later vSphere could add one.
 func (c control) SetUnknownState(ctx context.Context, providerID string) error {

@@ -80,6 +80,11 @@ func (c Control) SetUnknownState(_ context.Context, providerID string) error {
 	return c.withVM(providerID, func(vm *VM, _ *region) { vm.Power = "hibernating" })
 }
 
+// PowerOff powers the VM off, as a person would.
+func (c Control) PowerOff(_ context.Context, providerID string) error {
+	return c.withVM(providerID, func(vm *VM, _ *region) { vm.Power = "stopped" })
+}
+
 // CreateUnstarted defines the VM as the provider would, without starting it.
 func (c Control) CreateUnstarted(ctx context.Context, req contract.CreateRequest) (string, error) {
 	spec, err := c.spec(req)

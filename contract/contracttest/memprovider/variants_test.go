@@ -880,6 +880,57 @@ var variants = []variant{
 			return all, err
 		}
 	}, nil},
+	{"powered-off-is-terminated", "PoweredOffIsStopped", func(b *brokenProvider) {
+		// Reads a VM powered off as one being deleted (a backend whose
+		// delete powers off first, read by power state alone): the
+		// operator would forget a dead proxy instead of replacing it.
+		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
+			if vm.Power == "stopped" {
+				inst.State, inst.IP = contract.StateTerminated, ""
+			}
+			return inst, nil
+		})
+	}, nil},
+	{"powered-off-listed-terminated", "PoweredOffIsStopped", func(b *brokenProvider) {
+		// Get reads the power state, but the listing maps it to
+		// Terminated, so the GC's and the replica census's view is wrong.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			all, err := b.Provider.ListByTag(ctx, key, value)
+			for i := range all {
+				if all[i].State == contract.StateStopped {
+					all[i].State = contract.StateTerminated
+				}
+			}
+			return all, err
+		}
+	}, nil},
+	{"unguarded-cache", "ConcurrentCallsAreSafe", func(b *brokenProvider) {
+		// Keeps the instances it made in a map no lock guards, to spare
+		// the backend a read: Create stores, Get answers from it, Delete
+		// forgets. Every answer is right; concurrent calls write the map
+		// at once, a data race only the race detector sees (raceOnly).
+		cache := map[string]contract.Instance{}
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err == nil {
+				cache[inst.ProviderID] = inst
+			}
+			return inst, err
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			if inst, ok := cache[id]; ok && inst.State == contract.StateRunning {
+				if fresh, err := b.Provider.Get(ctx, id); err != nil || fresh.State != inst.State {
+					delete(cache, id)
+					return fresh, err
+				}
+			}
+			return b.Provider.Get(ctx, id)
+		}
+		b.delete = func(ctx context.Context, id string) error {
+			delete(cache, id)
+			return b.Provider.Delete(ctx, id)
+		}
+	}, nil},
 	{"race-loser-drops-seed", "ConcurrentCallsAreSafe", func(b *brokenProvider) {
 		// A Create that raced another of the same name and finished
 		// after it takes the seed volume for its own orphan and deletes

@@ -388,6 +388,19 @@ func (s *Server) HangAgent(vmid int, onPing bool) (unhang func(), err error) {
 	}, nil
 }
 
+// StopVM stops a running VM as POST .../status/stop's qmstop task ends
+// it (vms.go power), at once, with no task to wait for.
+func (s *Server) StopVM(vmid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[vmid]
+	if !ok || v.status != "running" {
+		return fmt.Errorf("no running VM %d", vmid)
+	}
+	v.status, v.qmp, v.agent = "stopped", "", nil
+	return nil
+}
+
 // SetQMPStatus sets the QEMU run state status/current reports for a
 // running VM (paused, internal-error, a state the provider does not know).
 func (s *Server) SetQMPStatus(vmid int, qmp string) error {
