@@ -100,6 +100,17 @@ type Holder interface {
 	Held() int
 }
 
+// ListingHolder holds the backend's listings, as a large folder or
+// project takes a while to read: from HoldListings until release, every
+// listing of a location the provider begins takes its snapshot and then
+// waits. HeldListings is how many wait now; Listings counts the listings
+// begun since the backend started. Rule: SharedListsAreFresh.
+type ListingHolder interface {
+	HoldListings() (release func())
+	HeldListings() int
+	Listings() int
+}
+
 // FaultInjector makes the backend fail like the real one does. Rules:
 // ErrorsCarryTheirClass, CreateResumesAfterFailure, the sentinel rules.
 type FaultInjector interface {

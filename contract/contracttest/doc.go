@@ -49,6 +49,10 @@
 // after its races it makes ten rounds of Deletes, Gets and lists at once
 // on the instances gone, so that the race detector, which a lock the calls
 // share elsewhere often blinds, sees a cache no lock guards on every run.
+// SharedListsAreFresh holds, with a ListingHolder, a listing after its
+// snapshot instead of relying on a backend's latency, so that a call
+// joining the listing under way, or a "shared" listing that shares
+// nothing, fails every run.
 //
 // This is a module of its own so that the contract module stays free of the
 // OpenTelemetry SDK, which the harness needs to record spans.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -134,13 +135,82 @@ func listByTagCoversEveryLocation(e *env) {
 
 // sharedListsAreFresh: a provider that shares its listings
 // (contract.SharedLister) answers every ListByTag with a listing begun
-// after the call (§1.3). With listings of the scope always in flight, an
-// instance made just before a call is in the call's answer: a call that
-// joined the listing under way would miss it.
+// after the call, and runs at most one listing of a location at a time
+// (§1.3). With listings of the scope always in flight, an instance made
+// just before a call is in the call's answer: a call that joined the
+// listing under way would miss it. With a ListingHolder, a listing is
+// then held after its snapshot while an instance is deleted and callers
+// more calls arrive: none may begin a listing of its own while the one
+// under way is held, nor be answered by it.
 func sharedListsAreFresh(e *env) {
 	if s, ok := e.p.(contract.SharedLister); !ok || !s.SharesLists() {
 		e.t.Skip("skipped: the provider does not share its listings (contract.SharedLister)")
 	}
+	e.listWhileOthersList()
+	holder, ok := e.cfg.Backend.(ListingHolder)
+	if !ok {
+		e.t.Log("the backend control does not hold listings (ListingHolder): calls arriving while a listing is under way are not checked")
+		return
+	}
+	e.listWhileAListingIsHeld(holder)
+}
+
+// listWhileAListingIsHeld holds a listing after its snapshot, deletes an
+// instance the snapshot holds, and lists with callers calls at once: a
+// provider that shares listings begins none while the one under way is
+// held (the calls wait for the next, which they share), and answers none
+// with it (the instance would be live in the answer).
+func (e *env) listWhileAListingIsHeld(holder ListingHolder) {
+	gone := e.mustCreate(e.request())
+	release := holder.HoldListings()
+	defer release()
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.list(e.ctx(), e.p, contract.LabelManaged, e.owner)
+		first <- err
+	}()
+	for deadline := time.Now().Add(e.cfg.WaitTimeout); holder.HeldListings() == 0; {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no listing reached the backend within %s of a ListByTag", e.cfg.WaitTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	begun := holder.Listings()
+	if err := e.delete(e.ctx(), e.p, gone.ProviderID); err != nil {
+		e.t.Fatalf("Delete while a listing is held: %v", err)
+	}
+	e.waitGone(e.p, gone.ProviderID)
+	answers := make([][]contract.Instance, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() { answers[i], errs[i] = e.list(e.ctx(), e.p, contract.LabelManaged, e.owner) })
+	}
+	time.Sleep(gatherFor) // the calls reach the provider and wait
+	if n := holder.Listings() - begun; n > 0 {
+		e.t.Errorf("%d ListByTag calls arriving while a listing was under way began %d listings of their own: a provider that shares its listings runs one at a time", callers, n)
+	}
+	release()
+	wg.Wait()
+	if err := <-first; err != nil {
+		e.t.Errorf("ListByTag whose listing was held: %v", err)
+	}
+	for i := range callers {
+		if errs[i] != nil {
+			e.t.Errorf("ListByTag called while a listing was under way: %v", errs[i])
+			continue
+		}
+		for _, inst := range answers[i] {
+			if inst.ProviderID == gone.ProviderID && inst.State != contract.StateTerminated {
+				e.t.Errorf("ListByTag called after %s was deleted lists it %s: the call was answered by the listing under way, begun before the Delete", gone.ProviderID, inst.State)
+			}
+		}
+	}
+}
+
+// listWhileOthersList lists, three times, right after a Create while
+// callers goroutines list the same scope without pause.
+func (e *env) listWhileOthersList() {
 	ctx, stop := context.WithCancel(e.ctx())
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()

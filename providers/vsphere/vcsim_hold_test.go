@@ -63,3 +63,20 @@ func (v *vcsim) holdHere(ctx context.Context, body []byte) error {
 		return ctx.Err()
 	}
 }
+
+// isListing tells a folder listing's first page: RetrievePropertiesEx
+// through the folder's ContainerView (reads.go readFolder), not a read of
+// one VM (readVMs).
+func isListing(body []byte) bool {
+	return bytes.Contains(body, []byte("<RetrievePropertiesEx ")) && bytes.Contains(body, []byte("<type>ContainerView</type>"))
+}
+
+// HoldListings holds every folder listing after vcsim answered it, until
+// release.
+func (c control) HoldListings() func() { return c.v.listGate.Stall() }
+
+// HeldListings is how many folder listings the front holds now.
+func (c control) HeldListings() int { return c.v.listGate.Held() }
+
+// Listings counts the folder listings begun at the front.
+func (c control) Listings() int { return int(c.v.listings.Load()) }

@@ -84,6 +84,10 @@ type vcsim struct {
 	// vCenter does, instead of once the task ended (awaitTask).
 	tasksRunOn atomic.Bool
 	gate       contracttest.Gate
+	// listings counts the folder listings begun at the front; listGate
+	// holds each after vcsim answered it (HoldListings).
+	listings atomic.Int64
+	listGate contracttest.Gate
 	rejected   atomic.Bool
 	// rejectFrom is the call, counted by calls, from which the operator's
 	// credential is refused (RejectCredentialsFrom); zero: none.
@@ -168,8 +172,15 @@ func startVcsim(t testing.TB) *vcsim {
 			http.Error(w, "upstream connection reset", http.StatusBadGateway)
 			return
 		}
+		listing := isListing(body)
+		if listing {
+			v.listings.Add(1)
+		}
 		rec := httptest.NewRecorder()
 		proxy.ServeHTTP(rec, r)
+		if listing && v.listGate.Pass(r.Context()) != nil {
+			return
+		}
 		v.answered.Add(int64(rec.Body.Len()))
 		if tap := v.tap.Load(); tap != nil {
 			(*tap)(r, body, rec.Body.Bytes())
@@ -769,6 +780,7 @@ func (c control) endSessions(ctx context.Context) {
 // cuts, and accepts the operator's credential again.
 func (c control) Reset() {
 	c.v.model.Service.ClearFaultRules()
+	c.v.listGate.Stall()()
 	c.v.rejected.Store(false)
 	c.v.rejectFrom.Store(0)
 	c.v.mu.Lock()

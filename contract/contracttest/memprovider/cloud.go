@@ -32,6 +32,8 @@ type Cloud struct {
 
 	calls     int
 	gate      contracttest.Gate
+	listings  int               // ListVMs calls begun
+	listGate  contracttest.Gate // holds a listing after its snapshot (HoldListings)
 	faults    map[string][]*APIError
 	afterOp   map[string]*APIError // fail after the op took effect
 	cut       cut                  // one call to cut, counted by calls
@@ -305,7 +307,12 @@ func (c *Cloud) GetVM(ctx context.Context, token, regionName, name string) (VM, 
 
 // ListVMs returns the VMs of a region whose label key has value, filtered
 // on the server.
+// A listing held by HoldListings waits after its snapshot, as a large
+// region takes a while to read.
 func (c *Cloud) ListVMs(ctx context.Context, token, regionName, key, value string) ([]VM, error) {
+	c.mu.Lock()
+	c.listings++
+	c.mu.Unlock()
 	var out []VM
 	err := c.inRegion(ctx, token, "listvms", regionName, func(r *region) error {
 		for _, name := range slices.Sorted(maps.Keys(r.vms)) {
@@ -315,6 +322,9 @@ func (c *Cloud) ListVMs(ctx context.Context, token, regionName, key, value strin
 		}
 		return nil
 	})
+	if err == nil {
+		err = c.listGate.Pass(ctx)
+	}
 	return out, err
 }
 

@@ -201,6 +201,7 @@ func (c Control) CutCall(n int, after bool) error {
 // token again, releases every lock and finishes every delete in progress.
 func (c Control) Reset() {
 	c.Cloud.gate.Stall()()
+	c.Cloud.listGate.Stall()()
 	c.Cloud.mu.Lock()
 	defer c.Cloud.mu.Unlock()
 	clear(c.Cloud.faults)
@@ -219,6 +220,19 @@ func (c Control) Reset() {
 
 // Stall makes every Cloud call hang until release.
 func (c Control) Stall() func() { return c.Cloud.gate.Stall() }
+
+// HoldListings holds every ListVMs after its snapshot until release.
+func (c Control) HoldListings() func() { return c.Cloud.listGate.Stall() }
+
+// HeldListings is how many ListVMs calls wait now.
+func (c Control) HeldListings() int { return c.Cloud.listGate.Held() }
+
+// Listings counts the ListVMs calls begun.
+func (c Control) Listings() int {
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	return c.Cloud.listings
+}
 
 // Held is how many Cloud calls the stall holds now.
 func (c Control) Held() int { return c.Cloud.gate.Held() }

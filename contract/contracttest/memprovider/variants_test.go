@@ -468,6 +468,13 @@ var variants = []variant{
 			return slices.DeleteFunc(all, func(i contract.Instance) bool { return !strings.HasPrefix(i.ProviderID, last+"/") }), err
 		}
 	}, nil},
+	{"shared-lists-share-nothing", "SharedListsAreFresh", func(b *brokenProvider) {
+		// Says it shares its listings (so the operator lets its calls
+		// wait without a call slot) but lists once per call: every
+		// answer is fresh, and a fleet's calls list the region as many
+		// times as there are calls.
+		b.shares = true
+	}, nil},
 	{"shared-lists-stale", "SharedListsAreFresh", func(b *brokenProvider) {
 		// Shares its listings, but a call joins the listing under way,
 		// begun before it, rather than the next one.
