@@ -193,7 +193,10 @@ func uidAndCreatedAtReadBack(e *env) {
 // instance that has not yet run, Get returns Provisioning (or a transient
 // error), never Stopped and never a class that stops the reconcile; a
 // repeat Create meanwhile makes no second instance, and once the lock is
-// gone Create finishes the same instance (§4.6, §4.8).
+// gone Create finishes the same instance (§4.6, §4.8). A Delete while a
+// lock holds either fails transiently, or returns nil and the instance
+// goes once the lock is gone with no other Delete (§4.9): a lock's
+// refusal read as done would leave the instance for good.
 func getDuringLock(e *env) {
 	creator := need[UnstartedCreator](e.t, e.cfg.Backend)
 	locker := need[Locker](e.t, e.cfg.Backend)
@@ -229,6 +232,24 @@ func getDuringLock(e *env) {
 		e.t.Errorf("Create once the lock is gone returned %s, want the locked instance %s", inst.ProviderID, id)
 	}
 	e.expectOne(req)
+
+	unlock, err = locker.Lock(e.ctx(), id)
+	if err != nil {
+		e.t.Fatalf("backend control Lock, a second time: %v", err)
+	}
+	err = e.delete(e.ctx(), e.p, id)
+	unlock()
+	switch {
+	case err == nil:
+		e.waitGone(e.p, id)
+	case contract.ClassOf(err) != contract.ClassTransient:
+		e.t.Errorf("Delete of a locked instance = %v (class %s), want nil or a transient error", err, contract.ClassOf(err))
+	default:
+		if err := e.retryTransient(func() error { return e.delete(e.ctx(), e.p, id) }); err != nil {
+			e.t.Errorf("Delete once the lock is gone: %v", err)
+		}
+		e.waitGone(e.p, id)
+	}
 }
 
 // neverStartedIsNeverStopped: an instance that exists but has never run is

@@ -468,6 +468,17 @@ var variants = []variant{
 			return slices.DeleteFunc(all, func(i contract.Instance) bool { return !strings.HasPrefix(i.ProviderID, last+"/") }), err
 		}
 	}, nil},
+	{"delete-locked-returns-nil", "GetDuringLock", func(b *brokenProvider) {
+		// Reads the backend's "locked" refusal of a delete as done: the
+		// operator releases the Proxy, and the VM stays for good.
+		b.delete = func(ctx context.Context, id string) error {
+			var apiErr *APIError
+			if err := b.Provider.Delete(ctx, id); err != nil && !(errors.As(err, &apiErr) && apiErr.Status == 409) {
+				return err
+			}
+			return nil
+		}
+	}, nil},
 	{"shared-lists-share-nothing", "SharedListsAreFresh", func(b *brokenProvider) {
 		// Says it shares its listings (so the operator lets its calls
 		// wait without a call slot) but lists once per call: every
