@@ -42,7 +42,9 @@
 // replicas: one or two more, the first in the same placement, the other
 // in a drawn one); RejectedCredentialIsNotGone's refusals partway through
 // a Delete (from up to three of its later calls, with
-// CredentialRejecterFrom). Where one shape is the hardest, the rule uses it every run
+// CredentialRejecterFrom); CreateResumesAfterFailure's cut Creates that
+// carry a static network (one of each step's two, with a NetworkReader).
+// Where one shape is the hardest, the rule uses it every run
 // instead: ListByTagSeparatesOwners' second Owner extends the first to
 // the 63 characters an Owner may have, which catches both a prefix match
 // and any truncation. ConcurrentCallsAreSafe draws nothing but repeats:

@@ -51,8 +51,9 @@ func (e *env) expectOne(req contract.CreateRequest) contract.Instance {
 // createResumesAfterFailure: a Create cut off at any of its backend calls —
 // the request lost before it arrived, or the answer lost after the backend
 // did the work — is resumed by the next Create, from a restarted provider,
-// into exactly one instance that carries the request's CloudInit, leaving
-// nothing else behind (§4.7, template entry 10).
+// into exactly one instance that carries the request's CloudInit (and the
+// request's static network, for the drawn half of the cuts that carry
+// one), leaving nothing else behind (§4.7, template entry 10).
 func createResumesAfterFailure(e *env) {
 	faults := need[FaultInjector](e.t, e.cfg.Backend)
 	req := e.request()
@@ -70,11 +71,37 @@ func createResumesAfterFailure(e *env) {
 	counter := need[CallCounter](e.t, e.cfg.Backend)
 	resetter := need[Resetter](e.t, e.cfg.Backend)
 	steps := e.callsOf(counter, func() { e.mustCreate(e.request()) })
+	// Where the provider takes static addresses and the control reads what
+	// the guest is given, one of each step's two cut Creates, drawn,
+	// carries a network (each its own address; the steps are counted with
+	// one too): the resumed instance's guest must be given it, whichever
+	// step the cut fell on.
+	reader, canRead := e.cfg.Backend.(NetworkReader)
+	withNetwork := e.cfg.StaticNetwork != nil && canRead
+	var network contract.StaticNetwork
+	nextNetwork := func() *contract.StaticNetwork {
+		network = neighbour(network)
+		n := network
+		return &n
+	}
+	if withNetwork {
+		network = *e.cfg.StaticNetwork
+		steps = max(steps, e.callsOf(counter, func() {
+			req := e.request()
+			req.Network = nextNetwork()
+			e.mustCreate(req)
+		}))
+	}
 	failed := map[bool]int{} // cuts that made the Create fail, by after
 	for n := 1; n <= steps; n++ {
+		networkAfter := e.draw.IntN(2) == 0 // which of the step's two cuts carries one
 		for _, after := range []bool{false, true} {
 			cut := fmt.Sprintf("call %d of %d cut %s", n, steps, cutWhen(after))
 			req := e.request()
+			if withNetwork && after == networkAfter {
+				req.Network = nextNetwork()
+				cut += ", a static address " + req.Network.Address.String()
+			}
 			if err := cutter.CutCall(n, after); err != nil {
 				e.t.Fatalf("backend control CutCall(%d, %v): %v", n, after, err)
 			}
@@ -90,7 +117,18 @@ func createResumesAfterFailure(e *env) {
 				// retry could mend it.
 				e.checkUserData(inst.ProviderID, req, "after Create succeeded with "+cut)
 			}
-			e.resumeCreate(req, "with "+cut)
+			resumed := e.resumeCreate(req, "with "+cut)
+			if req.Network == nil || resumed.ProviderID == "" {
+				continue
+			}
+			got, err := reader.DeliveredNetwork(e.ctx(), resumed.ProviderID)
+			switch {
+			case err != nil:
+				e.t.Errorf("backend control DeliveredNetwork(%s): %v", resumed.ProviderID, err)
+			case !sameNetwork(got, *req.Network):
+				e.t.Errorf("Create resumed with %s: the guest is given %s via %s, resolvers %v; the request was %s via %s, resolvers %v",
+					cut, got.Address, got.Gateway, got.DNS, req.Network.Address, req.Network.Gateway, req.Network.DNS)
+			}
 		}
 	}
 	e.cutsTookEffect("Create", failed)
@@ -135,18 +173,19 @@ func (e *env) checkUserDataOneOf(id string, reqs []contract.CreateRequest, what 
 
 // resumeCreate repeats req's Create from a restarted provider and checks
 // the result: one instance, the same one a second repeat returns, carrying
-// req.CloudInit where the control can read it.
-func (e *env) resumeCreate(req contract.CreateRequest, what string) {
+// req.CloudInit where the control can read it; it returns the instance.
+func (e *env) resumeCreate(req contract.CreateRequest, what string) contract.Instance {
 	e.t.Helper()
 	inst, err := e.createRetrying(e.cfg.NewProvider(e.t), req)
 	if err != nil {
 		e.t.Errorf("Create resumed %s: %v", what, err)
-		return
+		return contract.Instance{}
 	}
 	if one := e.expectOne(req); one.ProviderID != "" && one.ProviderID != inst.ProviderID {
 		e.t.Errorf("Create resumed %s returned %s, but the instance marked with its UID is %s", what, inst.ProviderID, one.ProviderID)
 	}
 	e.checkUserData(inst.ProviderID, req, "Create resumed "+what)
+	return inst
 }
 
 // callsOf counts the backend calls fn makes.

@@ -468,15 +468,42 @@ var variants = []variant{
 			return slices.DeleteFunc(all, func(i contract.Instance) bool { return !strings.HasPrefix(i.ProviderID, last+"/") }), err
 		}
 	}, nil},
+	{"network-lost-on-resume", "CreateResumesAfterFailure", func(b *brokenProvider) {
+		// Sets the static network as a step after the VM is made (a
+		// config update after a clone), and on resume, finding the VM,
+		// only starts it: a cut between the two leaves the guest without
+		// its address.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			region := req.Placement.Region
+			if req.Network == nil {
+				return b.Provider.Create(ctx, req)
+			}
+			if _, err := b.getVM(ctx, region, req.Name); err == nil {
+				return b.Provider.Create(ctx, req)
+			}
+			bare := req
+			bare.Network = nil
+			inst, err := b.Provider.Create(ctx, bare)
+			if err != nil {
+				return inst, err
+			}
+			n := *req.Network
+			b.cloud.mu.Lock()
+			b.cloud.regions[region].vms[req.Name].Network = &n
+			b.cloud.mu.Unlock()
+			return inst, nil
+		}
+	}, nil},
 	{"delete-locked-returns-nil", "GetDuringLock", func(b *brokenProvider) {
 		// Reads the backend's "locked" refusal of a delete as done: the
 		// operator releases the Proxy, and the VM stays for good.
 		b.delete = func(ctx context.Context, id string) error {
 			var apiErr *APIError
-			if err := b.Provider.Delete(ctx, id); err != nil && !(errors.As(err, &apiErr) && apiErr.Status == 409) {
-				return err
+			err := b.Provider.Delete(ctx, id)
+			if errors.As(err, &apiErr) && apiErr.Status == 409 {
+				return nil
 			}
-			return nil
+			return err
 		}
 	}, nil},
 	{"shared-lists-share-nothing", "SharedListsAreFresh", func(b *brokenProvider) {
