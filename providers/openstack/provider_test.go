@@ -681,7 +681,11 @@ func TestRescheduledBuildAfterItsDeleteIsTerminated(t *testing.T) {
 }
 
 // TestBuildCutShortByItsDeleteIsTerminated: a delete that lands while
-// the compute host spawns the server fails the build's last save, and the
+// the compute host builds the server can be written over by the build's
+// block-device save, which names no expected task state, and the server
+// reads BUILD (spawning) with its delete recorded (osfake's
+// BuildOverDelete cites Nova); or, later, it fails the build's last save,
+// and the
 // build's network clean-up then saves what the build had set: ACTIVE,
 // task_state null, no address (osfake's finishBuild cites Nova), until the
 // terminate queued behind the build's lock destroys it. The lane's harness
@@ -694,26 +698,35 @@ func TestBuildCutShortByItsDeleteIsTerminated(t *testing.T) {
 	c := startCloud(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, time.Hour })
 	p := c.provider(t)
 	ctx := context.Background()
-	for _, static := range []bool{false, true} {
-		req := request(fmt.Sprintf("proxy-cut-short-%t", static))
-		if static {
-			req = staticRequest(req.Name, "10.0.0.201/24")
-		}
-		inst, err := p.Create(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, id, _ := ids.Parse(inst.ProviderID)
-		if err := p.Delete(ctx, inst.ProviderID); err != nil {
-			t.Fatalf("Delete = %v", err)
-		}
-		if err := c.fake.FinishBuild(id); err != nil {
-			t.Fatal(err)
-		}
-		for name, q := range map[string]*Provider{"the provider that deleted it": p, "a restarted provider": c.provider(t)} {
-			got, err := q.Get(ctx, inst.ProviderID)
-			if err != nil || got.State != contract.StateTerminated {
-				t.Errorf("static %t: Get from %s of a build its delete cut short = %s (%q), %v; want Terminated", static, name, got.State, got.Message, err)
+	ends := map[string]func(id string) error{
+		// The build's last save fails; its clean-up saves ACTIVE, no task.
+		"cut short at its end": c.fake.FinishBuild,
+		// The build's block-device save writes over "deleting" and it
+		// goes on spawning (the lane's TestRealCloudFloatingIPSet met it).
+		"written over": c.fake.BuildOverDelete,
+	}
+	for end, play := range ends {
+		for _, static := range []bool{false, true} {
+			req := request(fmt.Sprintf("proxy-%s-%t", strings.ReplaceAll(end, " ", "-"), static))
+			if static {
+				req = staticRequest(req.Name, "10.0.0.201/24")
+			}
+			inst, err := p.Create(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, id, _ := ids.Parse(inst.ProviderID)
+			if err := p.Delete(ctx, inst.ProviderID); err != nil {
+				t.Fatalf("Delete = %v", err)
+			}
+			if err := play(id); err != nil {
+				t.Fatal(err)
+			}
+			for name, q := range map[string]*Provider{"the provider that deleted it": p, "a restarted provider": c.provider(t)} {
+				got, err := q.Get(ctx, inst.ProviderID)
+				if err != nil || got.State != contract.StateTerminated {
+					t.Errorf("static %t: Get from %s of a build %s by its delete = %s (%q), %v; want Terminated", static, name, end, got.State, got.Message, err)
+				}
 			}
 		}
 	}

@@ -35,8 +35,9 @@ func TestRealCloudFloatingIPs(t *testing.T) {
 	region := rc.tenant.cfg.Regions["one"]
 	region.FloatingIPs = &FloatingIPs{Network: external}
 	rc.tenant.cfg.Regions["one"] = region
+	ghosts := watchGhosts(t, rc)
 	contracttest.Run(t, contracttest.Config{
-		NewProvider: func(t *testing.T) contract.Provider { return rc.provider(t) },
+		NewProvider: func(t *testing.T) contract.Provider { return ghosts.provider(t, rc) },
 		Backend:     &realControl{rc: rc, t: t},
 		Placement:   contract.Placement{Region: "one", Zone: "zone", MachineType: "small", Image: "proxy"},
 		// Every server boots on a port of the provider's, whose address
@@ -73,8 +74,9 @@ func TestRealCloudFloatingIPSet(t *testing.T) {
 	region := rc.tenant.cfg.Regions["one"]
 	region.FloatingIPs = &FloatingIPs{Network: external, Addresses: set}
 	rc.tenant.cfg.Regions["one"] = region
+	ghosts := watchGhosts(t, rc)
 	contracttest.Run(t, contracttest.Config{
-		NewProvider:        func(t *testing.T) contract.Provider { return rc.provider(t) },
+		NewProvider:        func(t *testing.T) contract.Provider { return ghosts.provider(t, rc) },
 		Backend:            &realControl{rc: rc, t: t},
 		Placement:          contract.Placement{Region: "one", Zone: "zone", MachineType: "small", Image: "proxy"},
 		IPAssignedAtCreate: true,

@@ -44,6 +44,14 @@ import (
 // ends on a cloud with no other host, ERROR with no task
 // (goingAfterDelete).
 //
+// A delete that lands while the compute host builds the server, before
+// the build's block-device step, is written over by that step's save,
+// which names no expected task state: task_state block_device_mapping,
+// then spawning, whose save expects it (nova/compute/manager.py
+// _build_resources, _build_and_run_instance). The lane read BUILD
+// (spawning) right after a forceDelete's 202. So a building server in any
+// task but deleting is read with its instance actions (mayBeGoing).
+//
 // And a delete that lands while the compute host spawns the server fails
 // the build's last save, which expects task_state "spawning"; the build
 // then releases its network and saves again with no expected task state,
@@ -59,14 +67,15 @@ var schedulingPoll = 500 * time.Millisecond
 
 // mayBeGoing tells a read that may be what Nova leaves of a build its
 // delete cut short, for as long as the delete's terminate waits on the
-// build: BUILD (scheduling) after a reschedule, ERROR with no task where
-// the reschedule found no host, ACTIVE with no task and without its
-// address after the build's clean-up. Only a recorded delete tells it
-// from a build (deleteRecorded).
+// build: BUILD in any task but deleting (a build step's save written over
+// the delete's, a reschedule), ERROR with no task where the reschedule
+// found no host, ACTIVE with no task and without its address after the
+// build's clean-up. Only a recorded delete tells it from a build
+// (deleteRecorded): one call more per read of a building server.
 func mayBeGoing(s servers.Server) bool {
 	switch {
-	case beingScheduled(s):
-		return true
+	case s.Status == "BUILD":
+		return s.TaskState != "deleting"
 	case s.TaskState != "":
 		return false
 	case s.Status == "ERROR":

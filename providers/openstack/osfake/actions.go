@@ -83,3 +83,20 @@ func (c *Cloud) RescheduleBuild(id string, hostsLeft bool) error {
 		s.fail = "Exceeded maximum number of retries. Exhausted all hosts available for retrying build failures for instance " + s.id + "."
 	})
 }
+
+// BuildOverDelete plays a delete that lands while the compute host builds
+// the server, before the build's block-device step: that step saves
+// task_state block_device_mapping with no expected task state, over the
+// delete's "deleting", and the build goes on to spawning, whose save
+// expects block_device_mapping and succeeds (nova/compute/manager.py
+// _build_resources, _build_and_run_instance). The server reads BUILD
+// (spawning) with its delete recorded until the terminate, queued behind
+// the build's instance lock, destroys it (DeleteDelay). The lane met it:
+// a forceDelete answered 202, then two reads of BUILD (spawning), then 404.
+func (c *Cloud) BuildOverDelete(id string) error {
+	return c.withServer(id, func(s *server) {
+		if s.status == statusBuild && s.deleting {
+			s.taskState, s.updated = "spawning", time.Now().UTC()
+		}
+	})
+}

@@ -90,7 +90,7 @@ func actionNames(t *testing.T, compute *gophercloud.ServiceClient, id string) []
 // task, no address, with the delete recorded, until the terminate destroys
 // it (nova.go cutShort cites Nova).
 func TestBuildCutShortByItsDelete(t *testing.T) {
-	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 300 * time.Millisecond })
+	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, 300*time.Millisecond })
 	ctx := context.Background()
 	id := create(t, c, compute, "cut-short")
 	if err := servers.Delete(ctx, compute, id).ExtractErr(); err != nil {
@@ -109,5 +109,26 @@ func TestBuildCutShortByItsDelete(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	if _, err := servers.Get(ctx, compute, id).Extract(); !gophercloud.ResponseCodeIs(err, 404) {
 		t.Errorf("get once the terminate ran = %v, want 404", err)
+	}
+}
+
+// A build whose block-device save came after its delete reads BUILD
+// (spawning) with the delete recorded (actions.go BuildOverDelete cites
+// Nova).
+func TestBuildOverItsDelete(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.HoldBuilds, o.DeleteDelay = true, time.Hour })
+	ctx := context.Background()
+	id := create(t, c, compute, "over-delete")
+	if err := servers.Delete(ctx, compute, id).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.BuildOverDelete(id); err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, compute, id); s.Status != "BUILD" || s.TaskState != "spawning" {
+		t.Errorf("a build written over its delete reads %s (%q), want BUILD (spawning)", s.Status, s.TaskState)
+	}
+	if got := actionNames(t, compute, id); len(got) != 2 || got[0] != "delete" {
+		t.Errorf("actions = %v, want [delete create]", got)
 	}
 }
