@@ -88,7 +88,7 @@ type vcsim struct {
 	// holds each after vcsim answered it (HoldListings).
 	listings atomic.Int64
 	listGate contracttest.Gate
-	rejected   atomic.Bool
+	rejected atomic.Bool
 	// rejectFrom is the call, counted by calls, from which the operator's
 	// credential is refused (RejectCredentialsFrom); zero: none.
 	rejectFrom atomic.Int64
