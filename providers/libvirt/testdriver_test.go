@@ -410,6 +410,7 @@ type control struct{ b *testBackend }
 var (
 	_ contracttest.GuestReporter          = control{}
 	_ contracttest.StateInjector          = control{}
+	_ contracttest.PowerOffer             = control{}
 	_ contracttest.UnstartedCreator       = control{}
 	_ contracttest.Locker                 = control{}
 	_ contracttest.DeleteStarter          = control{}

@@ -124,6 +124,7 @@ var (
 	_ contracttest.GuestReporter          = control{}
 	_ contracttest.CredentialRejecterFrom = control{}
 	_ contracttest.StateInjector          = control{}
+	_ contracttest.PowerOffer             = control{}
 	_ contracttest.UnstartedCreator       = control{}
 	_ contracttest.Locker                 = control{}
 	_ contracttest.DeleteStarter          = control{}

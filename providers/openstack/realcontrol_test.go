@@ -52,6 +52,7 @@ type realControl struct {
 var (
 	_ contracttest.GuestReporter      = (*realControl)(nil)
 	_ contracttest.StateInjector      = (*realControl)(nil)
+	_ contracttest.PowerOffer         = (*realControl)(nil)
 	_ contracttest.UnmarkedCreator    = (*realControl)(nil)
 	_ contracttest.LegacyCreator      = (*realControl)(nil)
 	_ contracttest.Staller            = (*realControl)(nil)

@@ -409,6 +409,8 @@ type control struct{ v *vcsim }
 var (
 	_ contracttest.GuestReporter          = control{}
 	_ contracttest.StateInjector          = control{}
+	_ contracttest.PowerOffer             = control{}
+	_ contracttest.ListingHolder          = control{}
 	_ contracttest.UnstartedCreator       = control{}
 	_ contracttest.Locker                 = control{}
 	_ contracttest.DeleteStarter          = control{}

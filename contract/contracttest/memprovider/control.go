@@ -21,6 +21,8 @@ type Control struct {
 var (
 	_ contracttest.GuestReporter          = Control{}
 	_ contracttest.StateInjector          = Control{}
+	_ contracttest.PowerOffer             = Control{}
+	_ contracttest.ListingHolder          = Control{}
 	_ contracttest.UnstartedCreator       = Control{}
 	_ contracttest.LegacyCreator          = Control{}
 	_ contracttest.Locker                 = Control{}
