@@ -397,7 +397,7 @@ func (s *Server) StopVM(vmid int) error {
 	if !ok || v.status != "running" {
 		return fmt.Errorf("no running VM %d", vmid)
 	}
-	v.status, v.qmp, v.agent = "stopped", "", nil
+	v.stop()
 	return nil
 }
 

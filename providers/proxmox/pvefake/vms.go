@@ -276,11 +276,15 @@ func (s *Server) power(req *request, v *vm, action string) (any, *apiError) {
 		if action == "start" {
 			v.status, v.qmp = "running", ""
 		} else {
-			v.status, v.qmp, v.agent = "stopped", "", nil
+			v.stop()
 		}
 	})
 	return t.upid, nil
 }
+
+// stop is what a qmstop task leaves: the VM stopped, QEMU and its guest
+// agent gone.
+func (v *vm) stop() { v.status, v.qmp, v.agent = "stopped", "", nil }
 
 // clone is POST /nodes/{node}/qemu/{vmid}/clone.
 func (s *Server) clone(req *request, src *vm) (any, func(), *apiError, bool) {
