@@ -179,14 +179,13 @@ func (k control) DeliveredNetwork(_ context.Context, providerID string) (contrac
 	return parseNetworkData(raw)
 }
 
-// PowerOff stops the server as Nova's os-stop leaves it: SHUTOFF,
-// vm_state stopped, no task (nova/compute/manager.py stop_instance).
+// PowerOff stops the server as Nova's os-stop leaves it (StopServer).
 func (k control) PowerOff(_ context.Context, providerID string) error {
 	id, err := serverID(providerID)
 	if err != nil {
 		return err
 	}
-	return k.c.fake.SetStatus(id, "SHUTOFF", "stopped", "")
+	return k.c.fake.StopServer(id)
 }
 
 // SetUnknownState gives the server a status no Nova has today.

@@ -271,6 +271,16 @@ func (c *Cloud) SetStatus(id, status, vmState, taskState string) error {
 	})
 }
 
+// StopServer stops the server as os-stop leaves it: SHUTOFF, vm_state
+// stopped, no task, power_state 4 (SHUTDOWN), which stop_instance reads
+// back from the driver (nova/compute/manager.py stop_instance,
+// nova/compute/power_state.py).
+func (c *Cloud) StopServer(id string) error {
+	return c.withServer(id, func(s *server) {
+		s.status, s.vmState, s.taskState, s.powerState, s.updated = "SHUTOFF", "stopped", "", 4, time.Now().UTC()
+	})
+}
+
 // BeginDelete starts the server's deletion and holds it in task_state
 // deleting until finish, which lets it end.
 func (c *Cloud) BeginDelete(id string) (finish func(), err error) {
