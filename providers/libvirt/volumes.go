@@ -54,14 +54,19 @@ func (p *Provider) instanceVolumes(ctx context.Context, region, poolName, name s
 			if err == nil {
 				doc, err := overlay.GetXMLDesc(0)
 				_ = overlay.Free()
-				if err != nil {
+				switch {
+				case isNotFound(classify(err)):
+					// Deleted between the lookup and the read, by an
+					// overlapping Delete: absent, as if never looked up.
+				case err != nil:
 					return err
+				default:
+					var v libvirtxml.StorageVolume
+					if err := v.Unmarshal(doc); err != nil {
+						return fmt.Errorf("volume %s: %w", overlayName(name), err)
+					}
+					out[overlayName(name)] = ownOverlay(&v)
 				}
-				var v libvirtxml.StorageVolume
-				if err := v.Unmarshal(doc); err != nil {
-					return fmt.Errorf("volume %s: %w", overlayName(name), err)
-				}
-				out[overlayName(name)] = ownOverlay(&v)
 			} else if !isNotFound(classify(err)) {
 				return err
 			}
