@@ -195,8 +195,11 @@ openstack-down: ## Stop the OpenStack of openstack-up and remove its namespace (
 # recorded delete, docs/openstack-provider-spec.md entry 11). A regexp of
 # go test -skip, e.g. ^TestContractRealCloud$$/^(DeleteTwice)$$.
 OPENSTACK_REAL_SKIP =
-test-integration-openstack-local: ## The OpenStack provider's harness, lifecycle, real faults and the osfake differential against OpenStack's own services in a network namespace (hack/openstack/; root; docs/testing.md).
-	OPENSTACK_TEST_NO_GUEST=1 hack/openstack/run.sh sh -c 'cd $(CURDIR)/providers/openstack && $(GO) test -count=1 -timeout 60m -run "^(TestIntegration|TestIntegrationOptions|TestContractRealCloud|TestRealCloud[A-Za-z]*|TestDifferential)$$" $(if $(OPENSTACK_REAL_SKIP),-skip "$(OPENSTACK_REAL_SKIP)") -v .'
+test-integration-openstack-local: ## The OpenStack provider's harness, lifecycle, real faults and the osfake differential, and a Proxy keeping its floating IP under the operator, against OpenStack's own services in a network namespace (hack/openstack/; root; docs/testing.md).
+	OPENSTACK_TEST_NO_GUEST=1 hack/openstack/run.sh sh -c 'cd $(CURDIR)/operator && $(GO) test -tags openstack -count=1 -timeout 10m -run "^TestRealCloudProxyKeepsItsFloatingIP$$" -v ./internal/controller/proxy/; operator=$$?; \
+		cd $(CURDIR)/providers/openstack && $(GO) test -count=1 -timeout 60m -run "^(TestIntegration|TestIntegrationOptions|TestContractRealCloud|TestRealCloud[A-Za-z]*|TestDifferential)$$" $(if $(OPENSTACK_REAL_SKIP),-skip "$(OPENSTACK_REAL_SKIP)") -v . && exit $$operator'
+# The operator's test on the lane runs a control plane of its own.
+test-integration-openstack-local: export KUBEBUILDER_ASSETS = $(shell hack/control-plane.sh)
 
 openstack-secret: ## Print the credentials Secret for OpenStack from OPENSTACK_CLOUDS_FILE (and OPENSTACK_CA_FILE if set).
 	hack/credentials-secret.sh openstack-clouds.yaml=$(OPENSTACK_CLOUDS_FILE) $(if $(OPENSTACK_CA_FILE),openstack-ca.pem=$(OPENSTACK_CA_FILE))

@@ -86,6 +86,17 @@ def resources(conn):
     if not list(conn.network.subnets(network_id=ext.id)):
         conn.network.create_subnet(name=env["OS_EXTERNAL_NETWORK"] + "-v4", network_id=ext.id,
                                    ip_version=4, cidr=env["OS_EXTERNAL_CIDR"], is_dhcp_enabled=False)
+    # The project's network routed to the external one, as a cloud's
+    # self-service network is: a floating IP is associated only with a
+    # port whose subnet a router joins to the floating IP's network
+    # (neutron/db/l3_db.py get_router_for_floatingip). The operator's
+    # test on this cloud uses it (docs/testing.md).
+    router = conn.network.find_router(env["OS_NETWORK"], project_id=egress.id)
+    if router is None:
+        router = conn.network.create_router(name=env["OS_NETWORK"], project_id=egress.id,
+                                            external_gateway_info={"network_id": ext.id})
+        subnet = next(conn.network.subnets(network_id=net.id))
+        conn.network.add_interface_to_router(router, subnet_id=subnet.id)
     # Low enough for a test to reach: instances 5 (cores and RAM match
     # five of the flavor).
     conn.set_compute_quotas(egress.id, instances=5, cores=5, ram=5 * 512)
