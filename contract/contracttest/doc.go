@@ -51,6 +51,10 @@
 // after its races it makes ten rounds of Deletes, Gets and lists at once
 // on the instances gone, so that the race detector, which a lock the calls
 // share elsewhere often blinds, sees a cache no lock guards on every run.
+// CallsAreBounded also makes a provider while the backend hangs, every
+// run: its constructor must return at once and its first call, which
+// connects and logs in, within the call budget, so a provider that bounds
+// its calls but not its dial fails.
 // SharedListsAreFresh holds, with a ListingHolder, a listing after its
 // snapshot instead of relying on a backend's latency, so that a call
 // joining the listing under way, or a "shared" listing that shares

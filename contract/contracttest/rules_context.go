@@ -82,7 +82,12 @@ func cancelledContextReturnsPromptly(e *env) {
 }
 
 // callsAreBounded: with no deadline on ctx, the provider bounds every call
-// itself, so a hanging backend cannot pin a worker (§1.5).
+// itself, so a hanging backend cannot pin a worker (§1.5). Two shapes: the
+// calls of a provider that has already reached the backend, and a provider
+// made while the backend hangs, whose constructor must not dial (§7) and
+// whose first call, the one that connects and logs in, is bounded like any
+// other: a provider that bounds its calls but not its dial passes the first
+// shape.
 func callsAreBounded(e *env) {
 	if e.cfg.CallBudget == 0 {
 		e.t.Skip("skipped: Config.CallBudget is not set")
@@ -102,6 +107,24 @@ func callsAreBounded(e *env) {
 		case contract.ClassOf(err) != contract.ClassTransient:
 			e.t.Errorf("%s against a hanging backend = %v (class %s), want transient", c.name, err, contract.ClassOf(err))
 		}
+	}
+
+	var fresh contract.Provider
+	if made, _ := within(&pending, PromptBound, func() error { fresh = e.cfg.NewProvider(e.t); return nil }); !made {
+		e.t.Errorf("making a provider while the backend hangs had not returned after %s: the constructor must not dial (§7)", PromptBound)
+		return
+	}
+	returned, err := within(&pending, e.cfg.CallBudget+PromptBound, func() error {
+		_, err := e.get(e.ctx(), fresh, inst.ProviderID)
+		return err
+	})
+	switch {
+	case !returned:
+		e.t.Errorf("the first call (Get) of a provider made while the backend hangs had not returned after %s, the call budget is %s: its connection or login is not bounded", e.cfg.CallBudget+PromptBound, e.cfg.CallBudget)
+	case err == nil:
+		e.t.Errorf("the first call (Get) of a provider made while the backend hangs returned no error")
+	case contract.ClassOf(err) != contract.ClassTransient:
+		e.t.Errorf("the first call (Get) of a provider made while the backend hangs = %v (class %s), want transient", err, contract.ClassOf(err))
 	}
 }
 

@@ -264,6 +264,26 @@ var variants = []variant{
 		}
 	}, func(cfg *Config) { cfg.CallTimeout = 5 * time.Second }},
 	{"no-call-timeout", "CallsAreBounded", func(*brokenProvider) {}, func(cfg *Config) { cfg.CallTimeout = time.Hour }},
+	{"constructor-dials", "CallsAreBounded", func(b *brokenProvider) {
+		// A login check at construction, with nothing bounding it.
+		_ = b.cloud.WhoAmI(context.Background(), b.cfg.Token)
+	}, nil},
+	{"first-call-dials-unbounded", "CallsAreBounded", func(b *brokenProvider) {
+		// The first call logs in outside the call's budget; every call
+		// after it is bounded.
+		var login sync.Once
+		connect := func(ctx context.Context) {
+			login.Do(func() { _ = b.cloud.WhoAmI(context.WithoutCancel(ctx), b.cfg.Token) })
+		}
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			connect(ctx)
+			return b.Provider.Create(ctx, req)
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			connect(ctx)
+			return b.Provider.Get(ctx, id)
+		}
+	}, nil},
 	{"check-order-unstable", "CheckerReasons", func(b *brokenProvider) {
 		var n atomic.Int64
 		b.check = func(ctx context.Context) []contract.CheckResult {
