@@ -55,6 +55,9 @@
 // run: its constructor must return at once and its first call, which
 // connects and logs in, within the call budget, so a provider that bounds
 // its calls but not its dial fails.
+// LogLinesNameTheInstance captures the process-wide outputs too, so a
+// provider that logs only outside the logger in ctx fails instead of
+// being skipped as one that logs nothing.
 // SharedListsAreFresh holds, with a ListingHolder, a listing after its
 // snapshot instead of relying on a backend's latency, so that a call
 // joining the listing under way, or a "shared" listing that shares

@@ -142,15 +142,25 @@ func childSpans(e *env) {
 // logLinesNameTheInstance: every line the provider logs while working on
 // one instance carries the provider key the operator set and the instance
 // key: the instance's name in Create, the providerID Get and Delete were
-// given (§12), so one search finds every line of one call.
+// given (§12), so one search finds every line of one call. And it logs
+// with the logger in ctx only: a line on stderr, the standard library's
+// log or slog default, or OpenTelemetry's error handler reaches no
+// operator's log pipeline with its keys (a provider that logs only there
+// would otherwise pass as one that logs nothing).
 func logLinesNameTheInstance(e *env) {
 	req := e.request()
 	start := len(e.logs.snapshot())
+	stop := e.captureGlobals()
 	inst := e.mustCreate(req)
 	created := len(e.logs.snapshot())
 	_, _ = e.get(e.ctx(), e.p, inst.ProviderID)
-	if err := e.delete(e.ctx(), e.p, inst.ProviderID); err != nil {
+	err := e.delete(e.ctx(), e.p, inst.ProviderID)
+	stop()
+	if err != nil {
 		e.t.Fatalf("Delete: %v", err)
+	}
+	if out := e.globals.text(); out != "" {
+		e.t.Errorf("the provider wrote outside the logger in ctx (stderr, log, slog's default or OpenTelemetry's error handler) during Create, Get and Delete:\n%s", out)
 	}
 	lines := e.logs.since(start)
 	if len(lines) == 0 {

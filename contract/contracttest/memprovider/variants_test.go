@@ -435,6 +435,22 @@ var variants = []variant{
 			return b.Provider.Get(ctx, id)
 		}
 	}, nil},
+	{"logs-outside-ctx-logger", "LogLinesNameTheInstance", func(b *brokenProvider) {
+		// Its own lines go to slog's default, with the instance named;
+		// the logger in ctx gets none.
+		quiet := func(ctx context.Context) context.Context { return logr.NewContext(ctx, logr.Discard()) }
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			slog.Info("creating instance", contract.LogKeyInstance, req.Name)
+			return b.Provider.Create(quiet(ctx), req)
+		}
+		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
+			return b.Provider.Get(quiet(ctx), id)
+		}
+		b.delete = func(ctx context.Context, id string) error {
+			slog.Info("deleting instance", contract.LogKeyInstance, id)
+			return b.Provider.Delete(quiet(ctx), id)
+		}
+	}, nil},
 
 	// Variants added when each check was made to test its rule rather than
 	// one mistake (the first set of broken variants): each breaks one MUST in a way a provider
