@@ -72,6 +72,17 @@ type UnmarkedCreator interface {
 	DeleteUnmarked(ctx context.Context, providerID string) error
 }
 
+// UIDMarkedCreator makes an instance named name in the placement's
+// location that carries the UID mark valued uid and no managed mark, as a
+// VM copied from one of the operator's with its managed mark taken off
+// would: a provider that tells its instances by the UID mark alone takes
+// it for the Proxy's. DeleteUnmarked (UnmarkedCreator) removes it. Rules:
+// ListByTagExcludesUnmarked, CreateNeverAdoptsUnmarked (each checks this
+// shape only with it).
+type UIDMarkedCreator interface {
+	CreateUIDMarked(ctx context.Context, name string, placement contract.Placement, uid string) (providerID string, err error)
+}
+
 // LegacyCreator makes the instance req describes as a provider of contract
 // v0.2 and earlier did, before marks named their owner: every mark, with
 // LabelManaged valued contract.LegacyManagedValue whatever req.Owner says,

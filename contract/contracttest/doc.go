@@ -55,6 +55,9 @@
 // run: its constructor must return at once and its first call, which
 // connects and logs in, within the call budget, so a provider that bounds
 // its calls but not its dial fails.
+// ListByTagExcludesUnmarked and CreateNeverAdoptsUnmarked, with a
+// UIDMarkedCreator, also meet an instance with the UID mark and no
+// managed mark, every run.
 // LogLinesNameTheInstance captures the process-wide outputs too, so a
 // provider that logs only outside the logger in ctx fails instead of
 // being skipped as one that logs nothing.

@@ -240,6 +240,28 @@ func createNeverAdoptsUnmarked(e *env) {
 		e.track(inst.ProviderID)
 	}
 
+	// Nor one of the same name that carries the request's own UID mark
+	// but no managed mark (a copy of the Proxy's VM, unmarked).
+	if uidOnly, ok := e.cfg.Backend.(UIDMarkedCreator); ok {
+		copied := e.request()
+		copyID, err := uidOnly.CreateUIDMarked(e.ctx(), copied.Name, copied.Placement, copied.UID)
+		if err != nil {
+			e.t.Fatalf("backend control CreateUIDMarked: %v", err)
+		}
+		e.trackForeign(copyID)
+		for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
+			inst, err := e.create(e.ctx(), p, copied)
+			switch {
+			case err != nil && !errors.Is(err, contract.ErrPermanent):
+				e.t.Errorf("Create over an instance of the same name with the request's UID mark and no managed mark failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
+			case err == nil && inst.ProviderID == copyID:
+				e.t.Errorf("Create adopted %s, which carries the request's UID mark but no managed mark", copyID)
+			case err == nil:
+				e.track(inst.ProviderID)
+			}
+		}
+	}
+
 	// Nor another Proxy's: an instance of the same name marked managed
 	// with another UID (a Proxy recreated under the same name, another
 	// install's) is a collision too, under this Owner or another.

@@ -20,6 +20,15 @@ func listByTagExcludesUnmarked(e *env) {
 		e.t.Fatalf("backend control CreateUnmarked: %v", err)
 	}
 	e.trackForeign(foreignID)
+	foreigners := map[string]string{foreignID: "the unmarked instance"}
+	if uidOnly, ok := e.cfg.Backend.(UIDMarkedCreator); ok {
+		id, err := uidOnly.CreateUIDMarked(e.ctx(), req.Name+"-u", req.Placement, req.UID)
+		if err != nil {
+			e.t.Fatalf("backend control CreateUIDMarked: %v", err)
+		}
+		e.trackForeign(id)
+		foreigners[id] = "the instance with the UID mark and no managed mark"
+	}
 	e.mustCreate(req)
 	for _, filter := range [][2]string{
 		{contract.LabelManaged, e.owner}, {contract.LabelManaged, contract.LegacyManagedValue}, {contract.LabelUID, req.UID},
@@ -29,8 +38,8 @@ func listByTagExcludesUnmarked(e *env) {
 			e.t.Fatalf("ListByTag(%s, %s): %v", filter[0], filter[1], err)
 		}
 		for _, inst := range found {
-			if inst.ProviderID == foreignID {
-				e.t.Errorf("ListByTag(%s, %s) returned the unmarked instance %s", filter[0], filter[1], foreignID)
+			if what, ok := foreigners[inst.ProviderID]; ok {
+				e.t.Errorf("ListByTag(%s, %s) returned %s %s", filter[0], filter[1], what, inst.ProviderID)
 			}
 		}
 	}

@@ -28,6 +28,7 @@ var (
 	_ contracttest.Locker                 = Control{}
 	_ contracttest.DeleteStarter          = Control{}
 	_ contracttest.UnmarkedCreator        = Control{}
+	_ contracttest.UIDMarkedCreator       = Control{}
 	_ contracttest.Holder                 = Control{}
 	_ contracttest.FaultInjector          = Control{}
 	_ contracttest.CredentialRejecter     = Control{}
@@ -171,7 +172,18 @@ func (c Control) CreateUnmarked(ctx context.Context, name string, pl contract.Pl
 	return ids.Format(vm.Region, vm.Name), nil
 }
 
-// DeleteUnmarked removes a VM CreateUnmarked made.
+// CreateUIDMarked makes a VM with the UID label valued uid and no managed
+// label, as a copy of the operator's VM with that label taken off.
+func (c Control) CreateUIDMarked(ctx context.Context, name string, pl contract.Placement, uid string) (string, error) {
+	vm, err := c.Cloud.CreateVM(ctx, c.Cloud.token, pl.Region, VMSpec{Name: name, Image: c.Cloud.images[0], CPUs: 1, MemoryMiB: 512,
+		Labels: map[string]string{contract.LabelUID: uid}})
+	if err != nil {
+		return "", err
+	}
+	return ids.Format(vm.Region, vm.Name), nil
+}
+
+// DeleteUnmarked removes a VM CreateUnmarked or CreateUIDMarked made.
 func (c Control) DeleteUnmarked(_ context.Context, providerID string) error {
 	regionName, name, err := ids.Parse(providerID)
 	if err != nil {

@@ -244,7 +244,11 @@ func (p *Provider) ListByTag(ctx context.Context, key, value string) ([]contract
 			return nil, fmt.Errorf("list region %q: %w", region, err)
 		}
 		for _, vm := range vms {
-			out = append(out, instance(vm))
+			// The UID label alone is not the operator's: a copy of its VM
+			// with the managed label taken off keeps it.
+			if vm.Labels[contract.LabelManaged] != "" {
+				out = append(out, instance(vm))
+			}
 		}
 	}
 	return out, nil

@@ -179,6 +179,32 @@ var variants = []variant{
 			return b.Provider.ListByTag(ctx, "", "")
 		}
 	}, nil},
+	{"list-by-uid-alone", "ListByTagExcludesUnmarked", func(b *brokenProvider) {
+		// Lists by the key asked for only: a VM with the UID label and
+		// no managed label is taken for the operator's.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			var out []contract.Instance
+			for _, region := range b.cfg.Regions {
+				vms, err := b.cloud.ListVMs(ctx, b.cfg.Token, region, key, value)
+				if err != nil {
+					return nil, err
+				}
+				for _, vm := range vms {
+					out = append(out, instance(vm))
+				}
+			}
+			return out, nil
+		}
+	}, nil},
+	{"create-adopts-uid-mark", "CreateNeverAdoptsUnmarked", func(b *brokenProvider) {
+		// Resumes any VM of the name that carries the request's UID.
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			if vm, err := b.getVM(ctx, req.Placement.Region, req.Name); err == nil && vm.Labels[contract.LabelUID] == req.UID {
+				return instance(vm), nil
+			}
+			return b.Provider.Create(ctx, req)
+		}
+	}, nil},
 	{"deleting-looks-alive", "GetDuringDelete", func(b *brokenProvider) {
 		b.get = mapGet(b.Provider, func(inst contract.Instance, vm VM) (contract.Instance, error) {
 			if vm.Deleting {
