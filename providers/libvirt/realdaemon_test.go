@@ -121,6 +121,7 @@ var (
 	_ contracttest.CallCounter      = (*realControl)(nil)
 	_ contracttest.UnstartedCreator = (*realControl)(nil)
 	_ contracttest.UnmarkedCreator  = (*realControl)(nil)
+	_ contracttest.UIDMarkedCreator = (*realControl)(nil)
 	_ contracttest.DeleteStarter    = (*realControl)(nil)
 	_ contracttest.LegacyCreator    = (*realControl)(nil)
 	_ contracttest.Inventory        = (*realControl)(nil)
@@ -191,6 +192,10 @@ func (r *realControl) CreateLegacy(ctx context.Context, req contract.CreateReque
 
 func (r *realControl) CreateUnmarked(ctx context.Context, name string, pl contract.Placement) (string, error) {
 	return control{r.b}.CreateUnmarked(ctx, name, pl)
+}
+
+func (r *realControl) CreateUIDMarked(ctx context.Context, name string, pl contract.Placement, uid string) (string, error) {
+	return control{r.b}.CreateUIDMarked(ctx, name, pl, uid)
 }
 
 func (r *realControl) DeleteUnmarked(ctx context.Context, providerID string) error {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -415,6 +416,7 @@ var (
 	_ contracttest.Locker                 = control{}
 	_ contracttest.DeleteStarter          = control{}
 	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.UIDMarkedCreator       = control{}
 	_ contracttest.Staller                = control{}
 	_ contracttest.FaultInjector          = control{}
 	_ contracttest.CredentialRejecter     = control{}
@@ -638,15 +640,40 @@ func (c control) CreateUnmarked(_ context.Context, name string, pl contract.Plac
 	return id, dom.Create()
 }
 
-// DeleteUnmarked removes a domain CreateUnmarked made, and leaves alone
-// one that carries the operator's marks.
+// CreateUIDMarked defines and starts a domain whose metadata element
+// carries the UID and no managed mark, as a copy of the operator's domain
+// with that mark emptied by hand would.
+func (c control) CreateUIDMarked(_ context.Context, name string, pl contract.Placement, uid string) (string, error) {
+	conn, ok := c.b.conns[pl.Region]
+	if !ok {
+		return "", fmt.Errorf("control: no region %q", pl.Region)
+	}
+	meta, err := xml.Marshal(marks{UID: uid})
+	if err != nil {
+		return "", err
+	}
+	dom, err := conn.DomainDefineXML(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory><metadata>%s</metadata>
+<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><interface type='network'><source network='%s'/></interface></devices></domain>`, name, meta, c.b.networks[pl.Region]))
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = dom.Free() }()
+	id := ids.Format(pl.Region, name)
+	c.b.mu.Lock()
+	c.b.foreign[id] = true
+	c.b.mu.Unlock()
+	return id, dom.Create()
+}
+
+// DeleteUnmarked removes a domain CreateUnmarked or CreateUIDMarked made,
+// and leaves alone one that carries the operator's managed mark.
 func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
 	err := c.b.withDomain(providerID, func(dom *libvirt.Domain) error {
-		doc, err := dom.GetXMLDesc(0)
+		_, m, err := definition(dom)
 		if err != nil {
 			return err
 		}
-		if strings.Contains(doc, xmlNamespace) {
+		if m.Managed != "" {
 			return fmt.Errorf("control: %s carries the operator's marks; not removing it", providerID)
 		}
 		if active, err := dom.IsActive(); err == nil && active {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -129,6 +130,7 @@ var (
 	_ contracttest.Locker                 = control{}
 	_ contracttest.DeleteStarter          = control{}
 	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.UIDMarkedCreator       = control{}
 	_ contracttest.Staller                = control{}
 	_ contracttest.FaultInjector          = control{}
 	_ contracttest.CredentialRejecter     = control{}
@@ -273,8 +275,36 @@ func (k control) CreateUnmarked(_ context.Context, name string, pl contract.Plac
 	return ids.Format(pl.Region, id), nil
 }
 
-// DeleteUnmarked removes a server CreateUnmarked made; a server carrying
-// the marks is not the control's to remove.
+// CreateUIDMarked makes a server with the UID's tag and metadata and
+// neither the managed tag nor the managed metadata (uidOnlyMarks).
+func (k control) CreateUIDMarked(_ context.Context, name string, pl contract.Placement, uid string) (string, error) {
+	region := k.c.cfg.Regions[pl.Region]
+	tags, metadata := uidOnlyMarks(uid)
+	id := k.c.fake.CreateServer(osfake.ServerSpec{Name: name, Region: region.Name, Tags: tags, Metadata: metadata})
+	k.c.mu.Lock()
+	defer k.c.mu.Unlock()
+	if k.c.unmarked == nil {
+		k.c.unmarked = map[string]bool{}
+	}
+	k.c.unmarked[id] = true
+	return ids.Format(pl.Region, id), nil
+}
+
+// uidOnlyMarks are the tags and metadata of a copy of the operator's
+// server with the managed marks taken off: the UID's only.
+func uidOnlyMarks(uid string) ([]string, map[string]string) {
+	return []string{tagUIDPrefix + uid}, map[string]string{metaKey(contract.LabelUID): uid}
+}
+
+// managedMarked says whether a server's tags or metadata carry the
+// managed mark: such a server is the operator's, never the control's to
+// remove.
+func managedMarked(tags []string, metadata map[string]string) bool {
+	return slices.Contains(tags, tagManaged) || metadata[metaKey(contract.LabelManaged)] != ""
+}
+
+// DeleteUnmarked removes a server CreateUnmarked or CreateUIDMarked made;
+// a server carrying the managed mark is not the control's to remove.
 func (k control) DeleteUnmarked(_ context.Context, providerID string) error {
 	id, err := serverID(providerID)
 	if err != nil {
@@ -284,7 +314,7 @@ func (k control) DeleteUnmarked(_ context.Context, providerID string) error {
 	switch {
 	case !ok:
 		return contract.NotFound(fmt.Errorf("control: no server %s", id))
-	case len(s.Tags) > 0 || len(s.Metadata) > 0:
+	case managedMarked(s.Tags, s.Metadata):
 		return fmt.Errorf("server %s carries tags %v: not an unmarked server", id, s.Tags)
 	}
 	k.c.mu.Lock()

@@ -54,6 +54,7 @@ var (
 	_ contracttest.StateInjector      = (*realControl)(nil)
 	_ contracttest.PowerOffer         = (*realControl)(nil)
 	_ contracttest.UnmarkedCreator    = (*realControl)(nil)
+	_ contracttest.UIDMarkedCreator   = (*realControl)(nil)
 	_ contracttest.LegacyCreator      = (*realControl)(nil)
 	_ contracttest.Staller            = (*realControl)(nil)
 	_ contracttest.FaultInjector      = (*realControl)(nil)
@@ -205,6 +206,31 @@ func (k *realControl) CreateUnmarked(ctx context.Context, name string, pl contra
 	return ids.Format(pl.Region, id), nil
 }
 
+// CreateUIDMarked boots a server with the UID's tag and metadata and
+// neither managed mark (uidOnlyMarks), as the tenant's user.
+func (k *realControl) CreateUIDMarked(ctx context.Context, name string, pl contract.Placement, uid string) (string, error) {
+	tags, metadata := uidOnlyMarks(uid)
+	id, err := k.boot(ctx, name, tags, metadata, nil)
+	if err != nil {
+		return "", err
+	}
+	k.mu.Lock()
+	if k.unmarked == nil {
+		k.unmarked = map[string]bool{}
+	}
+	k.unmarked[id] = true
+	k.mu.Unlock()
+	return ids.Format(pl.Region, id), nil
+}
+
+// tagsOf reads a server's tags (nil before microversion 2.26).
+func tagsOf(s *servers.Server) []string {
+	if s.Tags == nil {
+		return nil
+	}
+	return *s.Tags
+}
+
 // boot creates a server as the tenant's user, outside the wire.
 func (k *realControl) boot(ctx context.Context, name string, tags []string, metadata map[string]string, userData []byte) (string, error) {
 	c, err := k.member(ctx)
@@ -254,7 +280,7 @@ func (k *realControl) DeleteUnmarked(ctx context.Context, providerID string) err
 		return contract.NotFound(fmt.Errorf("control: no server %s", id))
 	case err != nil:
 		return err
-	case s.Tags != nil && len(*s.Tags) > 0 || len(s.Metadata) > 0:
+	case managedMarked(tagsOf(s), s.Metadata):
 		return fmt.Errorf("server %s carries tags %v, metadata %v: not an unmarked server", id, s.Tags, s.Metadata)
 	}
 	if err := servers.Delete(ctx, k.rc.admin.compute, id).ExtractErr(); err != nil {

@@ -128,6 +128,7 @@ var (
 	_ contracttest.Locker                 = control{}
 	_ contracttest.DeleteStarter          = control{}
 	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.UIDMarkedCreator       = control{}
 	_ contracttest.Staller                = control{}
 	_ contracttest.FaultInjector          = control{}
 	_ contracttest.CredentialRejecter     = control{}
@@ -234,8 +235,27 @@ func (c control) CreateUnmarked(_ context.Context, name string, pl contract.Plac
 	return ids.Format(pl.Region, strconv.Itoa(vmid)), nil
 }
 
-// DeleteUnmarked removes a VM CreateUnmarked made, as a person would; a VM
-// that carries the operator's marks is left alone.
+// CreateUIDMarked clones the template as a person copying one of the
+// operator's VMs and taking its managed marks off would: the UID's tag and
+// description line, no managed tag, owner tag or managed line.
+func (c control) CreateUIDMarked(ctx context.Context, name string, pl contract.Placement, uid string) (string, error) {
+	id, err := c.CreateUnmarked(ctx, name, pl)
+	if err != nil {
+		return "", err
+	}
+	vmid, err := vmidOf(id)
+	if err != nil {
+		return "", err
+	}
+	if err := c.f.s.SetConfig(vmid, "tags", tagUID+uid); err != nil {
+		return "", err
+	}
+	return id, c.f.s.SetConfig(vmid, "description", "A copy of an egress proxy.\n"+descUID+uid+"\n")
+}
+
+// DeleteUnmarked removes a VM CreateUnmarked or CreateUIDMarked made, as a
+// person would; a VM that carries the operator's managed marks is left
+// alone.
 func (c control) DeleteUnmarked(_ context.Context, providerID string) error {
 	vmid, err := vmidOf(providerID)
 	if err != nil {

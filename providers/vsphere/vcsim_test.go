@@ -415,6 +415,7 @@ var (
 	_ contracttest.Locker                 = control{}
 	_ contracttest.DeleteStarter          = control{}
 	_ contracttest.UnmarkedCreator        = control{}
+	_ contracttest.UIDMarkedCreator       = control{}
 	_ contracttest.Staller                = control{}
 	_ contracttest.FaultInjector          = control{}
 	_ contracttest.CredentialRejecter     = control{}
@@ -622,6 +623,19 @@ func destroy(ctx context.Context, vm *object.VirtualMachine) error {
 // CreateUnmarked clones the template into the placement's region without
 // marks, as a person would.
 func (c control) CreateUnmarked(ctx context.Context, name string, pl contract.Placement) (string, error) {
+	return c.cloneForeign(ctx, name, pl, nil)
+}
+
+// CreateUIDMarked clones the template with the UID's extraConfig key and
+// not the managed one, as a copy of the operator's VM with that key
+// removed.
+func (c control) CreateUIDMarked(ctx context.Context, name string, pl contract.Placement, uid string) (string, error) {
+	return c.cloneForeign(ctx, name, pl, &types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: markUID, Value: uid}}})
+}
+
+// cloneForeign clones the template into the placement's region, with
+// config's changes if any, as a person would.
+func (c control) cloneForeign(ctx context.Context, name string, pl contract.Placement, config *types.VirtualMachineConfigSpec) (string, error) {
 	region, ok := c.v.cfg.Regions[pl.Region]
 	if !ok {
 		return "", fmt.Errorf("control: no region %q", pl.Region)
@@ -644,14 +658,14 @@ func (c control) CreateUnmarked(ctx context.Context, name string, pl contract.Pl
 		return "", err
 	}
 	ref := pool.Reference()
-	task, err := tmpl.Clone(ctx, folder, name, types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &ref}})
+	task, err := tmpl.Clone(ctx, folder, name, types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &ref}, Config: config})
 	if err != nil {
 		return "", err
 	}
 	return ids.Format(pl.Region, name), task.Wait(ctx)
 }
 
-// DeleteUnmarked destroys a VM CreateUnmarked made; one carrying the
+// DeleteUnmarked destroys a VM CreateUnmarked or CreateUIDMarked made; one carrying the
 // operator's mark it refuses.
 func (c control) DeleteUnmarked(ctx context.Context, providerID string) error {
 	vm, err := c.vm(ctx, providerID)
