@@ -58,6 +58,8 @@
 // ListByTagExcludesUnmarked and CreateNeverAdoptsUnmarked, with a
 // UIDMarkedCreator, also meet an instance with the UID mark and no
 // managed mark, every run.
+// CheckerReasons holds the credentials target before the targets of its
+// scope (§9), every run.
 // LogLinesNameTheInstance captures the process-wide outputs too, so a
 // provider that logs only outside the logger in ctx fails instead of
 // being skipped as one that logs nothing.

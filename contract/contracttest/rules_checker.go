@@ -3,6 +3,7 @@ package contracttest
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -42,6 +43,9 @@ func checkerReasons(e *env) {
 	if !slices.EqualFunc(first, second, func(a, b contract.CheckResult) bool { return a.Target == b.Target }) {
 		e.t.Errorf("targets changed between two calls: %v then %v", targets(first), targets(second))
 	}
+	if misplaced := credentialsNotFirst(targets(first)); misplaced != "" {
+		e.t.Errorf("target %s comes after other targets of its scope: credentials are checked first (§9): %v", misplaced, targets(first))
+	}
 	if !slices.ContainsFunc(first, func(r contract.CheckResult) bool { return r.OK }) {
 		e.t.Errorf("no target is OK against a working backend: %+v", first)
 	}
@@ -61,6 +65,24 @@ func checkerReasons(e *env) {
 			e.t.Errorf("Check with a done ctx reported %s OK %v, reason %q; want not OK, reason %s (§9)", r.Target, r.OK, r.Reason, contract.ReasonTimeout)
 		}
 	}
+}
+
+// credentialsNotFirst returns the credentials target that comes after
+// another target of its scope, or "": "credentials" before every target,
+// "<scope>/credentials" (a provider with a credential per location)
+// before every other target under "<scope>/" (§9: credentials first, then
+// locations, then catalogue entries).
+func credentialsNotFirst(ts []string) string {
+	for i, t := range ts {
+		scope, ok := strings.CutSuffix(t, "credentials")
+		if !ok || scope != "" && !strings.HasSuffix(scope, "/") {
+			continue
+		}
+		if slices.ContainsFunc(ts[:i], func(before string) bool { return strings.HasPrefix(before, scope) }) {
+			return t
+		}
+	}
+	return ""
 }
 
 func targets(rs []contract.CheckResult) []string {

@@ -320,6 +320,13 @@ var variants = []variant{
 			return r
 		}
 	}, nil},
+	{"check-credentials-last", "CheckerReasons", func(b *brokenProvider) {
+		// A stable order, but the credentials after the locations.
+		b.check = func(ctx context.Context) []contract.CheckResult {
+			r := b.Provider.Check(ctx)
+			return append(r[1:], r[0])
+		}
+	}, nil},
 	{"cloudinit-logged", "SentinelCloudInit", func(b *brokenProvider) {
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
 			logr.FromContextOrDiscard(ctx).V(3).Info("create request", contract.LogKeyInstance, req.Name, "cloudInit", string(req.CloudInit))
