@@ -116,6 +116,9 @@ func createResumesAfterFailure(e *env) {
 				// It says it succeeded: the instance is whole now, before any
 				// retry could mend it.
 				e.checkUserData(inst.ProviderID, req, "after Create succeeded with "+cut)
+				if keeper, ok := e.p.(contract.EgressKeeper); ok && keeper.KeepsEgress() && inst.EgressIP == "" {
+					e.t.Errorf("Create succeeded with %s and reports no egress address: a provider that keeps one per replica returns it from Create, attached", cut)
+				}
 			}
 			resumed := e.resumeCreate(req, "with "+cut)
 			if req.Network == nil || resumed.ProviderID == "" {

@@ -59,8 +59,12 @@ func egressKeptPerReplica(e *env) {
 	if got, err := e.get(e.ctx(), e.p, b.ProviderID); err != nil || got.EgressIP != b.EgressIP {
 		e.t.Errorf("Get(%s) = egress address %q, %v; want replica 1's %s", b.ProviderID, got.EgressIP, err, b.EgressIP)
 	}
-	// Released when asked, once and again.
+	// Released when asked, once and again; a release cut off at any of its
+	// calls fails, or has released (never nil with the address kept).
 	rel := contract.Egress{Region: r0.Placement.Region, UID: r0.UID, Replica: 0}
+	if cutter, ok := e.cfg.Backend.(CallCutter); ok {
+		e.releaseCut(keeper, cutter, rel)
+	}
 	for range 2 {
 		if _, err := e.op(e.ctx(), "ReleaseEgress", func(ctx context.Context) error { return keeper.ReleaseEgress(ctx, rel) }); err != nil {
 			e.t.Errorf("ReleaseEgress(replica 0): %v (it is idempotent: nil when nothing is kept)", err)
@@ -76,6 +80,35 @@ func egressKeptPerReplica(e *env) {
 		e.t.Errorf("ListEgress(%s) = %+v: replica 1's %s in %s is missing", e.owner, listed, b.EgressIP, r1.Placement.Region)
 	}
 }
+
+// releaseCut releases rel with its first call cut, then its second, and
+// so on until a release returns nil, at which point the address must be
+// gone: a provider that passes over a failed release of the backend
+// returns nil with the address kept.
+func (e *env) releaseCut(keeper contract.EgressKeeper, cutter CallCutter, rel contract.Egress) {
+	resetter, _ := e.cfg.Backend.(Resetter)
+	for n := 1; n <= maxReleaseCuts; n++ {
+		if err := cutter.CutCall(n, false); err != nil {
+			e.t.Fatalf("backend control CutCall(%d, false): %v", n, err)
+		}
+		_, err := e.op(e.ctx(), "ReleaseEgress", func(ctx context.Context) error { return keeper.ReleaseEgress(ctx, rel) })
+		if resetter != nil {
+			resetter.Reset()
+		}
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(e.listEgress(keeper), func(x contract.Egress) bool { return x.UID == rel.UID && x.Replica == rel.Replica }) {
+			e.t.Errorf("ReleaseEgress with its call %d cut before it arrived returned nil, and replica %d's egress address is still listed", n, rel.Replica)
+		}
+		return
+	}
+	e.t.Errorf("ReleaseEgress failed with each of its first %d calls cut in turn: one of them should have been past its last call", maxReleaseCuts)
+}
+
+// maxReleaseCuts bounds releaseCut: a release takes a listing and a
+// release per address.
+const maxReleaseCuts = 8
 
 // egressKeeper is the provider as a contract.EgressKeeper whose config
 // keeps egress addresses, or nil.

@@ -188,6 +188,10 @@ func rejectedMidDelete(e *env, rejecter CredentialRejecter) {
 			// session or a lookup the provider kept): the refusal was
 			// never met.
 			e.t.Logf("Delete made %d calls, fewer than the %d-th the refusal began at: not played", made, n)
+		case err != nil && made < n:
+			// Nothing else fails here: the control refused before the
+			// call it was asked to, and the later-call shape went unplayed.
+			e.t.Errorf("Delete failed after %d calls, before the %d-th the backend control's RejectCredentialsFrom(%d) was to refuse from: %v", made, n, n, err)
 		case err == nil || errors.Is(err, contract.ErrNotFound):
 			e.t.Errorf("Delete with the credential refused from its call %d of %d = %v (class %s); want an error that is not ErrNotFound: a refused credential is never passed over (§5)", n, steps, err, contract.ClassOf(err))
 		}

@@ -106,9 +106,7 @@ func (c Control) CreateUnstarted(ctx context.Context, req contract.CreateRequest
 // may be empty). Tests use it to play an instance an older release of the
 // operator made; the harness's LegacyCreator rules use it too.
 func (c Control) CreateLegacy(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
-	if req.Owner == "" || req.Owner == contract.LegacyManagedValue {
-		req.Owner = "legacy" // only to pass validation; the label is overwritten below
-	}
+	req.Owner = "legacy" // only to pass validation; the label is overwritten below
 	spec, err := c.spec(req)
 	if err != nil {
 		return contract.Instance{}, err

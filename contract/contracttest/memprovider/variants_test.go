@@ -79,6 +79,21 @@ var variants = []variant{
 			return b.Provider.ReleaseEgress(ctx, e)
 		}
 	}, nil},
+	{"release-passes-over-failure", "EgressKeptPerReplica", func(b *brokenProvider) {
+		// A failed release of the Cloud's address is logged, not returned.
+		b.releaseEgress = func(ctx context.Context, e contract.Egress) error {
+			kept, err := b.addressesOf(ctx, e.Region, e.UID, e.Replica)
+			if err != nil {
+				return err
+			}
+			for _, a := range kept {
+				_ = b.do(ctx, "ReleaseAddress", func(ctx context.Context) error {
+					return b.cloud.ReleaseAddress(ctx, b.cfg.Token, e.Region, a.IP)
+				})
+			}
+			return nil
+		}
+	}, nil},
 	{"egress-listed-without-replica", "EgressKeptPerReplica", func(b *brokenProvider) {
 		b.listEgress = func(ctx context.Context, owner string) ([]contract.Egress, error) {
 			kept, err := b.Provider.ListEgress(ctx, owner)
