@@ -151,10 +151,18 @@ const (
 	tenantCIDR    = "192.168.78.0/24"
 	tenantGateway = "192.168.78.1"
 	tenantDNS     = "192.168.78.53"
-	// tenantStatic is the harness's static address (and the next one):
-	// far above the addresses Neutron hands out from the pool's start.
+	// tenantStatic is the harness's first static address; the rules take
+	// it and the ones above it. They are outside the subnet's allocation
+	// pool (tenantPool), as docs/openstack-provider.md asks of an
+	// AddressPool: Neutron hands any pool address to a server booted
+	// without a port (a CI run's CreateResumesAfterFailure met 409
+	// IpAddressAlreadyAllocated for .205 and .206, held by ports Nova had
+	// made for other rules' servers).
 	tenantStatic = "192.168.78.200/24"
 )
+
+// tenantPool is the subnet's allocation pool: below the static range.
+var tenantPool = []subnets.AllocationPool{{Start: "192.168.78.2", End: "192.168.78.199"}}
 
 func randomName(prefix string) string {
 	b := make([]byte, 4)
@@ -214,7 +222,7 @@ func newTenant(t *testing.T, vars map[string]string, a *admin) *tenant {
 	dhcp, gw := false, tenantGateway
 	sub, err := subnets.Create(ctx, a.network, subnets.CreateOpts{
 		NetworkID: net.ID, Name: tn.name + "-v4", ProjectID: p.ID, IPVersion: gophercloud.IPv4, CIDR: tenantCIDR,
-		GatewayIP: &gw, EnableDHCP: &dhcp, DNSNameservers: []string{tenantDNS},
+		GatewayIP: &gw, EnableDHCP: &dhcp, DNSNameservers: []string{tenantDNS}, AllocationPools: tenantPool,
 	}).Extract()
 	if err != nil {
 		t.Fatalf("subnet of %s: %v", tn.name, err)
