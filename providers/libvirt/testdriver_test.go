@@ -623,37 +623,29 @@ func (c control) BeginDelete(_ context.Context, providerID string) (func(), erro
 // CreateUnmarked defines and starts a domain without marks in the
 // placement's region, as a person would with virsh.
 func (c control) CreateUnmarked(_ context.Context, name string, pl contract.Placement) (string, error) {
-	conn, ok := c.b.conns[pl.Region]
-	if !ok {
-		return "", fmt.Errorf("control: no region %q", pl.Region)
-	}
-	dom, err := conn.DomainDefineXML(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory>
-<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><interface type='network'><source network='%s'/></interface></devices></domain>`, name, c.b.networks[pl.Region]))
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = dom.Free() }()
-	id := ids.Format(pl.Region, name)
-	c.b.mu.Lock()
-	c.b.foreign[id] = true
-	c.b.mu.Unlock()
-	return id, dom.Create()
+	return c.defineForeign(name, pl, "")
 }
 
 // CreateUIDMarked defines and starts a domain whose metadata element
 // carries the UID and no managed mark, as a copy of the operator's domain
 // with that mark emptied by hand would.
 func (c control) CreateUIDMarked(_ context.Context, name string, pl contract.Placement, uid string) (string, error) {
-	conn, ok := c.b.conns[pl.Region]
-	if !ok {
-		return "", fmt.Errorf("control: no region %q", pl.Region)
-	}
 	meta, err := xml.Marshal(marks{UID: uid})
 	if err != nil {
 		return "", err
 	}
-	dom, err := conn.DomainDefineXML(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory><metadata>%s</metadata>
-<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><interface type='network'><source network='%s'/></interface></devices></domain>`, name, meta, c.b.networks[pl.Region]))
+	return c.defineForeign(name, pl, "<metadata>"+string(meta)+"</metadata>")
+}
+
+// defineForeign defines and starts a domain the operator did not make,
+// with metadata (an XML element, or ""), which DeleteUnmarked may remove.
+func (c control) defineForeign(name string, pl contract.Placement, metadata string) (string, error) {
+	conn, ok := c.b.conns[pl.Region]
+	if !ok {
+		return "", fmt.Errorf("control: no region %q", pl.Region)
+	}
+	dom, err := conn.DomainDefineXML(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory>%s
+<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><interface type='network'><source network='%s'/></interface></devices></domain>`, name, metadata, c.b.networks[pl.Region]))
 	if err != nil {
 		return "", err
 	}

@@ -264,22 +264,20 @@ func (k control) BeginDelete(_ context.Context, providerID string) (func(), erro
 // CreateUnmarked makes a server without tags or metadata, as a person
 // would.
 func (k control) CreateUnmarked(_ context.Context, name string, pl contract.Placement) (string, error) {
-	region := k.c.cfg.Regions[pl.Region]
-	id := k.c.fake.CreateServer(osfake.ServerSpec{Name: name, Region: region.Name})
-	k.c.mu.Lock()
-	defer k.c.mu.Unlock()
-	if k.c.unmarked == nil {
-		k.c.unmarked = map[string]bool{}
-	}
-	k.c.unmarked[id] = true
-	return ids.Format(pl.Region, id), nil
+	return k.createForeign(name, pl, nil, nil), nil
 }
 
 // CreateUIDMarked makes a server with the UID's tag and metadata and
 // neither the managed tag nor the managed metadata (uidOnlyMarks).
 func (k control) CreateUIDMarked(_ context.Context, name string, pl contract.Placement, uid string) (string, error) {
-	region := k.c.cfg.Regions[pl.Region]
 	tags, metadata := uidOnlyMarks(uid)
+	return k.createForeign(name, pl, tags, metadata), nil
+}
+
+// createForeign makes a server the operator did not make, which
+// DeleteUnmarked may remove, and returns its providerID.
+func (k control) createForeign(name string, pl contract.Placement, tags []string, metadata map[string]string) string {
+	region := k.c.cfg.Regions[pl.Region]
 	id := k.c.fake.CreateServer(osfake.ServerSpec{Name: name, Region: region.Name, Tags: tags, Metadata: metadata})
 	k.c.mu.Lock()
 	defer k.c.mu.Unlock()
@@ -287,7 +285,7 @@ func (k control) CreateUIDMarked(_ context.Context, name string, pl contract.Pla
 		k.c.unmarked = map[string]bool{}
 	}
 	k.c.unmarked[id] = true
-	return ids.Format(pl.Region, id), nil
+	return ids.Format(pl.Region, id)
 }
 
 // uidOnlyMarks are the tags and metadata of a copy of the operator's

@@ -193,23 +193,19 @@ func (k *realControl) SetUnknownState(ctx context.Context, providerID string) er
 // CreateUnmarked boots a server of that name with the tenant's user, no
 // tags, no metadata, as a person would.
 func (k *realControl) CreateUnmarked(ctx context.Context, name string, pl contract.Placement) (string, error) {
-	id, err := k.boot(ctx, name, nil, nil, nil)
-	if err != nil {
-		return "", err
-	}
-	k.mu.Lock()
-	if k.unmarked == nil {
-		k.unmarked = map[string]bool{}
-	}
-	k.unmarked[id] = true
-	k.mu.Unlock()
-	return ids.Format(pl.Region, id), nil
+	return k.bootForeign(ctx, name, pl, nil, nil)
 }
 
 // CreateUIDMarked boots a server with the UID's tag and metadata and
 // neither managed mark (uidOnlyMarks), as the tenant's user.
 func (k *realControl) CreateUIDMarked(ctx context.Context, name string, pl contract.Placement, uid string) (string, error) {
 	tags, metadata := uidOnlyMarks(uid)
+	return k.bootForeign(ctx, name, pl, tags, metadata)
+}
+
+// bootForeign boots a server the operator did not make, which
+// DeleteUnmarked may remove.
+func (k *realControl) bootForeign(ctx context.Context, name string, pl contract.Placement, tags []string, metadata map[string]string) (string, error) {
 	id, err := k.boot(ctx, name, tags, metadata, nil)
 	if err != nil {
 		return "", err

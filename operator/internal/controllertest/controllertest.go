@@ -128,7 +128,14 @@ func MainIn(m *testing.M, env *envtest.Environment, run func(m *testing.M, cfg *
 // naming what it waited for.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	EventuallyWithin(t, 20*time.Second, what, cond)
+}
+
+// EventuallyWithin is Eventually for up to d: for a real backend, whose
+// builds and deletes take seconds each.
+func EventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)

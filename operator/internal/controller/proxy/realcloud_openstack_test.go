@@ -21,6 +21,7 @@ import (
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/providers"
 	"github.com/egress-proxies/egress-proxies-operator/providers/openstack"
 )
@@ -173,13 +174,7 @@ func assertAssociated(t *testing.T, nc *gophercloud.ServiceClient, ip, providerI
 // on the lane take seconds each, and tens of seconds under load.
 func waitLong(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	controllertest.EventuallyWithin(t, 3*time.Minute, what, cond)
 }
 
 func waitReadyLong(t *testing.T, c *cluster, p *v1alpha1.Proxy) *v1alpha1.Proxy {
