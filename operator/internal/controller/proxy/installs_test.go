@@ -241,8 +241,14 @@ func bootOn(t *testing.T, c *cluster, ctl memprovider.Control, p *v1alpha1.Proxy
 // readyOn waits until the Proxy is Ready on c.
 func readyOn(t *testing.T, c *cluster, p *v1alpha1.Proxy) *v1alpha1.Proxy {
 	t.Helper()
+	return readyOnWithin(t, c, p, 20*time.Second)
+}
+
+// readyOnWithin is readyOn for up to d.
+func readyOnWithin(t *testing.T, c *cluster, p *v1alpha1.Proxy, d time.Duration) *v1alpha1.Proxy {
+	t.Helper()
 	var got *v1alpha1.Proxy
-	eventually(t, p.Name+" is Ready", func() bool {
+	controllertest.EventuallyWithin(t, d, p.Name+" is Ready", func() bool {
 		got = getOn(t, c, p)
 		return got != nil && got.Status.Phase == v1alpha1.PhaseReady
 	})

@@ -85,7 +85,7 @@ func TestRealCloudProxyKeepsItsFloatingIP(t *testing.T) {
 	if first.Status.Phase == v1alpha1.PhaseReady {
 		t.Errorf("the egress address %q showed only once the Proxy was Ready; want it shown while provisioning", first.Status.EgressAddresses)
 	}
-	ready := waitReadyLong(t, c, p)
+	ready := readyOnWithin(t, c, p, 3*time.Minute)
 	fip := ready.Status.EgressAddresses[0]
 	if fip != first.Status.EgressAddresses[0] || ready.Status.Instance.EgressIP != fip {
 		t.Errorf("Ready with egress address %q (instance %q), first shown %q", ready.Status.EgressAddresses, ready.Status.Instance.EgressIP, first.Status.EgressAddresses)
@@ -175,16 +175,6 @@ func assertAssociated(t *testing.T, nc *gophercloud.ServiceClient, ip, providerI
 func waitLong(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	controllertest.EventuallyWithin(t, 3*time.Minute, what, cond)
-}
-
-func waitReadyLong(t *testing.T, c *cluster, p *v1alpha1.Proxy) *v1alpha1.Proxy {
-	t.Helper()
-	var got *v1alpha1.Proxy
-	waitLong(t, p.Name+" is Ready", func() bool {
-		got = getOn(t, c, p)
-		return got != nil && got.Status.Phase == v1alpha1.PhaseReady
-	})
-	return got
 }
 
 // retryUpdate changes the Proxy's spec on c on its latest copy.
