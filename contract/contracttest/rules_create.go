@@ -221,17 +221,7 @@ func createNeverAdoptsUnmarked(e *env) {
 		e.t.Fatalf("backend control CreateUnmarked: %v", err)
 	}
 	e.trackForeign(foreignID)
-	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
-		inst, err := e.create(e.ctx(), p, req)
-		switch {
-		case err != nil && !errors.Is(err, contract.ErrPermanent):
-			e.t.Errorf("Create over an unmarked instance of the same name failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
-		case err != nil && !strings.Contains(err.Error(), req.Name):
-			e.t.Errorf("the collision error does not name the instance %q: %v", req.Name, err)
-		case err == nil && inst.ProviderID == foreignID:
-			e.t.Errorf("Create adopted the unmarked instance %s", foreignID)
-		}
-	}
+	e.neverAdopts(req, foreignID, "an unmarked instance")
 	found, err := e.list(e.ctx(), e.p, contract.LabelUID, req.UID)
 	if err != nil {
 		e.t.Fatalf("ListByTag(%s, %s): %v", contract.LabelUID, req.UID, err)
@@ -252,17 +242,7 @@ func createNeverAdoptsUnmarked(e *env) {
 			e.t.Fatalf("backend control CreateUIDMarked: %v", err)
 		}
 		e.trackForeign(copyID)
-		for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
-			inst, err := e.create(e.ctx(), p, copied)
-			switch {
-			case err != nil && !errors.Is(err, contract.ErrPermanent):
-				e.t.Errorf("Create over an instance of the same name with the request's UID mark and no managed mark failed with class %s, want Permanent (or a new instance): %v", contract.ClassOf(err), err)
-			case err == nil && inst.ProviderID == copyID:
-				e.t.Errorf("Create adopted %s, which carries the request's UID mark but no managed mark", copyID)
-			case err == nil:
-				e.track(inst.ProviderID)
-			}
-		}
+		e.neverAdopts(copied, copyID, "an instance with the request's UID mark and no managed mark")
 	}
 
 	// Nor another Proxy's: an instance of the same name marked managed
@@ -282,6 +262,27 @@ func createNeverAdoptsUnmarked(e *env) {
 		}
 	}
 	e.expectOne(other)
+}
+
+// neverAdopts creates req, with the rule's provider and a restarted one,
+// over foreignID, an instance of req's name that is not the Proxy's
+// (what says what it is): a Permanent error naming the instance, or a new
+// instance, never foreignID.
+func (e *env) neverAdopts(req contract.CreateRequest, foreignID, what string) {
+	e.t.Helper()
+	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
+		inst, err := e.create(e.ctx(), p, req)
+		switch {
+		case err != nil && !errors.Is(err, contract.ErrPermanent):
+			e.t.Errorf("Create over %s of the same name failed with class %s, want Permanent (or a new instance): %v", what, contract.ClassOf(err), err)
+		case err != nil && !strings.Contains(err.Error(), req.Name):
+			e.t.Errorf("the collision error does not name the instance %q: %v", req.Name, err)
+		case err == nil && inst.ProviderID == foreignID:
+			e.t.Errorf("Create adopted %s, %s", foreignID, what)
+		case err == nil:
+			e.track(inst.ProviderID)
+		}
+	}
 }
 
 // invalidCase is one request field set to a value the contract forbids
