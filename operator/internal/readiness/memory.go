@@ -76,6 +76,17 @@ func (m *Memory) Drain(providerID string, period time.Duration) time.Duration {
 	return max(period-now.Sub(at), 0)
 }
 
+// Serves records that the VM is in the Service again: a drain it had
+// begun is over, and when it leaves again it drains the whole period from
+// then. Without it, a VM put back in the Service after its drain began (a
+// status write lost to a conflict, a scale-down undone) would be deleted
+// as soon as it left the Service again, its clients still sent to it.
+func (m *Memory) Serves(providerID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.left, providerID)
+}
+
 // Forget drops all the Memory holds of a VM once it is deleted.
 func (m *Memory) Forget(providerID string) {
 	m.mu.Lock()

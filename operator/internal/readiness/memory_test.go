@@ -49,3 +49,20 @@ func TestForgetDropsOneVMsState(t *testing.T) {
 		t.Error("another VM's failed probes were forgotten")
 	}
 }
+
+// A VM that serves again ends its drain: when it leaves the Service
+// again, it drains the whole period from then, however long ago the first
+// drain began; another VM's drain runs on.
+func TestServesEndsADrain(t *testing.T) {
+	var m Memory
+	m.Drain("dc0/back", 10*time.Millisecond)
+	m.Drain("dc0/other", time.Minute)
+	time.Sleep(20 * time.Millisecond)
+	m.Serves("dc0/back")
+	if got := m.Drain("dc0/back", 10*time.Millisecond); got != 10*time.Millisecond {
+		t.Errorf("a VM that served again and left has %v of its drain left, want the whole 10ms", got)
+	}
+	if got := m.Drain("dc0/other", time.Minute); got >= time.Minute {
+		t.Errorf("another VM's drain began again (%v left)", got)
+	}
+}

@@ -12,6 +12,7 @@ package replica
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -226,18 +227,45 @@ func ReadyEndpoints(proxy *v1alpha1.Proxy) map[int32][]string {
 		out[proxy.Spec.Port] = []string{proxy.Status.Instance.IP}
 		return out
 	}
-	for k := range Desired(proxy) {
-		sl := Slot(proxy, k)
-		instance, _ := Refs(proxy, k)
-		if !sl.Ready || sl.Address == "" || *instance == nil {
-			continue
-		}
-		port := PortOf(proxy, *instance)
+	for sl, instance := range serving(proxy) {
+		port := PortOf(proxy, instance)
 		if !slices.Contains(out[port], sl.Address) {
 			out[port] = append(out[port], sl.Address)
 		}
 	}
 	return out
+}
+
+// ServingVMs are the providerIDs of the VMs ReadyEndpoints sends clients
+// to, for a Proxy of replicas (one of one replica never drains).
+func ServingVMs(proxy *v1alpha1.Proxy) []string {
+	var out []string
+	if !Multi(proxy) {
+		return out
+	}
+	for _, instance := range serving(proxy) {
+		if instance.ProviderID != "" {
+			out = append(out, instance.ProviderID)
+		}
+	}
+	return out
+}
+
+// serving yields each wanted replica that answers with its address, and
+// its serving instance.
+func serving(proxy *v1alpha1.Proxy) iter.Seq2[*v1alpha1.ReplicaStatus, *v1alpha1.InstanceRef] {
+	return func(yield func(*v1alpha1.ReplicaStatus, *v1alpha1.InstanceRef) bool) {
+		for k := range Desired(proxy) {
+			sl := Slot(proxy, k)
+			instance, _ := Refs(proxy, k)
+			if !sl.Ready || sl.Address == "" || *instance == nil {
+				continue
+			}
+			if !yield(sl, *instance) {
+				return
+			}
+		}
+	}
 }
 
 // EnsureSlots gives every wanted replica its entry before any pointer

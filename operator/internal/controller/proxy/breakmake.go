@@ -61,7 +61,7 @@ func (r *Reconciler) breakBeforeMake(ctx context.Context, proxy *v1alpha1.Proxy,
 		// The others serve on: the Service stops sending clients to this
 		// replica, and the clients it has get the drain, before its VM
 		// goes.
-		if err := r.publish.Ensure(ctx, proxy); err != nil {
+		if err := r.publishService(ctx, proxy); err != nil {
 			return r.serviceError(ctx, proxy, ro, err)
 		}
 		if drain = r.memory.Drain(id, r.Timing.Drain); drain > 0 {

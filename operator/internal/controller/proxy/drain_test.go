@@ -219,3 +219,40 @@ func TestStaticReplacementDrainsOnlyWhenOthersServe(t *testing.T) {
 		}
 	})
 }
+
+// A VM whose drain began and that then served again drains the whole
+// period when it leaves the Service again: the drain counts from when it
+// last left, not from when it first did. Here a replica is scaled away
+// and back before its drain ends, then away again. make e2e met the same
+// in a roll (docs/testing.md, "The roll's one failed request"): a status
+// write lost to a conflict put a replica back in the Service after its
+// drain had begun, and its VM was deleted a minute later with no drain,
+// while clients were still sent to it.
+func TestAVMServingAgainDrainsAgain(t *testing.T) {
+	newPool(t, "drain-again", "198.51.100.168-198.51.100.169")
+	p := newProxy(t, "drain-again", func(p *v1alpha1.Proxy) { p.Spec.Replicas, p.Spec.AddressPool = 2, "drain-again" })
+	playGuests(t, p)
+	one := replicaOf(&readyN(t, p, 2).Status, 1)
+	log := watchEndpoints(t, p)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
+	// Back to two replicas while replica 1 drains: its VM serves again.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(replicaOf(&get(t, p).Status, 1).Message, "draining for") {
+		if time.Now().After(deadline) {
+			t.Fatal("replica 1 never said it drains after the scale-down")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 2 })
+	back := replicaOf(&readyN(t, p, 2).Status, 1)
+	if back.Instance == nil || back.Instance.ProviderID != one.Instance.ProviderID {
+		t.Fatalf("replica 1 serves on %v after the scale-up, want its VM %s again: the scale-up came after the drain ended", back.Instance, one.Instance.ProviderID)
+	}
+	eventually(t, "replica 1's VM serves again", func() bool {
+		return slices.Contains(allEndpoints(t, p), one.Address)
+	})
+	// Long after the first drain's period, away again.
+	time.Sleep(2 * testDrain)
+	updateSpec(t, p, func(p *v1alpha1.Proxy) { p.Spec.Replicas = 1 })
+	checkDrained(t, log, "replica 1 scaled away again", one.Instance.ProviderID, one.Address)
+}

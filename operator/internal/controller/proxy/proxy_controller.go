@@ -99,6 +99,20 @@ func (r *Reconciler) wake(proxy *v1alpha1.Proxy) {
 	}
 }
 
+// publishService writes the Proxy's Service and EndpointSlice from its
+// status, and tells the memory which VMs serve through them: a VM put back
+// in the Service after its drain began drains the whole period again when
+// it leaves (readiness.Memory.Serves).
+func (r *Reconciler) publishService(ctx context.Context, proxy *v1alpha1.Proxy) error {
+	if err := r.publish.Ensure(ctx, proxy); err != nil {
+		return err
+	}
+	for _, id := range replica.ServingVMs(proxy) {
+		r.memory.Serves(id)
+	}
+	return nil
+}
+
 // forget drops what the reconciler holds of a VM once it is deleted.
 func (r *Reconciler) forget(providerID string) {
 	r.memory.Forget(providerID)
@@ -588,7 +602,7 @@ func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *pr
 	if ro.repl {
 		old := s.Instance
 		s.Instance, s.Replacement = target, nil
-		if err := r.publish.Ensure(ctx, proxy); err != nil {
+		if err := r.publishService(ctx, proxy); err != nil {
 			s.Instance, s.Replacement = old, target
 			return r.serviceError(ctx, proxy, ro, err)
 		}
@@ -600,7 +614,7 @@ func (r *Reconciler) serve(ctx context.Context, proxy *v1alpha1.Proxy, entry *pr
 		r.retire(ctx, proxy, entry, old, "replaced", r.Timing.Drain)
 		return ctrl.Result{RequeueAfter: r.Timing.Resync}, nil
 	}
-	if err := r.publish.Ensure(ctx, proxy); err != nil {
+	if err := r.publishService(ctx, proxy); err != nil {
 		return r.serviceError(ctx, proxy, ro, err)
 	}
 	wasReady := meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady)

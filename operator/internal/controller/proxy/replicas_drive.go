@@ -60,7 +60,7 @@ func (r *Reconciler) reconcileReplicas(ctx context.Context, sc *scope, networks 
 	}
 	// The Service first: it stops sending clients to the replicas being
 	// removed before their VMs go, and none goes while it may still.
-	if err := r.publish.Ensure(ctx, proxy); err != nil {
+	if err := r.publishService(ctx, proxy); err != nil {
 		if conflict := endpoints.AsConflict(err); conflict != nil {
 			return r.reportConflict(ctx, proxy, conflict)
 		}
@@ -97,7 +97,7 @@ func (r *Reconciler) serveReplica(ctx context.Context, proxy *v1alpha1.Proxy, en
 	}
 	s.Endpoint = fmt.Sprintf("http://%s.%s.svc:%d", proxy.Name, proxy.Namespace, proxy.Spec.Port)
 	s.LastError = nil
-	if err := r.publish.Ensure(ctx, proxy); err != nil {
+	if err := r.publishService(ctx, proxy); err != nil {
 		if conflict := endpoints.AsConflict(err); conflict != nil {
 			return r.reportConflict(ctx, proxy, conflict)
 		}
