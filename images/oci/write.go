@@ -50,6 +50,16 @@ func WriteTarball(file string, img v1.Image, tags []name.Tag) error {
 // (org.opencontainers.image.ref.name) and with the full name containerd
 // reads when the layout is imported as a tar (io.containerd.image.name).
 func WriteLayout(dir string, img v1.Image, tags []name.Tag) error {
+	return writeLayout(dir, tags, func(p layout.Path, o layout.Option) error { return p.AppendImage(img, o) })
+}
+
+// WriteIndexLayout is WriteLayout for an image index (Index): the tags
+// name the index, and a runtime picks its platform's image from it.
+func WriteIndexLayout(dir string, idx v1.ImageIndex, tags []name.Tag) error {
+	return writeLayout(dir, tags, func(p layout.Path, o layout.Option) error { return p.AppendIndex(idx, o) })
+}
+
+func writeLayout(dir string, tags []name.Tag, add func(layout.Path, layout.Option) error) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -58,7 +68,7 @@ func WriteLayout(dir string, img v1.Image, tags []name.Tag) error {
 		return err
 	}
 	for _, t := range tags {
-		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		if err := add(p, layout.WithAnnotations(map[string]string{
 			"org.opencontainers.image.ref.name": t.TagStr(),
 			"io.containerd.image.name":          containerdName(t),
 		})); err != nil {
@@ -87,12 +97,21 @@ func containerdName(t name.Tag) string {
 // name order with fixed times and owners, so the archive is reproducible
 // too.
 func WriteOCIArchive(file string, img v1.Image, tags []name.Tag) error {
+	return archiveLayout(file, func(dir string) error { return WriteLayout(dir, img, tags) })
+}
+
+// WriteIndexArchive is WriteOCIArchive for an image index.
+func WriteIndexArchive(file string, idx v1.ImageIndex, tags []name.Tag) error {
+	return archiveLayout(file, func(dir string) error { return WriteIndexLayout(dir, idx, tags) })
+}
+
+func archiveLayout(file string, write func(dir string) error) error {
 	dir, err := os.MkdirTemp(filepath.Dir(file), ".oci-layout-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := WriteLayout(dir, img, tags); err != nil {
+	if err := write(dir); err != nil {
 		return err
 	}
 	f, err := os.Create(file)
@@ -158,4 +177,55 @@ func copyFile(w io.Writer, p string) error {
 	defer f.Close()
 	_, err = io.Copy(w, f)
 	return err
+}
+
+// ExtractArchive unpacks an OCI archive (WriteOCIArchive's) into dir: its
+// directories and regular files only, none outside dir.
+func ExtractArchive(file, dir string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if !filepath.IsLocal(h.Name) {
+			return fmt.Errorf("%s: entry %q is outside the archive's directory", file, h.Name)
+		}
+		p := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := writeFrom(p, tr); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: entry %q: unexpected type %q in an OCI archive", file, h.Name, h.Typeflag)
+		}
+	}
+}
+
+func writeFrom(p string, r io.Reader) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

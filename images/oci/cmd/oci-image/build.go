@@ -134,6 +134,15 @@ func build(o *options) (*result, error) {
 			return nil, fmt.Errorf("-go-modules %q: %w", o.goModules, err)
 		}
 	}
+	var sbom []byte
+	if o.sbom != "" {
+		if sbom, err = oci.GoSBOM(binHost, binImage, created); err != nil {
+			return nil, fmt.Errorf("-sbom: %w", err)
+		}
+		if err := t.AddFile(o.sbom, sbom, 0o644); err != nil {
+			return nil, fmt.Errorf("-sbom %q: %w", o.sbom, err)
+		}
+	}
 	entrypoint := []string(o.entrypoint)
 	if len(entrypoint) == 0 {
 		entrypoint = []string{binImage}
@@ -162,6 +171,11 @@ func build(o *options) (*result, error) {
 	base := strings.TrimSuffix(o.out, ".tar")
 	if modules != "" {
 		if err := os.WriteFile(base+".go-modules.txt", []byte(modules), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if sbom != nil {
+		if err := os.WriteFile(base+".cdx.json", sbom, 0o644); err != nil {
 			return nil, err
 		}
 	}

@@ -45,6 +45,7 @@ type options struct {
 	sourceDateEpoch    string
 	copyright          bool
 	goModules          string
+	sbom               string
 	debianPackages     string
 	dpkgInfo           string
 	skipLibraryClosure bool
@@ -73,6 +74,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.sourceDateEpoch, "source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "Unix time of the config and of every file (default $SOURCE_DATE_EPOCH; required).")
 	fs.BoolVar(&o.copyright, "copyright", true, "Add /usr/share/doc/<package>/copyright for every host file a Debian package installed.")
 	fs.StringVar(&o.goModules, "go-modules", "", "IMAGE path: write the -binary's Go modules there (go version -m) and beside -o as <name>.go-modules.txt.")
+	fs.StringVar(&o.sbom, "sbom", "", "IMAGE path: write a CycloneDX SBOM (JSON) of the -binary's Go modules there and beside -o as <name>.cdx.json.")
 	fs.StringVar(&o.debianPackages, "debian-packages", "", "IMAGE path: write \"package version arch\" of every Debian package a host file came from there and beside -o as <name>.debian-packages.txt.")
 	fs.StringVar(&o.dpkgInfo, "dpkg-info", "/var/lib/dpkg/info", "dpkg's file lists (and its status file beside them), for -copyright and -debian-packages.")
 	fs.BoolVar(&o.skipLibraryClosure, "no-libraries", false, "Do not add a dynamically linked -binary's loader and libraries.")
@@ -93,6 +95,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.goModules != "" && o.binary == "" {
 		return nil, fmt.Errorf("-go-modules %q: needs -binary", o.goModules)
+	}
+	if o.sbom != "" && o.binary == "" {
+		return nil, fmt.Errorf("-sbom %q: needs -binary", o.sbom)
 	}
 	return o, nil
 }

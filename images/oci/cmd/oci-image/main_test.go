@@ -38,7 +38,7 @@ func flags(bin, out string) []string {
 		"-o", out, "-tag", "hello:v1", "-binary", bin + "=/usr/local/bin/hello",
 		"-user", "65532:65532", "-user-name", "nonroot", "-dir", "/tmp:1777",
 		"-label", "org.opencontainers.image.version=v1", "-go-modules", "/usr/share/doc/hello/go-modules.txt",
-		"-source-date-epoch", "1700000000",
+		"-sbom", "/usr/share/doc/hello/sbom.cdx.json", "-source-date-epoch", "1700000000",
 	}
 }
 
@@ -46,7 +46,7 @@ func flags(bin, out string) []string {
 func TestTwoRunsOneDigest(t *testing.T) {
 	bin := staticBinary(t)
 	var digests []string
-	var tars [][]byte
+	var tars, sboms [][]byte
 	for range 2 {
 		out := filepath.Join(t.TempDir(), "hello.tar")
 		var stdout, stderr bytes.Buffer
@@ -63,12 +63,20 @@ func TestTwoRunsOneDigest(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(sbom), "/usr/local/bin/hello: go") {
 			t.Errorf("the module list beside the tarball: %q, %v", sbom, err)
 		}
+		cdx, err := os.ReadFile(strings.TrimSuffix(out, ".tar") + ".cdx.json")
+		if err != nil || !bytes.Contains(cdx, []byte(`"bomFormat": "CycloneDX"`)) {
+			t.Errorf("the CycloneDX SBOM beside the tarball: %.80q, %v", cdx, err)
+		}
+		sboms = append(sboms, cdx)
 	}
 	if digests[0] != digests[1] || !strings.HasPrefix(digests[0], "sha256:") {
 		t.Errorf("two runs printed %q and %q, want one sha256 digest", digests[0], digests[1])
 	}
 	if !bytes.Equal(tars[0], tars[1]) {
 		t.Error("two runs wrote different tarballs")
+	}
+	if !bytes.Equal(sboms[0], sboms[1]) {
+		t.Error("two runs wrote different SBOMs")
 	}
 }
 
