@@ -27,7 +27,7 @@ VERSION ?= $(shell cat VERSION)
 # The pure-Go backends; libvirt's bindings are cgo (add it when wanted).
 PROVIDERS ?= vsphere proxmox openstack
 
-.PHONY: release release-proxy downstream all test test-steps warm unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e chaos mutation gremlins-path kustomize-path release-manifests release-chart helm-path
+.PHONY: release release-proxy downstream all test test-steps warm unit vet lint tidy build deps tools modules help generate manifests verify-generated render operator image image-smoke image-operator image-operator-smoke vsphere-secret test-integration-vsphere proxmox-secret test-integration-proxmox generate-pvefake-schema proxmox-role-doc openstack-secret test-integration-openstack openstack-up openstack-down test-integration-openstack-local libvirt-secret test-integration-libvirt dev dev-smoke e2e chaos mutation gremlins-path kustomize-path release-manifests release-chart release-artifacts helm-path
 all: test
 
 help: ## List the targets.
@@ -139,6 +139,9 @@ release-manifests: $(KUSTOMIZE) ## Write dist/install.yaml (the install manifest
 release-chart: $(HELM) ## Lint the Helm chart and package it into dist/ (its version and appVersion are VERSION's).
 	$(HELM) lint --strict $(CHART)
 	$(HELM) package $(CHART) --version $(VERSION) --app-version $(VERSION) -d dist
+
+release-artifacts: $(KUSTOMIZE) $(HELM) ## Write and check what a release publishes into dist/: install.yaml, the chart, the pure-Go image for amd64 and arm64 as one OCI index, an SBOM per image, SHA256SUMS (docs/releasing.md).
+	VERSION=$(VERSION) hack/release-artifacts.sh
 
 dev: ## The operator's main job on a local default: control plane, vcsim, operator, a sample Proxy going Ready (Ctrl-C stops and cleans up).
 	cd operator && $(GO) build -o ../bin/egress-proxies-dev ./internal/cmd/dev

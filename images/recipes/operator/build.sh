@@ -11,9 +11,15 @@
 #   egress-proxies-operator-<tag>.tar              docker archive, tagged IMAGE:<tag>
 #   egress-proxies-operator-<tag>.oci.tar          the same image as an OCI archive
 #   egress-proxies-operator-<tag>.go-modules.txt   go version -m of the binary (also in the image)
+#   egress-proxies-operator-<tag>.cdx.json         its CycloneDX SBOM (also in the image)
 #   egress-proxies-operator-<tag>.debian-packages.txt  the Debian packages copied from, with versions (also in the image)
 # and prints the docker archive's path on stdout, its digest and size on
 # stderr. <tag> is VERSION, with -libvirt for the libvirt variant.
+#
+# ARCH (default: this machine's) builds the pure-Go image for another
+# architecture (Go cross-compiles; make release-artifacts builds amd64 and
+# arm64 and joins them into one index); the libvirt variant is built for
+# this machine only (cgo would need a cross toolchain).
 #
 # Pure Go: a static binary (CGO_ENABLED=0), Debian's CA bundle, /etc/passwd
 # with nonroot (65532), /tmp, nothing else — no shell. libvirt: the same,
@@ -42,6 +48,7 @@ REVISION=${REVISION:-$(git rev-parse HEAD)}
 VERSION=${VERSION:-$(cat "$root/VERSION")}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 
+ARCH=${ARCH:-$(go env GOHOSTARCH)}
 libvirt=0
 for p in $PROVIDERS; do
   case "$p" in
@@ -50,6 +57,10 @@ for p in $PROVIDERS; do
     *) echo "PROVIDERS=\"$PROVIDERS\": unknown provider type $p (vsphere, proxmox, openstack, libvirt, memory)" >&2; exit 2 ;;
   esac
 done
+if [ "$libvirt" = 1 ] && [ "$ARCH" != "$(go env GOHOSTARCH)" ]; then
+  echo "ARCH=$ARCH: the libvirt variant (cgo) is built for this machine's architecture only, $(go env GOHOSTARCH)" >&2
+  exit 2
+fi
 case "$VERSION" in
   ''|*[!A-Za-z0-9_.-]*) echo "VERSION=\"$VERSION\": want an image tag (letters, digits, _ . -)" >&2; exit 2 ;;
 esac
@@ -79,7 +90,7 @@ go build -trimpath -buildvcs=false -o "$work/oci-image" ./images/oci/cmd/oci-ima
 tags=$PROVIDERS
 cgo=0
 if [ "$libvirt" = 1 ]; then tags="$PROVIDERS netgo osusergo"; cgo=1; fi
-(cd operator && CGO_ENABLED=$cgo go build -trimpath -buildvcs=false -tags "$tags" \
+(cd operator && GOARCH=$ARCH CGO_ENABLED=$cgo go build -trimpath -buildvcs=false -tags "$tags" \
   -ldflags "-s -w -X main.version=$VERSION" -o "$work/egress-proxies-operator" ./cmd)
 built=$(date +%s)
 
@@ -98,6 +109,8 @@ args=(
   -env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
   -env HOME=/home/nonroot
   -go-modules /usr/share/doc/egress-proxies-operator/go-modules.txt
+  -sbom /usr/share/doc/egress-proxies-operator/sbom.cdx.json
+  -platform "linux/$ARCH"
   -debian-packages /usr/share/doc/egress-proxies-operator/debian-packages.txt
   -label "org.opencontainers.image.title=egress-proxies-operator"
   -label "org.opencontainers.image.version=$VERSION"

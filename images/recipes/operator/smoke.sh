@@ -61,6 +61,7 @@ done
 version=$(grep -o '"org.opencontainers.image.version":"[^"]*"' <<<"$config" | cut -d'"' -f4)
 providers=$(grep -o '"egressproxies.io/providers":"[^"]*"' <<<"$config" | cut -d'"' -f4)
 [ -s "$rootfs/usr/share/doc/egress-proxies-operator/go-modules.txt" ] || fail "no Go module list in the image"
+[ -s "$rootfs/usr/share/doc/egress-proxies-operator/sbom.cdx.json" ] || fail "no SBOM in the image"
 [ -s "$rootfs/etc/ssl/certs/ca-certificates.crt" ] || fail "no CA bundle in the image"
 grep -q '^nonroot:x:65532:65532:' "$rootfs/etc/passwd" || fail "no nonroot user in /etc/passwd"
 log "$(basename "$tarball"): no shell, user 65532:65532, version $version, providers \"$providers\", $(du -sh "$rootfs" | cut -f1) unpacked"
