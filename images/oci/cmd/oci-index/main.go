@@ -35,11 +35,12 @@ func (l *list) String() string     { return strings.Join(*l, " ") }
 func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	var out, binary string
+	var out, layoutDir, binary string
 	var tags, images list
 	fs := flag.NewFlagSet("oci-index", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&out, "o", "", "Write the index as an OCI archive (an OCI image layout in a tar) here (required).")
+	fs.StringVar(&layoutDir, "layout", "", "Also write the index as an OCI image layout in this directory (replaced).")
 	fs.Var(&tags, "tag", "An image reference the archive names the index by, e.g. egress-proxies-operator:v0.1.0 (at least one; repeatable).")
 	fs.Var(&images, "image", "An OCI archive (oci-image -oci-archive) or layout directory (-layout) holding one image, one per platform (repeatable).")
 	fs.StringVar(&binary, "binary", "", "IMAGE path: check that in every image this file is an ELF program for the image's machine.")
@@ -89,6 +90,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := oci.WriteIndexArchive(out, idx, refs); err != nil {
 		return fmt.Errorf("-o %s: %w", out, err)
+	}
+	if layoutDir != "" {
+		if err := oci.WriteIndexLayout(layoutDir, idx, refs); err != nil {
+			return fmt.Errorf("-layout %s: %w", layoutDir, err)
+		}
 	}
 	digest, err := idx.Digest()
 	if err != nil {

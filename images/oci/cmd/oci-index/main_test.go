@@ -42,8 +42,9 @@ func TestIndexFromLayouts(t *testing.T) {
 	amd, _ := layoutFor(t, "amd64", "amd64")
 	_, arm := layoutFor(t, "arm64", "arm64")
 	out := filepath.Join(t.TempDir(), "hello.oci.tar")
+	lay := filepath.Join(t.TempDir(), "layout")
 	var stdout, stderr bytes.Buffer
-	if err := run([]string{"-o", out, "-tag", "hello:v1", "-image", amd, "-image", arm, "-binary", "/hello"}, &stdout, &stderr); err != nil {
+	if err := run([]string{"-o", out, "-layout", lay, "-tag", "hello:v1", "-image", amd, "-image", arm, "-binary", "/hello"}, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 	if !strings.HasPrefix(stdout.String(), "sha256:") || !strings.Contains(stderr.String(), "checked linux/arm64: /hello EM_AARCH64") {
@@ -51,6 +52,9 @@ func TestIndexFromLayouts(t *testing.T) {
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
 		t.Errorf("no archive written: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(lay, "index.json")); err != nil {
+		t.Errorf("no layout written: %v", err)
 	}
 
 	wrong, _ := layoutFor(t, "amd64", "arm64")
