@@ -1,8 +1,6 @@
 package oci
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,24 +9,9 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-)
 
-// hello builds a small static Go program for goarch.
-func hello(t *testing.T, goarch string) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\nfunc main() { println(\"hello\") }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hello")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", bin, src)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOOS=linux", "GOARCH="+goarch)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build for %s: %v\n%s", goarch, err, out)
-	}
-	return bin
-}
+	"github.com/egress-proxies/egress-proxies-operator/images/oci/internal/hello"
+)
 
 // helloImage is an image of bin at /hello, its config saying arch.
 func helloImage(t *testing.T, bin, arch string) v1.Image {
@@ -49,8 +32,8 @@ func helloImage(t *testing.T, bin, arch string) v1.Image {
 // written reads back as the same index.
 func TestIndexOfTwoPlatforms(t *testing.T) {
 	idx, err := Index([]v1.Image{
-		helloImage(t, hello(t, "amd64"), "amd64"),
-		helloImage(t, hello(t, "arm64"), "arm64"),
+		helloImage(t, hello.Build(t, "amd64"), "amd64"),
+		helloImage(t, hello.Build(t, "arm64"), "arm64"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +82,7 @@ func TestIndexOfTwoPlatforms(t *testing.T) {
 // An arm64 entry holding an amd64 binary is found, and so is a binary
 // missing; two images of one platform are refused.
 func TestIndexRefusesWhatARuntimeCannotUse(t *testing.T) {
-	amd := hello(t, "amd64")
+	amd := hello.Build(t, "amd64")
 	mislabelled, err := Index([]v1.Image{helloImage(t, amd, "arm64")})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,25 +12,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-)
 
-// staticBinary builds a small static Go program, as the operator's pure-Go
-// image holds one.
-func staticBinary(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\nfunc main() { println(\"hello\") }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hello")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", bin, src)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+	"github.com/egress-proxies/egress-proxies-operator/images/oci/internal/hello"
+)
 
 func flags(bin, out string) []string {
 	return []string{
@@ -44,7 +27,7 @@ func flags(bin, out string) []string {
 
 // Two runs on the same inputs write the same bytes and print one digest.
 func TestTwoRunsOneDigest(t *testing.T) {
-	bin := staticBinary(t)
+	bin := hello.Build(t, "")
 	var digests []string
 	var tars, sboms [][]byte
 	for range 2 {
@@ -85,7 +68,7 @@ func TestTwoRunsOneDigest(t *testing.T) {
 func TestTarballRunsAsGiven(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "hello.tar")
 	var stdout, stderr bytes.Buffer
-	if err := run(flags(staticBinary(t), out), &stdout, &stderr); err != nil {
+	if err := run(flags(hello.Build(t, ""), out), &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 	tag, err := name.NewTag("hello:v1")
@@ -110,7 +93,7 @@ func TestTarballRunsAsGiven(t *testing.T) {
 // Bad input is refused naming the flag and the value, before any output
 // is written.
 func TestFlagsRefused(t *testing.T) {
-	bin := staticBinary(t)
+	bin := hello.Build(t, "")
 	for _, tc := range []struct {
 		change []string
 		want   string
@@ -155,7 +138,7 @@ func TestDebianPackagesListed(t *testing.T) {
 		t.Skip("not a Debian system")
 	}
 	out := filepath.Join(t.TempDir(), "hello.tar")
-	args := append(flags(staticBinary(t), out), "-host-path", "/etc/debian_version", "-debian-packages", "/usr/share/doc/hello/debian-packages.txt")
+	args := append(flags(hello.Build(t, ""), out), "-host-path", "/etc/debian_version", "-debian-packages", "/usr/share/doc/hello/debian-packages.txt")
 	var stderr bytes.Buffer
 	if err := run(args, &bytes.Buffer{}, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/egress-proxies/egress-proxies-operator/images/oci/internal/hello"
 )
 
 // layoutFor builds a static program for goarch and writes its image,
@@ -14,17 +16,8 @@ import (
 // and as an OCI archive.
 func layoutFor(t *testing.T, goarch, arch string) (layoutDir, archive string) {
 	t.Helper()
+	bin := hello.Build(t, goarch)
 	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\nfunc main() { println(\"hello\") }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hello")
-	build := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", bin, src)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOOS=linux", "GOARCH="+goarch)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	lay := filepath.Join(dir, "layout")
 	image := exec.CommandContext(t.Context(), "go", "run", "../oci-image", "-o", filepath.Join(dir, "hello.tar"), "-layout", lay, "-oci-archive", filepath.Join(dir, "hello.oci.tar"),
 		"-tag", "hello:v1", "-binary", bin+"=/hello", "-platform", "linux/"+arch, "-source-date-epoch", "1700000000", "-copyright=false")
@@ -35,9 +28,8 @@ func layoutFor(t *testing.T, goarch, arch string) (layoutDir, archive string) {
 }
 
 // Two images, amd64 (a layout) and arm64 (an archive), become one index in
-// an archive; a
-// mislabelled one is refused naming the image and the machine, before
-// anything is written.
+// an archive and a layout; a mislabelled one is refused naming the image
+// and the machine, before anything is written.
 func TestIndexFromLayouts(t *testing.T) {
 	amd, _ := layoutFor(t, "amd64", "amd64")
 	_, arm := layoutFor(t, "arm64", "arm64")
