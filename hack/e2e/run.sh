@@ -19,7 +19,10 @@
 #      exists, the VM Ready on exactly it, a client Pod through its
 #      Service seen by the origin from it, a refused client, a port change
 #      replacing the VM on the same address (the outage measured), the
-#      leader killed during a second Proxy's provisioning, delete;
+#      leader killed during a second Proxy's provisioning, delete; then
+#      the manifest's install deleted and the operator installed again
+#      from the Helm chart (make release-chart), a Proxy Ready and deleted
+#      on it, helm uninstall;
 #   6. tears everything down, also when a step failed, after printing
 #      the guests' serial consoles and the operator's log on failure.
 # Nothing leaves loopback and the namespace; libvirt's `default` network
@@ -59,6 +62,8 @@ version=$(cat VERSION)
 operator_image_time=$(secs "$t" "$(now)")
 log "operator image $operator_image_tar ($operator_image_time)"
 make --no-print-directory -s release-manifests
+make --no-print-directory -s release-chart > /dev/null
+helm=$(make --no-print-directory -s helm-path)
 mkdir -p bin
 (cd operator && go test -c -tags e2e -o ../bin/e2e.test ./test/e2e)
 
@@ -113,6 +118,7 @@ export E2E_URI E2E_POOL E2E_NET E2E_HOST_IP E2E_SUBNET E2E_OUTSIDE_IP E2E_POD_CI
 export E2E_SSH_USER E2E_SSH_PORT E2E_SSH_KEY E2E_SSH_KNOWN_HOSTS
 export E2E_IMAGE=$image E2E_ROOT=$root E2E_KUBECTL=$KUBEBUILDER_ASSETS/kubectl E2E_MANIFEST=$root/dist/install.yaml
 export E2E_OPERATOR_IMAGE=egress-proxies-operator:$version-libvirt
+export E2E_HELM=$helm E2E_CHART=$root/dist/egress-proxies-operator-$version.tgz
 E2E_CLIENT_IMAGE=$(. "$node_images/refs" && echo "$PROBE_IMAGE")
 export E2E_CLIENT_IMAGE
 ip netns exec "$E2E_NETNS" "$root/bin/e2e.test" -test.v -test.count=1 -test.timeout=25m 9>&-

@@ -40,6 +40,9 @@ type lane struct {
 	// OperatorImage the operator's libvirt image and ClientImage the
 	// client Pod's, both imported into the node's containerd.
 	Kubeconfig, Kubectl, Manifest, OperatorImage, ClientImage string
+	// Helm is the pinned helm and Chart the release's packaged chart
+	// (make release-chart): the second install path (chart_test.go).
+	Helm, Chart string
 	// OperatorArgs are flags added to the operator's (E2E_OPERATOR_ARGS,
 	// space-separated; unset in CI), to measure a setting against the
 	// default: E2E_OPERATOR_ARGS=--serving-watch-period=-1s make e2e.
@@ -62,6 +65,7 @@ func laneFromEnv(t *testing.T) lane {
 		SSHUser: get("E2E_SSH_USER"), SSHPort: get("E2E_SSH_PORT"), SSHKey: get("E2E_SSH_KEY"), SSHKnownHosts: get("E2E_SSH_KNOWN_HOSTS"),
 		Kubeconfig: get("E2E_KUBECONFIG"), Kubectl: get("E2E_KUBECTL"), Manifest: get("E2E_MANIFEST"),
 		OperatorImage: get("E2E_OPERATOR_IMAGE"), ClientImage: get("E2E_CLIENT_IMAGE"),
+		Helm: get("E2E_HELM"), Chart: get("E2E_CHART"),
 		OperatorArgs: strings.Fields(os.Getenv("E2E_OPERATOR_ARGS")),
 	}
 }

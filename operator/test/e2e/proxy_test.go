@@ -51,7 +51,8 @@ func TestProxyBecomesAVM(t *testing.T) {
 	imageURL, imageSHA, imageGate := serveImage(t, l.Image, l.HostIP)
 	org := startOrigin(t, l.HostIP)
 	t.Cleanup(func() { saveOperatorLogs(l, "operator.log") })
-	installed := installOperator(t, l, writeProvidersConfig(t, l, podURI(l), imageURL, imageSHA))
+	providersConfig := writeProvidersConfig(t, l, podURI(l), imageURL, imageSHA)
+	installed := installOperator(t, l, providersConfig)
 	t.Logf("operator installed from %s and rolled out in %s (libvirt at %s); origin %s",
 		l.Manifest, installed.Round(time.Millisecond), podURI(l), org.URL)
 
@@ -277,13 +278,24 @@ func TestProxyBecomesAVM(t *testing.T) {
 	}
 	t.Logf("Proxies deleted in %s; left in pool %s: %v", deleted.Sub(deleting).Round(time.Millisecond), l.Pool, vols)
 
+	// The same operator from the release's Helm chart, on the same node:
+	// the manifest's install deleted, the chart installed, a Proxy Ready
+	// on a VM and deleted with it, the release uninstalled.
+	uninstalled, chartInstalled := reinstallWithChart(t, l, providersConfig)
+	chartReady, chartDeleted := chartProxy(t, k8s, l)
+	chartUninstalled := uninstallChart(t, l)
+	t.Logf("Helm: the manifest's install deleted in %s; the chart installed and every replica ready in %s; a Proxy Ready in %s and deleted in %s; helm uninstall %s",
+		uninstalled.Round(time.Millisecond), chartInstalled.Round(time.Millisecond), chartReady.Round(time.Millisecond),
+		chartDeleted.Round(time.Millisecond), chartUninstalled.Round(time.Millisecond))
+
 	timings := fmt.Sprintf("install_to_rolled_out=%s\ncreated_to_address_known=%s\naddress_known_to_ready=%s\n"+
 		"created_to_ready=%s (create_returned=%s address=%s)\nready_to_pod_answer=%s (pod ran %s)\n"+
 		"replace_to_ready=%s\nreplace_outage=%s\n"+
 		"replicas_scale_up=%s\nreplicas_roll=%s\nreplicas_scale_down=%s\nservice_requests=%d service_failed=%d\n"+
 		"failover_endpoint_gone=%s failover_replaced=%s failover_requests=%d failover_failed=%d failover_last_failure=%s\n"+
 		"release_after_vm_gone=%s\n"+
-		"leader_takeover=%s\nsecond_created_to_ready=%s\ndelete=%s\ndriver_total=%s\n",
+		"leader_takeover=%s\nsecond_created_to_ready=%s\ndelete=%s\n"+
+		"manifest_uninstall=%s chart_install=%s chart_proxy_ready=%s chart_proxy_delete=%s chart_uninstall=%s\ndriver_total=%s\n",
 		installed.Round(time.Millisecond), allocatedAt.Sub(created).Round(time.Millisecond), readyAt.Sub(allocatedAt).Round(time.Millisecond),
 		readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second),
 		addressed.Sub(created).Round(time.Second), firstAt.Sub(readyAt).Round(time.Millisecond), podTook.Round(time.Millisecond),
@@ -293,7 +305,9 @@ func TestProxyBecomesAVM(t *testing.T) {
 		rr.failover.lastFailure.Round(time.Millisecond),
 		released.Sub(vmGone).Round(time.Millisecond),
 		takeover.Round(time.Millisecond), secondReadyAt.Sub(secondCreated).Round(time.Millisecond),
-		deleted.Sub(deleting).Round(time.Millisecond), since(begin))
+		deleted.Sub(deleting).Round(time.Millisecond),
+		uninstalled.Round(time.Millisecond), chartInstalled.Round(time.Millisecond), chartReady.Round(time.Millisecond),
+		chartDeleted.Round(time.Millisecond), chartUninstalled.Round(time.Millisecond), since(begin))
 	if err := os.WriteFile(filepath.Join(l.State, "timings"), []byte(timings), 0o644); err != nil {
 		t.Error(err)
 	}
