@@ -95,7 +95,13 @@ func (f failedOver) timeline() []string {
 // VM left the Service, each as its time and message, the Proxy and
 // replica fields kept: where the seconds between went.
 func (f failedOver) around(log string) []string {
-	from, to := f.killed.Add(-time.Second), f.killed.Add(f.endpointGone+time.Second)
+	return logBetween(log, f.killed.Add(-time.Second), f.killed.Add(f.endpointGone+time.Second))
+}
+
+// logBetween picks the operator's log lines (saveOperatorLogs's) from
+// from to to, each as its time, message and the fields that say which
+// replica, VM and address it is about.
+func logBetween(log string, from, to time.Time) []string {
 	var out []string
 	for line := range strings.Lines(log) {
 		_, doc, ok := strings.Cut(line, "] ")

@@ -33,6 +33,29 @@ type rolled struct {
 	failover failedOver
 }
 
+// logAround saves the operator's log (roll.log) and picks its lines from
+// 3 s before each failed request of the client loop ("<start> fail
+// <took> …") to 1 s after it ended: what the operator did to the Service
+// and the VMs then.
+func logAround(l lane, failures []string) []string {
+	log := saveOperatorLogs(l, "roll.log")
+	var out []string
+	for _, f := range failures {
+		fields := strings.Fields(f)
+		if len(fields) < 3 {
+			continue
+		}
+		start, err := time.Parse(time.RFC3339Nano, fields[0])
+		took, err2 := time.ParseDuration(fields[2])
+		if err != nil || err2 != nil {
+			continue
+		}
+		out = append(out, "-- around "+f)
+		out = append(out, logBetween(log, start.Add(-3*time.Second), start.Add(took+time.Second))...)
+	}
+	return out
+}
+
 // rollReplicas scales the Ready Proxy p (one replica, static address
 // addr, on the port it now has) to two replicas, each on its own address
 // of the pool, and has a client Pod send requests through the Service's
@@ -138,8 +161,8 @@ func rollReplicas(t *testing.T, k8s client.Client, cs kubernetes.Interface, l la
 	t.Logf("failover: %d of the %d requests from the kill until replica 1 answered again failed, the last ending %s after the kill; the dead VM left the Service after %s",
 		fo.failed, fo.sent, fo.lastFailure.Round(time.Millisecond), fo.endpointGone.Round(time.Millisecond))
 	if out.sent == 0 || out.failed > 0 {
-		t.Errorf("%d of %d requests through the Service failed during the roll and the scale-down:\n%s",
-			out.failed, out.sent, strings.Join(failures, "\n"))
+		t.Errorf("%d of %d requests through the Service failed during the roll and the scale-down:\n%s\nand the operator's log around them:\n%s",
+			out.failed, out.sent, strings.Join(failures, "\n"), strings.Join(logAround(l, failures), "\n"))
 	}
 	for _, src := range slices.Compact(slices.Sorted(slices.Values(org.sources(path)))) {
 		if src != addrs[0] && src != addrs[1] {
