@@ -20,7 +20,9 @@ set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxies/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
+# -v: the Kubernetes binaries report their version (below); the cache
+# of those built before they did is not used.
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxies/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-v
 
 # The binaries asked for beyond kube-apiserver; node wants kubectl too.
 extra=()
@@ -72,7 +74,15 @@ build_kubernetes() {
   # work tree; each reaches the cache by a rename, so a failed build
   # leaves no half-written binary there.
   mkdir out
-  CGO_ENABLED=0 go build -trimpath -o out/ "${pkgs[@]}"
+  # The version a release build stamps (Kubernetes' hack/lib/version.sh):
+  # without it the API server says v0.0.0-master, and what checks the
+  # cluster's version refuses it (a chart's kubeVersion, kubectl's skew).
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local ldflags="" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o out/ "${pkgs[@]}"
   for cmd in "$@"; do
     mv "out/$cmd" "$cache/$cmd.tmp"
     mv "$cache/$cmd.tmp" "$cache/$cmd"
