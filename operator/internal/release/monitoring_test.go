@@ -113,6 +113,57 @@ func TestServiceMonitorScrapesTheMetricsService(t *testing.T) {
 	}
 }
 
+// prometheus-operator gives every target of a ServiceMonitor these labels
+// (its generated relabelings: the target's namespace, Service, Pod,
+// container and endpoint, and Prometheus's job and instance). A scraped
+// label of the same name is renamed exported_<name> unless the endpoint
+// honours the scraped labels.
+var targetLabels = []string{"namespace", "service", "pod", "container", "endpoint", "job", "instance"}
+
+// The operator's metrics label a Proxy's namespace `namespace`; scraped
+// without honorLabels, Prometheus would rename it exported_namespace and
+// give `namespace` the operator's own, so every alert and dashboard panel
+// would name the operator's namespace. Found by the e2e lane's
+// Prometheus: EgressProxyNotReady{namespace="e2e-bound"} never matched.
+func TestServiceMonitorKeepsTheOperatorsLabels(t *testing.T) {
+	sm, _ := monitoringKit(t, renderMonitoring(t))
+	clashing := map[string][]string{}
+	for name, labels := range exportedLabels() {
+		for _, l := range labels {
+			if slices.Contains(targetLabels, l) {
+				clashing[l] = append(clashing[l], name)
+			}
+		}
+	}
+	if len(clashing) == 0 {
+		t.Fatal("no exported metric has a label a ServiceMonitor's target has; the test reads the wrong labels")
+	}
+	for i, e := range sm.Spec.Endpoints {
+		if !e.HonorLabels {
+			t.Errorf("the ServiceMonitor's endpoint %d does not set honorLabels; these metrics' labels would be renamed exported_<label>: %v", i, clashing)
+		}
+	}
+}
+
+// exportedLabels maps each of the operator's own metrics to its variable
+// labels.
+func exportedLabels() map[string][]string {
+	out := map[string][]string{}
+	desc := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
+	collectors := append(metrics.Collectors(), metrics.NewBuildInfo(nil), metrics.NewProxyPhases(nil, nil), metrics.NewPoolAddresses(nil, nil))
+	for _, c := range collectors {
+		ch := make(chan *prometheus.Desc, 10)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			if m := desc.FindStringSubmatch(d.String()); m != nil && m[2] != "" {
+				out[m[1]] = strings.Split(m[2], ",")
+			}
+		}
+	}
+	return out
+}
+
 // exported lists the names of the metrics the operator serves: its own and
 // the ones of controller-runtime its alerts read.
 func exported() map[string]bool {
