@@ -40,7 +40,7 @@ lane_start=$(now)
 
 # 1. Packages, with no service started (apt-ensure.sh: the root libvirtd
 # must never run here).
-hack/apt-ensure.sh @e2e
+hack/apt-ensure.sh @e2e @monitoring
 
 # 2. The guest image (build.sh installs its own build dependencies).
 t=$(now)
@@ -119,6 +119,7 @@ export E2E_SSH_USER E2E_SSH_PORT E2E_SSH_KEY E2E_SSH_KNOWN_HOSTS
 export E2E_IMAGE=$image E2E_ROOT=$root E2E_KUBECTL=$KUBEBUILDER_ASSETS/kubectl E2E_MANIFEST=$root/dist/install.yaml
 export E2E_OPERATOR_IMAGE=egress-proxies-operator:$version-libvirt
 export E2E_HELM=$helm E2E_CHART=$root/dist/egress-proxies-operator-$version.tgz
+export E2E_MONITORING=$root/dist/monitoring.yaml
 E2E_CLIENT_IMAGE=$(. "$node_images/refs" && echo "$PROBE_IMAGE")
 export E2E_CLIENT_IMAGE
 ip netns exec "$E2E_NETNS" "$root/bin/e2e.test" -test.v -test.count=1 -test.timeout=25m 9>&-

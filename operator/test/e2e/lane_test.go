@@ -43,6 +43,9 @@ type lane struct {
 	// Helm is the pinned helm and Chart the release's packaged chart
 	// (make release-chart): the second install path (chart_test.go).
 	Helm, Chart string
+	// Monitoring is the release's monitoring kit (dist/monitoring.yaml),
+	// which the lane's Prometheus follows (prometheus_test.go).
+	Monitoring string
 	// OperatorArgs are flags added to the operator's (E2E_OPERATOR_ARGS,
 	// space-separated; unset in CI), to measure a setting against the
 	// default: E2E_OPERATOR_ARGS=--serving-watch-period=-1s make e2e.
@@ -65,7 +68,7 @@ func laneFromEnv(t *testing.T) lane {
 		SSHUser: get("E2E_SSH_USER"), SSHPort: get("E2E_SSH_PORT"), SSHKey: get("E2E_SSH_KEY"), SSHKnownHosts: get("E2E_SSH_KNOWN_HOSTS"),
 		Kubeconfig: get("E2E_KUBECONFIG"), Kubectl: get("E2E_KUBECTL"), Manifest: get("E2E_MANIFEST"),
 		OperatorImage: get("E2E_OPERATOR_IMAGE"), ClientImage: get("E2E_CLIENT_IMAGE"),
-		Helm: get("E2E_HELM"), Chart: get("E2E_CHART"),
+		Helm: get("E2E_HELM"), Chart: get("E2E_CHART"), Monitoring: get("E2E_MONITORING"),
 		OperatorArgs: strings.Fields(os.Getenv("E2E_OPERATOR_ARGS")),
 	}
 }

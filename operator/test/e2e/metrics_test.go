@@ -25,10 +25,7 @@ const (
 // not verified here.
 func checkMetrics(t *testing.T, l lane) {
 	t.Helper()
-	kubectl(t, l, nil, "-n", installNamespace, "create", "serviceaccount", "e2e-scraper")
-	kubectl(t, l, nil, "create", "clusterrolebinding", "e2e-scraper", "--clusterrole="+metricsReader,
-		"--serviceaccount="+installNamespace+":e2e-scraper")
-	token := strings.TrimSpace(kubectl(t, l, nil, "-n", installNamespace, "create", "token", "e2e-scraper"))
+	token := metricsReaderToken(t, l, "e2e-scraper")
 	// An endpoint of the Service, a Pod: the lane's namespace has no
 	// default route, so a ClusterIP is reachable from Pods only.
 	ips := strings.Fields(kubectl(t, l, nil, "-n", installNamespace, "get", "endpointslices",
@@ -57,4 +54,15 @@ func checkMetrics(t *testing.T, l lane) {
 		t.Errorf("%d of the %d replicas report egressproxies_proxies; want the leader alone", counting, len(ips))
 	}
 	t.Logf("metrics of %d replicas: anonymous refused, metrics-reader answered; the cluster's counts from %d of them", len(ips), counting)
+}
+
+// metricsReaderToken makes a ServiceAccount sa in the install's namespace,
+// binds it to the shipped metrics-reader ClusterRole, as docs/operator.md
+// tells a Prometheus's owner to, and returns a token of it.
+func metricsReaderToken(t *testing.T, l lane, sa string) string {
+	t.Helper()
+	kubectl(t, l, nil, "-n", installNamespace, "create", "serviceaccount", sa)
+	kubectl(t, l, nil, "create", "clusterrolebinding", sa, "--clusterrole="+metricsReader,
+		"--serviceaccount="+installNamespace+":"+sa)
+	return strings.TrimSpace(kubectl(t, l, nil, "-n", installNamespace, "create", "token", sa, "--duration=2h"))
 }

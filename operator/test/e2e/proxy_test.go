@@ -221,6 +221,12 @@ func TestProxyBecomesAVM(t *testing.T) {
 	// The metrics endpoint answers its scrapers, and only them.
 	checkMetrics(t, l)
 
+	// Debian's Prometheus scrapes the replicas as the monitoring kit's
+	// ServiceMonitor says and evaluates its alerts (their `for` cut to
+	// seconds): the kills below must make them fire, and clear.
+	prom := startPrometheus(t, l, cs)
+	prom.waitQuiet(t, alertNoLeader, nil, time.Minute)
+
 	// The leader crashes while a second Proxy is provisioning: the other
 	// replica takes the Lease and finishes it, with one VM.
 	// It lets out only the origin's address and port (docs/egress.md).
@@ -233,8 +239,17 @@ func TestProxyBecomesAVM(t *testing.T) {
 	}
 	secondCreated := time.Now()
 	waitCreating(ctx, t, k8s, client.ObjectKeyFromObject(second), 2*time.Minute)
+	killing := time.Now()
 	killed, next, takeover := killLeader(ctx, t, cs)
 	t.Logf("%s took the Lease %s after the leader %s was killed", next, takeover.Round(time.Millisecond), killed)
+	noLeader := prom.firedAndCleared(t, alertNoLeader, nil, killing, 2*time.Minute)
+	if took := killing.Add(takeover); !noLeader.first.Before(took) {
+		t.Errorf("%s first fired at %s, after the takeover at %s: it did not fire while no replica led",
+			alertNoLeader, noLeader.first.UTC().Format(time.RFC3339Nano), took.UTC().Format(time.RFC3339Nano))
+	}
+	t.Logf("%s fired %s after the kill (for %s in the lane), last fired %s after it, clear by %s (the takeover at %s)",
+		alertNoLeader, noLeader.first.Sub(killing).Round(time.Millisecond), laneFor, noLeader.last.Sub(killing).Round(time.Millisecond),
+		noLeader.cleared.Sub(killing).Round(time.Millisecond), takeover.Round(time.Millisecond))
 	secondReady, _, _ := waitReady(ctx, t, k8s, client.ObjectKeyFromObject(second), 15*time.Minute)
 	secondReadyAt := time.Now()
 	t.Logf("second Proxy Ready at %s (VM %s) %s after create", secondReady.Status.Address,
@@ -245,6 +260,21 @@ func TestProxyBecomesAVM(t *testing.T) {
 	checkEgress(t, cs, l, org, secondReady)
 	checkTraffic(t, l, secondReady)
 	checkBinding(t, cs, l, org, secondReady)
+
+	// The second Proxy's only VM dies: the Proxy is not Ready until its
+	// replica is made again, and its alert fires for that time.
+	secondLabels := map[string]string{"namespace": second.Namespace, "proxy": second.Name}
+	prom.waitQuiet(t, alertNotReady, secondLabels, time.Minute)
+	vmKilled := killReplica(t, k8s, cs, l, secondReady, 0)
+	notReady := prom.firedAndCleared(t, alertNotReady, secondLabels, vmKilled.killed, 2*time.Minute)
+	if back := vmKilled.killed.Add(vmKilled.replaced); !notReady.first.Before(back) {
+		t.Errorf("%s first fired at %s, after the Proxy answered again at %s", alertNotReady,
+			notReady.first.UTC().Format(time.RFC3339Nano), back.UTC().Format(time.RFC3339Nano))
+	}
+	t.Logf("%s for %s/%s fired %s after its VM was killed, last fired %s after it, clear by %s (answering again at %s)",
+		alertNotReady, second.Namespace, second.Name, notReady.first.Sub(vmKilled.killed).Round(time.Millisecond),
+		notReady.last.Sub(vmKilled.killed).Round(time.Millisecond), notReady.cleared.Sub(vmKilled.killed).Round(time.Millisecond),
+		vmKilled.replaced.Round(time.Millisecond))
 
 	// Deleting the Proxies deletes their domains, overlays and seeds.
 	deleting := time.Now()
@@ -295,6 +325,7 @@ func TestProxyBecomesAVM(t *testing.T) {
 		"failover_endpoint_gone=%s failover_replaced=%s failover_requests=%d failover_failed=%d failover_last_failure=%s\n"+
 		"release_after_vm_gone=%s\n"+
 		"leader_takeover=%s\nsecond_created_to_ready=%s\ndelete=%s\n"+
+		"alert_no_leader_fired=%s alert_no_leader_cleared=%s alert_not_ready_fired=%s alert_not_ready_cleared=%s\n"+
 		"manifest_uninstall=%s chart_install=%s chart_proxy_ready=%s chart_proxy_delete=%s chart_uninstall=%s\ndriver_total=%s\n",
 		installed.Round(time.Millisecond), allocatedAt.Sub(created).Round(time.Millisecond), readyAt.Sub(allocatedAt).Round(time.Millisecond),
 		readyAt.Sub(created).Round(time.Millisecond), createdVM.Sub(created).Round(time.Second),
@@ -306,6 +337,8 @@ func TestProxyBecomesAVM(t *testing.T) {
 		released.Sub(vmGone).Round(time.Millisecond),
 		takeover.Round(time.Millisecond), secondReadyAt.Sub(secondCreated).Round(time.Millisecond),
 		deleted.Sub(deleting).Round(time.Millisecond),
+		noLeader.first.Sub(killing).Round(time.Millisecond), noLeader.cleared.Sub(killing).Round(time.Millisecond),
+		notReady.first.Sub(vmKilled.killed).Round(time.Millisecond), notReady.cleared.Sub(vmKilled.killed).Round(time.Millisecond),
 		uninstalled.Round(time.Millisecond), chartInstalled.Round(time.Millisecond), chartReady.Round(time.Millisecond),
 		chartDeleted.Round(time.Millisecond), chartUninstalled.Round(time.Millisecond), since(begin))
 	if err := os.WriteFile(filepath.Join(l.State, "timings"), []byte(timings), 0o644); err != nil {
