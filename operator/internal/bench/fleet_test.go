@@ -18,6 +18,7 @@ import (
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 	"github.com/egress-proxies/egress-proxies-operator/operator/api/v1alpha1"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/config"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/identity"
 )
@@ -54,6 +55,12 @@ func BenchmarkFleet(b *testing.B) {
 	sizes := envList(b, "BENCH_FLEET", "100", strconv.Atoi)
 	clones := envList(b, "BENCH_CLONE", "0s", time.ParseDuration)
 	resync := envList(b, "BENCH_RESYNC", "10s", time.ParseDuration)[0]
+	if shipped() != "" {
+		// The shipped binary at its defaults (BENCH_SHIPPED=1), its probe
+		// answered on the Proxies' port.
+		resync = proxy.DefaultResync
+		shippedStandIn(b, int(benchProxy("", 0).Spec.Port))
+	}
 	for _, n := range sizes {
 		for _, clone := range clones {
 			name := fmt.Sprintf("proxies=%d,clone=%s", n, clone)
@@ -151,6 +158,7 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	b.ReportMetric((apiCreate+apiDelete)/float64(n), "api/proxy")
 	b.ReportMetric(op.peakRSS(b), "peak-MiB")
 	b.ReportMetric(op.fileRSS(b), "file-MiB")
+	b.ReportMetric(op.peakAnon(), "peak-anon-MiB")
 	b.ReportMetric(sweepMs, "sweep-ms")
 	b.ReportMetric(sweepCalls, "sweep-calls")
 	b.ReportMetric(sweepBytes/1024, "sweep-KiB")

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -58,7 +60,36 @@ const (
 	// childLog, when set, is the file the operator process appends its
 	// log to (JSON lines); unset, it logs nothing.
 	childLog = "BENCH_OPERATOR_LOG"
+	// shippedBinary, when set, is an operator binary built as the image
+	// builds it (hack/bench-fleet.sh with BENCH_SHIPPED=1): the process
+	// runs it at its defaults instead of this binary's operator mode. Its
+	// probe dials the played guests' addresses for real, which the
+	// script's network namespace routes to loopback (shippedStandIn).
+	shippedBinary = "BENCH_OPERATOR_BINARY"
 )
+
+// shipped is the shipped binary the benchmark runs, or "".
+func shipped() string { return os.Getenv(shippedBinary) }
+
+// shippedStandIn is the stand-in proxy the shipped binary's probe reaches:
+// it listens on every address of the network namespace, port port, once
+// the played guests' first address (devsim.PlayGuests) is known to be
+// local there, so that nothing listens beyond loopback.
+func shippedStandIn(b testing.TB, port int) {
+	b.Helper()
+	guest := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 10)}
+	probe, err := (&net.ListenConfig{}).Listen(b.Context(), "tcp", guest.String())
+	if err != nil {
+		b.Fatalf("%s: the played guests' addresses are not local here (%v); run through hack/bench-fleet.sh with BENCH_SHIPPED=1, "+
+			"whose network namespace routes them to loopback", shippedBinary, err)
+	}
+	_ = probe.Close()
+	l, err := devsim.StandInProxyAt(context.Background(), fmt.Sprintf(":%d", port))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+}
 
 // operatorProcess is the operator mode: it runs until SIGTERM.
 func operatorProcess() int {
@@ -165,6 +196,8 @@ func (c *child) heapProfile(b *testing.B) {
 type child struct {
 	cmd     *exec.Cmd
 	metrics string
+	// anonPeak is the largest RssAnon seen, in KiB (sampleAnon).
+	anonPeak atomic.Int64
 }
 
 // startChild starts the operator process on the providers config and
@@ -178,17 +211,23 @@ func startChild(b testing.TB, resync time.Duration, providers string, env ...str
 	}
 	c := &child{metrics: metricstest.FreeAddr(b)}
 	health := metricstest.FreeAddr(b)
-	c.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providers,
-		childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String())
+	if bin := shipped(); bin != "" {
+		c.cmd = shippedCommand(b, bin, resync, providers, c.metrics, health, env)
+		c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	} else {
+		c.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
+		c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providers,
+			childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String())
+		c.cmd.Env = append(c.cmd.Env, env...)
+	}
 	if limit := os.Getenv(operatorMemLimit); limit != "" {
 		c.cmd.Env = append(c.cmd.Env, "GOMEMLIMIT="+limit)
 	}
-	c.cmd.Env = append(c.cmd.Env, env...)
 	c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
 	if err := c.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	go c.sampleAnon()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ready := metricstest.Scrape(b, "http://"+health+"/readyz", "")
@@ -215,6 +254,52 @@ func (c *child) kill() {
 	_ = c.cmd.Process.Signal(syscall.SIGKILL)
 	_ = c.cmd.Wait()
 }
+
+// shippedCommand runs the shipped binary as its Deployment does but for
+// the addresses it binds: plain-HTTP metrics (the benchmark scrapes them
+// as it scrapes its own operator mode), no leader election; BENCH_WORKERS
+// as its --max-concurrent-reconciles. The settings only the operator mode
+// takes (its resync, the quota back-off, a heap profile, a log) are
+// refused: the shipped binary runs at its defaults.
+func shippedCommand(b testing.TB, bin string, resync time.Duration, providers, metrics, health string, env []string) *exec.Cmd {
+	b.Helper()
+	if resync != proxy.DefaultResync || len(env) > 0 || os.Getenv(childHeapProfile) != "" || os.Getenv(childLog) != "" {
+		b.Fatalf("%s runs the shipped binary at its defaults: no resync but %s, no %v, %s or %s", shippedBinary,
+			proxy.DefaultResync, env, childHeapProfile, childLog)
+	}
+	args := []string{"--providers-config=" + providers, "--metrics-bind-address=" + metrics, "--metrics-secure=false",
+		"--health-probe-bind-address=" + health}
+	if w := os.Getenv(childWorkers); w != "" {
+		args = append(args, "--max-concurrent-reconciles="+w)
+	}
+	return exec.CommandContext(context.Background(), bin, args...)
+}
+
+// sampleAnon records the process's anonymous resident memory (RssAnon:
+// heap, stacks, the runtime's) every 100 ms until it exits; the kernel
+// keeps a high-water mark of the whole resident set only (VmHWM), which
+// counts the binary's file pages too.
+func (c *child) sampleAnon() {
+	path := fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid)
+	for {
+		status, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "RssAnon:" {
+				if kib, err := strconv.ParseInt(f[1], 10, 64); err == nil && kib > c.anonPeak.Load() {
+					c.anonPeak.Store(kib)
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// peakAnon is the largest anonymous resident memory sampleAnon saw, in
+// MiB.
+func (c *child) peakAnon() float64 { return float64(c.anonPeak.Load()) / 1024 }
 
 // peakRSS is the process's resident set's high-water mark (VmHWM), in MiB.
 func (c *child) peakRSS(b *testing.B) float64 {

@@ -192,7 +192,12 @@ func ExtraConfig(options []types.BaseOptionValue) map[string]string {
 // status line, as a proxy answers a non-proxy request; the operator's
 // probe is pointed at it. It stops with ctx or Close.
 func StandInProxy(ctx context.Context) (net.Listener, error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	return StandInProxyAt(ctx, "127.0.0.1:0")
+}
+
+// StandInProxyAt is StandInProxy listening on addr.
+func StandInProxyAt(ctx context.Context, addr string) (net.Listener, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -129,6 +129,10 @@ const DefaultDrain = 10 * time.Second
 // a second, a dead VM of a replica is found 0.5 to 1.5 s after it died.
 const DefaultWatch = time.Second
 
+// DefaultResync is Timing.Resync's default: a VM deleted or stopped
+// behind the operator's back is found within a minute.
+const DefaultResync = time.Minute
+
 // Timing holds the reconciler's waits; zero values take the defaults.
 type Timing struct {
 	// Poll is the wait between checks of a VM that is not ready yet.
@@ -166,7 +170,7 @@ func (t Timing) withDefaults() Timing {
 	}
 	def(&t.Poll, 5*time.Second)
 	def(&t.Probe, min(time.Second, t.Poll))
-	def(&t.Resync, time.Minute)
+	def(&t.Resync, DefaultResync)
 	def(&t.QuotaBackoff, 5*time.Minute)
 	def(&t.PermanentRetry, 30*time.Minute)
 	def(&t.Drain, DefaultDrain)
