@@ -155,7 +155,7 @@ func startPrometheus(t *testing.T, l lane, cs kubernetes.Interface) *lanePrometh
 		}
 		var up, other []string
 		for _, at := range ts.Active {
-			host := string(at.DiscoveredLabels[model.AddressLabel])
+			host := at.DiscoveredLabels[model.AddressLabel]
 			if at.Health == promv1.HealthGood {
 				up = append(up, host)
 			} else {
