@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Benchmark: a fleet of Proxies made and deleted at once through the
 # operator (a process of its own) against the bare govmomi sequence at the
-# same concurrency, on the same vcsim, in the same run (docs/performance.md). Prints the benchmark's lines, then per size and
-# clone latency the operator/bare ratios and the operator's costs.
-#   hack/bench-fleet.sh [sizes] [clone latencies]   # default: 100,300,1000  0s,1s
+# same concurrency, on the same vcsim, in the same run (docs/performance.md).
+# Prints the benchmark's lines, then per size and task latency the
+# operator/bare ratios and the operator's costs. A task latency delays
+# vcsim's answer to the clone and to the deletion's power-off and destroy.
+#   hack/bench-fleet.sh [sizes] [task latencies]   # default: 100,300,1000  0s,1s
 #   BENCH_RESYNC=10s sets the operator's Ready resync period;
 #   BENCH_WORKERS its --max-concurrent-reconciles (default: the operator's).
 #   BENCH_SHIPPED=1 runs the shipped binary instead of the benchmark's

@@ -35,8 +35,9 @@ const resyncPeriods = 2
 // BenchmarkFleet makes a fleet of Proxies at once through the operator and
 // the same number of VMs through the bare govmomi sequence at the same
 // concurrency, on the same vcsim, in the same run; then deletes them.
-// Sizes and clone latencies come from BENCH_FLEET (default "100") and
-// BENCH_CLONE (default "0s"), comma-separated; BENCH_RESYNC is the
+// Sizes and task latencies come from BENCH_FLEET (default "100") and
+// BENCH_CLONE (default "0s"), comma-separated (the latency is the clone's
+// and the deletion's power-off and destroy, tasksTake); BENCH_RESYNC is the
 // operator's Ready resync period (default 10s). The operator runs as a
 // process of its own (process_test.go) so its peak RSS is its own.
 //
@@ -65,19 +66,32 @@ func BenchmarkFleet(b *testing.B) {
 		for _, clone := range clones {
 			name := fmt.Sprintf("proxies=%d,clone=%s", n, clone)
 			b.Run("sdk/"+name, func(b *testing.B) {
-				defer cloneTakes(clone)()
+				defer tasksTake(clone)()
 				for b.Loop() {
 					fleetSDK(b, n)
 				}
 			})
 			b.Run("operator/"+name, func(b *testing.B) {
-				defer cloneTakes(clone)()
+				defer tasksTake(clone)()
 				for b.Loop() {
 					fleetOperator(b, n, resync)
 				}
 			})
 		}
 	}
+}
+
+// tasksTake makes vcsim answer the fleet's slow vCenter calls after d —
+// the clone, and the deletion's power-off and destroy — for both paths,
+// and returns the undo. The Delete's third task, its deleting mark, is a
+// reconfigure, which the played guests use too, so it is not delayed.
+func tasksTake(d time.Duration) func() {
+	if d == 0 {
+		return func() {}
+	}
+	ms := int(d.Milliseconds())
+	sim.Model.DelayConfig.MethodDelay = map[string]int{"CloneVM_Task": ms, "PowerOffVM_Task": ms, "Destroy_Task": ms}
+	return func() { sim.Model.DelayConfig.MethodDelay = nil }
 }
 
 func fleetSDK(b *testing.B, n int) {

@@ -17,11 +17,11 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/app"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controller/proxy"
+	"github.com/egress-proxies/egress-proxies-operator/operator/internal/controllertest"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/devsim"
 	"github.com/egress-proxies/egress-proxies-operator/operator/internal/probe"
 )
@@ -61,7 +61,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	logf.SetLogger(logr.Discard())
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	// controllertest's: it also starts in a network namespace with no
+	// default route (hack/bench-fleet.sh with BENCH_SHIPPED=1).
+	env := controllertest.Environment()
 	// A fleet's Services need more ClusterIPs than envtest's /24 holds.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
