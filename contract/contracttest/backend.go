@@ -83,6 +83,17 @@ type UIDMarkedCreator interface {
 	CreateUIDMarked(ctx context.Context, name string, placement contract.Placement, uid string) (providerID string, err error)
 }
 
+// StrayEgressMaker keeps an egress address in region that carries the
+// managed mark valued owner, and the UID mark valued uid when uid is not
+// "", but no replica mark: an address another tool made with the
+// operator's marks, or one copied from the operator's. It is no
+// replica's: ListEgress must list the provider's own addresses beside it
+// and never it, or the garbage collector would release it. release
+// removes it again. Rule: EgressKeptPerReplica (this shape only with it).
+type StrayEgressMaker interface {
+	MakeStrayEgress(ctx context.Context, region, owner, uid string) (ip string, release func() error, err error)
+}
+
 // LegacyCreator makes the instance req describes as a provider of contract
 // v0.2 and earlier did, before marks named their owner: every mark, with
 // LabelManaged valued contract.LegacyManagedValue whatever req.Owner says,

@@ -22,6 +22,7 @@ func egressKeptPerReplica(e *env) {
 	r0 := e.request()
 	r1 := e.request()
 	r1.UID, r1.Replica = r0.UID, 1
+	strays := e.strayEgress(r0.Placement.Region, r0.UID)
 	a := e.running(r0)
 	b := e.running(r1)
 	for _, inst := range []contract.Instance{a, b} {
@@ -38,7 +39,7 @@ func egressKeptPerReplica(e *env) {
 	}
 	e.waitGone(e.p, a.ProviderID)
 	if !slices.ContainsFunc(e.listEgress(keeper), func(x contract.Egress) bool { return x.UID == r0.UID && x.Replica == 0 && x.IP == a.EgressIP }) {
-		e.t.Errorf("after its instance's Delete, replica 0's egress address %s is not listed: Delete never releases it", a.EgressIP)
+		e.t.Errorf("after its instance's Delete, replica 0's egress address %s is not listed: Delete never releases it, and ListEgress lists every kept address", a.EgressIP)
 	}
 	r0b := e.request()
 	r0b.UID = r0.UID
@@ -71,6 +72,11 @@ func egressKeptPerReplica(e *env) {
 		}
 	}
 	listed := e.listEgress(keeper)
+	for _, x := range listed {
+		if strays[x.IP] {
+			e.t.Errorf("ListEgress(%s) lists %+v, an address with the Owner's mark and no replica mark: it is no replica's, and the GC would release it", e.owner, x)
+		}
+	}
 	if slices.ContainsFunc(listed, func(x contract.Egress) bool { return x.UID == r0.UID && x.Replica == 0 }) {
 		e.t.Errorf("replica 0's egress address is still listed after ReleaseEgress: %+v", listed)
 	}
@@ -79,6 +85,35 @@ func egressKeptPerReplica(e *env) {
 	}) {
 		e.t.Errorf("ListEgress(%s) = %+v: replica 1's %s in %s is missing", e.owner, listed, b.EgressIP, r1.Placement.Region)
 	}
+}
+
+// strayEgress makes, when the backend control can (StrayEgressMaker),
+// two addresses in region with the rule's Owner's mark and no replica
+// mark, one of them with the UID mark valued uid, before the rule's own:
+// where a backend lists in the order addresses were made, a provider
+// that stops at the first address without a replica mark lists none of
+// the rule's. They are released when the rule ends. It returns their
+// IPs.
+func (e *env) strayEgress(region, uid string) map[string]bool {
+	maker, ok := e.cfg.Backend.(StrayEgressMaker)
+	if !ok {
+		e.t.Log("the backend control makes no stray egress addresses (StrayEgressMaker): ListEgress is not checked beside them")
+		return nil
+	}
+	ips := map[string]bool{}
+	for _, u := range []string{"", uid} {
+		ip, release, err := maker.MakeStrayEgress(e.ctx(), region, e.owner, u)
+		if err != nil {
+			e.t.Fatalf("backend control MakeStrayEgress(%s, %s, %q): %v", region, e.owner, u, err)
+		}
+		ips[ip] = true
+		e.t.Cleanup(func() {
+			if err := release(); err != nil {
+				e.t.Errorf("backend control: release the stray egress address %s: %v", ip, err)
+			}
+		})
+	}
+	return ips
 }
 
 // releaseCut releases rel with its first call cut, then its second, and

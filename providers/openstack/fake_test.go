@@ -131,6 +131,7 @@ var (
 	_ contracttest.DeleteStarter          = control{}
 	_ contracttest.UnmarkedCreator        = control{}
 	_ contracttest.UIDMarkedCreator       = control{}
+	_ contracttest.StrayEgressMaker       = control{}
 	_ contracttest.Staller                = control{}
 	_ contracttest.FaultInjector          = control{}
 	_ contracttest.CredentialRejecter     = control{}

@@ -55,6 +55,7 @@ var (
 	_ contracttest.PowerOffer         = (*realControl)(nil)
 	_ contracttest.UnmarkedCreator    = (*realControl)(nil)
 	_ contracttest.UIDMarkedCreator   = (*realControl)(nil)
+	_ contracttest.StrayEgressMaker   = (*realControl)(nil)
 	_ contracttest.LegacyCreator      = (*realControl)(nil)
 	_ contracttest.Staller            = (*realControl)(nil)
 	_ contracttest.FaultInjector      = (*realControl)(nil)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -240,4 +241,33 @@ func TestEveryMustHasABrokenVariant(t *testing.T) {
 	if musts := len(regexp.MustCompile(`\bMUST\b`).FindAllString(body, -1)); sectionRows < musts {
 		t.Errorf("the table of MUSTs has %d rows for §1–§9, which say MUST %d times: a MUST has no row", sectionRows, musts)
 	}
+}
+
+// listEgressWith is ListEgress broken at an address without a replica
+// mark: it stops listing there (stop), or lists it as replica 0 (list).
+func (b *brokenProvider) listEgressWith(ctx context.Context, owner string, stop, list bool) ([]contract.Egress, error) {
+	var out []contract.Egress
+	for _, region := range b.cfg.Regions {
+		var found []Address
+		if err := b.do(ctx, "ListAddresses", func(ctx context.Context) (err error) {
+			found, err = b.cloud.ListAddresses(ctx, b.cfg.Token, region, contract.LabelManaged, owner)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for _, a := range found {
+			replica, err := strconv.Atoi(a.Labels[contract.LabelReplica])
+			if err != nil {
+				if stop {
+					break
+				}
+				if !list {
+					continue
+				}
+				replica = 0
+			}
+			out = append(out, contract.Egress{Region: region, UID: a.Labels[contract.LabelUID], Replica: int32(replica), Owner: owner, IP: a.IP})
+		}
+	}
+	return out, nil
 }

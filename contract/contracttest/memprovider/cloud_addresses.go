@@ -28,21 +28,27 @@ var addressBase = netip.MustParseAddr("203.0.113.0")
 // AllocateAddress allocates a new address in the region with labels.
 func (c *Cloud) AllocateAddress(ctx context.Context, token, regionName string, labels map[string]string) (Address, error) {
 	var out Address
-	err := c.inRegion(ctx, token, "allocateaddress", regionName, func(r *region) error {
-		if r.allocated >= 250 {
-			return &APIError{409, "no_more_addresses", fmt.Sprintf("region %q has no free egress address", regionName)}
-		}
-		r.allocated++
-		ip := addressBase
-		for range r.allocated {
-			ip = ip.Next()
-		}
-		a := &Address{IP: ip.String(), Labels: maps.Clone(labels)}
-		r.addresses[a.IP] = a
-		out = a.copy()
-		return nil
+	err := c.inRegion(ctx, token, "allocateaddress", regionName, func(r *region) (err error) {
+		out, err = r.allocate(regionName, labels)
+		return err
 	})
 	return out, err
+}
+
+// allocate allocates the region's next address with labels; the caller
+// holds c.mu.
+func (r *region) allocate(regionName string, labels map[string]string) (Address, error) {
+	if r.allocated >= 250 {
+		return Address{}, &APIError{409, "no_more_addresses", fmt.Sprintf("region %q has no free egress address", regionName)}
+	}
+	r.allocated++
+	ip := addressBase
+	for range r.allocated {
+		ip = ip.Next()
+	}
+	a := &Address{IP: ip.String(), Labels: maps.Clone(labels)}
+	r.addresses[a.IP] = a
+	return a.copy(), nil
 }
 
 // ListAddresses returns the region's addresses whose label key has value.

@@ -29,6 +29,7 @@ var (
 	_ contracttest.DeleteStarter          = Control{}
 	_ contracttest.UnmarkedCreator        = Control{}
 	_ contracttest.UIDMarkedCreator       = Control{}
+	_ contracttest.StrayEgressMaker       = Control{}
 	_ contracttest.Holder                 = Control{}
 	_ contracttest.FaultInjector          = Control{}
 	_ contracttest.CredentialRejecter     = Control{}
@@ -179,6 +180,35 @@ func (c Control) CreateUIDMarked(ctx context.Context, name string, pl contract.P
 		return "", err
 	}
 	return ids.Format(vm.Region, vm.Name), nil
+}
+
+// MakeStrayEgress allocates an address with the managed label valued
+// owner (and the UID label valued uid, unless "") and no replica label,
+// straight in the Cloud, as another tool's call would.
+func (c Control) MakeStrayEgress(_ context.Context, regionName, owner, uid string) (string, func() error, error) {
+	labels := map[string]string{contract.LabelManaged: owner}
+	if uid != "" {
+		labels[contract.LabelUID] = uid
+	}
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	r := c.Cloud.regions[regionName]
+	if r == nil {
+		return "", nil, fmt.Errorf("control: no region %q", regionName)
+	}
+	a, err := r.allocate(regionName, labels)
+	if err != nil {
+		return "", nil, err
+	}
+	return a.IP, func() error {
+		c.Cloud.mu.Lock()
+		defer c.Cloud.mu.Unlock()
+		if _, ok := r.addresses[a.IP]; !ok {
+			return contract.NotFound(fmt.Errorf("control: the stray address %s is gone: something released it", a.IP))
+		}
+		delete(r.addresses, a.IP)
+		return nil
+	}, nil
 }
 
 // DeleteUnmarked removes a VM CreateUnmarked or CreateUIDMarked made.

@@ -103,6 +103,18 @@ var variants = []variant{
 			return kept, err
 		}
 	}, nil},
+	{"egress-list-stops-at-stray", "EgressKeptPerReplica", func(b *brokenProvider) {
+		// The listing ends at the first address without a replica mark.
+		b.listEgress = func(ctx context.Context, owner string) ([]contract.Egress, error) {
+			return b.listEgressWith(ctx, owner, true, false)
+		}
+	}, nil},
+	{"egress-lists-strays", "EgressKeptPerReplica", func(b *brokenProvider) {
+		// An address without a replica mark is listed as replica 0.
+		b.listEgress = func(ctx context.Context, owner string) ([]contract.Egress, error) {
+			return b.listEgressWith(ctx, owner, false, true)
+		}
+	}, nil},
 	{"create-not-idempotent", "RepeatCreate", func(b *brokenProvider) {
 		var n atomic.Int64
 		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
