@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(hack/control-plane.sh)}
 export BENCH_FLEET=${1:-300} BENCH_FAULTS=${2:-transient,quota,hang} BENCH_FAULT_RATE=${3:-0.2}
-out=$(cd operator && go test -run '^$' -bench '^BenchmarkFleetFaults$' -benchtime 1x -timeout 3h ./internal/bench/ 2>&1) || { echo "$out" >&2; exit 1; }
+# The run's output shows on stderr as it comes (a wait says where it stands
+# every minute); its result lines are read from it at the end.
+out=$(cd operator && go test -run '^$' -bench '^BenchmarkFleetFaults$' -benchtime 1x -timeout 3h ./internal/bench/ 2>&1 | tee /dev/stderr) || exit 1
 grep '^BenchmarkFleetFaults' <<<"$out"
 awk -v rate="$BENCH_FAULT_RATE" '
   /^BenchmarkFleetFaults\// {

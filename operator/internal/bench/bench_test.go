@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -190,29 +191,49 @@ func waitProxies(b *testing.B, ns string, done func([]v1alpha1.Proxy) bool) {
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	for ev := range w.ResultChan() {
-		p, ok := ev.Object.(*v1alpha1.Proxy)
-		if !ok {
-			b.Fatalf("watch in namespace %s: %v", ns, ev.Object)
-		}
-		if ev.Type == watch.Deleted {
-			delete(seen, p.Name)
-		} else {
-			seen[p.Name] = *p
-		}
-		if done(current()) {
-			return
+	// A long wait (a fleet under faults) says where it stands every
+	// progressEvery; hack/bench-fleet-faults.sh shows it as it comes.
+	progress := time.NewTicker(progressEvery)
+	defer progress.Stop()
+	for {
+		select {
+		case ev, open := <-w.ResultChan():
+			if !open {
+				b.Fatalf("timed out in namespace %s; Proxies by phase/reason: %v", ns, byPhase(current()))
+			}
+			p, ok := ev.Object.(*v1alpha1.Proxy)
+			if !ok {
+				b.Fatalf("watch in namespace %s: %v", ns, ev.Object)
+			}
+			if ev.Type == watch.Deleted {
+				delete(seen, p.Name)
+			} else {
+				seen[p.Name] = *p
+			}
+			if done(current()) {
+				return
+			}
+		case <-progress.C:
+			fmt.Fprintf(os.Stderr, "%s %s: %d Proxies by phase/reason: %v\n",
+				time.Now().Format(time.TimeOnly), ns, len(seen), byPhase(current()))
 		}
 	}
+}
+
+// progressEvery is how often waitProxies reports a wait still going.
+const progressEvery = time.Minute
+
+// byPhase counts Proxies by phase and Ready reason.
+func byPhase(ps []v1alpha1.Proxy) map[string]int {
 	phases := map[string]int{}
-	for _, p := range current() {
+	for _, p := range ps {
 		key := string(p.Status.Phase)
 		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 			key += "/" + c.Reason
 		}
 		phases[key]++
 	}
-	b.Fatalf("timed out in namespace %s; Proxies by phase/reason: %v", ns, phases)
+	return phases
 }
 
 func throughSDK(b *testing.B, n int) (time.Duration, float64) {

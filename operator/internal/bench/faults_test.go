@@ -209,6 +209,7 @@ func fleetUnderFaults(b *testing.B, op *child, n int, plan *faultPlan, baseline 
 	if plan == nil {
 		time.Sleep(idleConnTimeout)
 		after = op.goroutines(b)
+		op.settledStacks = op.stacks(b)
 	} else {
 		after = op.goroutines(b)
 		for after > baseline+goroutineSlack && time.Since(settleStart) < 3*time.Minute {
@@ -216,7 +217,8 @@ func fleetUnderFaults(b *testing.B, op *child, n int, plan *faultPlan, baseline 
 			after = op.goroutines(b)
 		}
 		if after > baseline+goroutineSlack {
-			b.Errorf("%v goroutines 3 minutes after the fleet was deleted, %v after the run without faults: some are stuck", after, baseline)
+			b.Errorf("%v goroutines 3 minutes after the fleet was deleted, %v after the run without faults: some are stuck; grown since:\n%s",
+				after, baseline, grownStacks(op.settledStacks, op.stacks(b)))
 		}
 	}
 	var injected int64

@@ -136,7 +136,7 @@ func fleetOperator(b *testing.B, n int, resync time.Duration) {
 	createConns := conns.Load() - dialled
 
 	sweepMs, sweepCalls, sweepBytes := fleetSweep(b, n)
-	op.heapProfile(b)
+	op.profiles(b)
 
 	// Steady state: one period to let the last writes settle, then count.
 	time.Sleep(resync)

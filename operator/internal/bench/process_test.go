@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -54,6 +55,11 @@ const (
 	// its heap profile on SIGUSR1 (go tool pprof reads it): the fleet
 	// benchmark asks for it once the fleet is Ready.
 	childHeapProfile = "BENCH_HEAP_PROFILE"
+	// childCPUProfile, when set, is where the operator process writes its
+	// CPU profile from its start until the fleet is Ready (the same
+	// SIGUSR1), so that it shows where creating the fleet spends the
+	// operator's CPU.
+	childCPUProfile = "BENCH_CPU_PROFILE"
 	// operatorMemLimit, when set, is the operator process's GOMEMLIMIT
 	// (and only its: vcsim in this process keeps the default).
 	operatorMemLimit = "BENCH_OPERATOR_GOMEMLIMIT"
@@ -107,14 +113,30 @@ func operatorProcess() int {
 		defer func() { _ = f.Close() }()
 		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.UseDevMode(false)))
 	}
-	if path := os.Getenv(childHeapProfile); path != "" {
+	heap, cpu := os.Getenv(childHeapProfile), os.Getenv(childCPUProfile)
+	stopCPU := func() {}
+	if cpu != "" {
+		var err error
+		if stopCPU, err = startCPUProfile(cpu); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer stopCPU()
+	}
+	if heap != "" || cpu != "" {
 		asked := make(chan os.Signal, 1)
 		signal.Notify(asked, syscall.SIGUSR1)
 		go func() {
 			for range asked {
-				writeHeapProfile(path)
+				stopCPU()
+				if heap != "" {
+					writeHeapProfile(heap)
+				}
 			}
 		}()
+	}
+	if path := os.Getenv(childGoroutines); path != "" {
+		writeGoroutinesOnSignal(path)
 	}
 	resync, err := time.ParseDuration(os.Getenv(childResync))
 	if err != nil {
@@ -171,25 +193,56 @@ func writeHeapProfile(path string) {
 	_ = os.Rename(path+".tmp", path)
 }
 
-// heapProfile asks the process for its heap profile, if the run wants
-// one (BENCH_HEAP_PROFILE), and waits for it.
-func (c *child) heapProfile(b *testing.B) {
+// startCPUProfile starts the process's CPU profile; the returned stop
+// (safe to call again) ends it and puts it at path.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+			_ = os.Rename(path+".tmp", path)
+		})
+	}, nil
+}
+
+// profiles asks the process for its heap profile and the end of its CPU
+// profile, if the run wants them (BENCH_HEAP_PROFILE, BENCH_CPU_PROFILE),
+// and waits for them.
+func (c *child) profiles(b *testing.B) {
 	b.Helper()
-	path := os.Getenv(childHeapProfile)
-	if path == "" {
+	var paths []string
+	for _, env := range []string{childHeapProfile, childCPUProfile} {
+		if path := os.Getenv(env); path != "" {
+			_ = os.Remove(path)
+			paths = append(paths, path)
+		}
+	}
+	if len(paths) == 0 {
 		return
 	}
-	_ = os.Remove(path)
 	if err := c.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		b.Fatal(err)
 	}
-	for range 100 {
-		if _, err := os.Stat(path); err == nil {
-			return
+	for _, path := range paths {
+		for i := 0; ; i++ {
+			if _, err := os.Stat(path); err == nil {
+				break
+			}
+			if i == 100 {
+				b.Fatalf("no profile at %s", path)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	b.Fatalf("no heap profile at %s", path)
 }
 
 // child is an operator process started by startChild.
@@ -198,6 +251,12 @@ type child struct {
 	metrics string
 	// anonPeak is the largest RssAnon seen, in KiB (sampleAnon).
 	anonPeak atomic.Int64
+	// goroutineFile is where it writes its goroutines when asked
+	// (stacks); "" for the shipped binary, which cannot.
+	goroutineFile string
+	// settledStacks is its goroutines by stack once settled after the run
+	// without faults (BenchmarkFleetFaults).
+	settledStacks map[string]int
 }
 
 // startChild starts the operator process on the providers config and
@@ -215,9 +274,10 @@ func startChild(b testing.TB, resync time.Duration, providers string, env ...str
 		c.cmd = shippedCommand(b, bin, resync, providers, c.metrics, health, env)
 		c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	} else {
+		c.goroutineFile = filepath.Join(dir, "goroutines.txt")
 		c.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
 		c.cmd.Env = append(os.Environ(), childEnv+"=1", "KUBECONFIG="+kubeconfig, childProviders+"="+providers,
-			childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String())
+			childMetrics+"="+c.metrics, childHealth+"="+health, childResync+"="+resync.String(), childGoroutines+"="+c.goroutineFile)
 		c.cmd.Env = append(c.cmd.Env, env...)
 	}
 	if limit := os.Getenv(operatorMemLimit); limit != "" {
@@ -263,9 +323,9 @@ func (c *child) kill() {
 // refused: the shipped binary runs at its defaults.
 func shippedCommand(b testing.TB, bin string, resync time.Duration, providers, metrics, health string, env []string) *exec.Cmd {
 	b.Helper()
-	if resync != proxy.DefaultResync || len(env) > 0 || os.Getenv(childHeapProfile) != "" || os.Getenv(childLog) != "" {
-		b.Fatalf("%s runs the shipped binary at its defaults: no resync but %s, no %v, %s or %s", shippedBinary,
-			proxy.DefaultResync, env, childHeapProfile, childLog)
+	if resync != proxy.DefaultResync || len(env) > 0 || os.Getenv(childHeapProfile) != "" || os.Getenv(childCPUProfile) != "" || os.Getenv(childLog) != "" {
+		b.Fatalf("%s runs the shipped binary at its defaults: no resync but %s, no %v, %s, %s or %s", shippedBinary,
+			proxy.DefaultResync, env, childHeapProfile, childCPUProfile, childLog)
 	}
 	args := []string{"--providers-config=" + providers, "--metrics-bind-address=" + metrics, "--metrics-secure=false",
 		"--health-probe-bind-address=" + health}
