@@ -275,6 +275,9 @@ func TestProxyBecomesAVM(t *testing.T) {
 		alertNotReady, second.Namespace, second.Name, notReady.first.Sub(vmKilled.killed).Round(time.Millisecond),
 		notReady.last.Sub(vmKilled.killed).Round(time.Millisecond), notReady.cleared.Sub(vmKilled.killed).Round(time.Millisecond),
 		vmKilled.replaced.Round(time.Millisecond))
+	// The kit's dashboard shows what the lane did, for both Proxies'
+	// namespaces.
+	prom.checkDashboard(t, l.Monitoring, []string{proxy.Namespace, second.Namespace})
 
 	// Deleting the Proxies deletes their domains, overlays and seeds.
 	deleting := time.Now()
