@@ -3,14 +3,9 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,7 +14,6 @@ import (
 
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -153,19 +147,7 @@ func (p *lanePrometheus) seriesOf(ctx context.Context, expr string, at time.Time
 // Grafana's dashboard sidecar.
 func readDashboard(t *testing.T, path string) grafanaDashboard {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	for _, doc := range kitDocuments(t, path) {
 		var cm corev1.ConfigMap
 		if err := yaml.Unmarshal(doc, &cm); err != nil || cm.Kind != "ConfigMap" || cm.Labels["grafana_dashboard"] != "1" {
 			continue

@@ -186,21 +186,9 @@ func startPrometheus(t *testing.T, l lane, cs kubernetes.Interface) *lanePrometh
 // strictly, with prometheus-operator's own types.
 func readMonitoringKit(t *testing.T, path string) (*monitoringv1.ServiceMonitor, *monitoringv1.PrometheusRule) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sm *monitoringv1.ServiceMonitor
 	var rule *monitoringv1.PrometheusRule
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	for _, doc := range kitDocuments(t, path) {
 		var meta metav1.TypeMeta
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -224,6 +212,27 @@ func readMonitoringKit(t *testing.T, path string) (*monitoringv1.ServiceMonitor,
 		t.Fatalf("%s holds no ServiceMonitor or no PrometheusRule", path)
 	}
 	return sm, rule
+}
+
+// kitDocuments reads the YAML documents of the monitoring kit at path.
+func kitDocuments(t *testing.T, path string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, doc)
+	}
 }
 
 // scrapeConfig is Prometheus's scrape config for the ServiceMonitor's
