@@ -27,18 +27,7 @@ func writeGoroutinesOnSignal(path string) {
 	signal.Notify(asked, syscall.SIGUSR2)
 	go func() {
 		for range asked {
-			f, err := os.Create(path + ".tmp")
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				continue
-			}
-			err = pprof.Lookup("goroutine").WriteTo(f, 1)
-			_ = f.Close()
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				continue
-			}
-			_ = os.Rename(path+".tmp", path)
+			writeProfile("goroutine", 1, path)
 		}
 	}()
 }
@@ -54,15 +43,12 @@ func (c *child) stacks(b *testing.B) map[string]int {
 	if err := c.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 		b.Fatal(err)
 	}
-	for range 100 {
-		data, err := os.ReadFile(c.goroutineFile)
-		if err == nil {
-			return parseStacks(string(data))
-		}
-		time.Sleep(100 * time.Millisecond)
+	waitForFile(b, c.goroutineFile)
+	data, err := os.ReadFile(c.goroutineFile)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.Fatalf("no goroutine profile at %s", c.goroutineFile)
-	return nil
+	return parseStacks(string(data))
 }
 
 // parseStacks reads a goroutine profile written with debug=1: a

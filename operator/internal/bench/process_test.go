@@ -180,17 +180,37 @@ func operatorProcess() int {
 // writeHeapProfile collects garbage and writes the heap profile to path.
 func writeHeapProfile(path string) {
 	runtime.GC()
+	writeProfile("heap", 0, path)
+}
+
+// writeProfile writes the named runtime profile to path, whole or not at
+// all (a reader polls for the file: waitForFile).
+func writeProfile(name string, debug int, path string) {
 	f, err := os.Create(path + ".tmp")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
-	defer func() { _ = f.Close() }()
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	err = pprof.Lookup(name).WriteTo(f, debug)
+	_ = f.Close()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
 	_ = os.Rename(path+".tmp", path)
+}
+
+// waitForFile waits up to ten seconds for the file the operator process
+// writes when signalled.
+func waitForFile(b *testing.B, path string) {
+	b.Helper()
+	for range 100 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.Fatalf("the operator process wrote nothing at %s", path)
 }
 
 // startCPUProfile starts the process's CPU profile; the returned stop
@@ -233,15 +253,7 @@ func (c *child) profiles(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, path := range paths {
-		for i := 0; ; i++ {
-			if _, err := os.Stat(path); err == nil {
-				break
-			}
-			if i == 100 {
-				b.Fatalf("no profile at %s", path)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		waitForFile(b, path)
 	}
 }
 
