@@ -111,7 +111,9 @@ func (p *lanePrometheus) dashboardProblems(ctx context.Context, d grafanaDashboa
 				continue
 			}
 			var written []string
-			for _, metric := range operatorMetric.FindAllString(expr, -1) {
+			metrics := operatorMetric.FindAllString(expr, -1)
+			slices.Sort(metrics)
+			for _, metric := range slices.Compact(metrics) {
 				if n, err := p.seriesOf(ctx, "count("+metric+")", now); err == nil && n > 0 {
 					written = append(written, metric)
 				}
