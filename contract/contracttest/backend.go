@@ -212,6 +212,18 @@ type CallCutter interface {
 	CutCall(n int, after bool) error
 }
 
+// CallFailer fails one backend call of an operation, not the first only:
+// the n-th backend call from now (1 is the next; calls counted as
+// CallCounter counts them) answers, before it takes effect, with the
+// backend's own error of class (contract.ErrQuota or
+// contract.ErrPermanent) for that call: a role that lacks the one
+// privilege a volume's delete needs, a floating IP's quota reached after
+// the server was made. Rule: ErrorsCarryTheirClass (its later-call
+// shape).
+type CallFailer interface {
+	FailCall(n int, class error) error
+}
+
 // Resetter clears everything the control set up to misbehave — queued
 // faults and cuts, stalls, rejected credentials, injected locks — so that
 // each rule starts on a backend that behaves, whatever the rule before it

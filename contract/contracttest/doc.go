@@ -42,7 +42,10 @@
 // replicas: one or two more, the first in the same placement, the other
 // in a drawn one); RejectedCredentialIsNotGone's refusals partway through
 // a Delete (from up to three of its later calls, with
-// CredentialRejecterFrom); CreateResumesAfterFailure's cut Creates that
+// CredentialRejecterFrom); ErrorsCarryTheirClass's faults on a later call
+// of an operation (a quota or permission failure on up to two of the
+// calls after the first of a Create, a Get, a ListByTag and a Delete, with
+// CallFailer); CreateResumesAfterFailure's cut Creates that
 // carry a static network (one of each step's two, with a NetworkReader).
 // Where one shape is the hardest, the rule uses it every run
 // instead: ListByTagSeparatesOwners' second Owner extends the first to

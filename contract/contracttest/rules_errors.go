@@ -2,6 +2,7 @@ package contracttest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -45,16 +46,8 @@ func errorsCarryTheirClass(e *env) {
 		if err := faults.FailNext(c.op, c.class); err != nil {
 			e.t.Fatalf("backend control FailNext(%s, %v): %v", c.op, c.class, err)
 		}
-		err := c.call()
-		switch {
-		case err == nil:
-			e.t.Errorf("%s with a %s fault injected returned no error", c.op, want)
-		case contract.ClassOf(err) != want:
-			e.t.Errorf("%s with a %s fault = %v (class %s), want %s", c.op, want, err, contract.ClassOf(err), want)
-		case len(classesOf(err)) > 1:
-			e.t.Errorf("%s with a %s fault = %v, which is of the classes %v at once: one error, one class", c.op, want, err, classesOf(err))
-		case !wrapsBackendError(err):
-			e.t.Errorf("%s with a %s fault returned %q, a bare class: the backend's error must stay reachable (errors.As)", c.op, want, err)
+		if problem := classProblem(c.call(), want); problem != "" {
+			e.t.Errorf("%s with a %s fault %s", c.op, want, problem)
 		}
 	}
 	// The instance is still there: a backend's "not found" on Delete means
@@ -65,6 +58,108 @@ func errorsCarryTheirClass(e *env) {
 	if err := del(); err != nil {
 		e.t.Errorf("Delete answered \"not found\" by the backend = %v (class %s), want nil: the instance is already gone", err, contract.ClassOf(err))
 	}
+	faultsOnLaterCalls(e)
+}
+
+// classProblem says what is wrong with err, the answer to a call whose
+// backend failed with an error of class want, or "" when nothing is.
+func classProblem(err error, want contract.Class) string {
+	switch {
+	case err == nil:
+		return "returned no error"
+	case contract.ClassOf(err) != want:
+		return fmt.Sprintf("= %v (class %s), want %s", err, contract.ClassOf(err), want)
+	case len(classesOf(err)) > 1:
+		return fmt.Sprintf("= %v, which is of the classes %v at once: one error, one class", err, classesOf(err))
+	case !wrapsBackendError(err):
+		return fmt.Sprintf("returned %q, a bare class: the backend's error must stay reachable (errors.As)", err)
+	}
+	return ""
+}
+
+// maxFailedCalls bounds the later calls faultsOnLaterCalls fails per
+// operation and class, drawn among the operation's second call and after:
+// nine failed operations at most, a few seconds on the fakes.
+const maxFailedCalls = 2
+
+// faultsOnLaterCalls: a quota or permission failure on a later backend
+// call of an operation (a volume's create after the VM's, a port's delete
+// after the server's) reaches the caller in its class too, as the first
+// call's does (§5): a step that wraps its error with %v, or passes it over,
+// loses it. Skipped without CallFailer and CallCounter, and for an
+// operation of one call.
+func faultsOnLaterCalls(e *env) {
+	failer, ok := e.cfg.Backend.(CallFailer)
+	counter, counts := e.cfg.Backend.(CallCounter)
+	if !ok || !counts {
+		e.t.Logf("faults on a later call of an operation are not played: the backend control lacks CallFailer or CallCounter")
+		return
+	}
+	inst := e.mustCreate(e.request())
+	var victim contract.Instance
+	cases := []struct {
+		op      Op
+		classes []error
+		setup   func() // before each call: what the call works on
+		call    func() error
+	}{
+		{OpCreate, []error{contract.ErrQuota, contract.ErrPermanent}, func() {},
+			func() error { _, err := e.create(e.ctx(), e.p, e.request()); return err }},
+		{OpGet, []error{contract.ErrPermanent}, func() {},
+			func() error { _, err := e.get(e.ctx(), e.p, inst.ProviderID); return err }},
+		{OpList, []error{contract.ErrPermanent}, func() {},
+			func() error { _, err := e.list(e.ctx(), e.p, contract.LabelManaged, e.owner); return err }},
+		{OpDelete, []error{contract.ErrPermanent}, func() { victim = e.mustCreate(e.request()) },
+			func() error { return e.delete(e.ctx(), e.p, victim.ProviderID) }},
+	}
+	for _, c := range cases {
+		c.setup()
+		steps := e.callsOf(counter, func() {
+			if err := c.call(); err != nil {
+				e.t.Fatalf("%s without a fault: %v", c.op, err)
+			}
+		})
+		if steps < 2 {
+			e.t.Logf("%s makes one backend call: no later call to fail", c.op)
+			continue
+		}
+		for _, class := range c.classes {
+			want := contract.ClassOf(class)
+			for _, n := range e.drawCalls(steps, maxFailedCalls) {
+				c.setup()
+				if err := failer.FailCall(n, class); err != nil {
+					e.t.Fatalf("backend control FailCall(%d, %v): %v", n, class, err)
+				}
+				before := counter.Calls()
+				err := c.call()
+				made := counter.Calls() - before
+				switch {
+				case made < n && err == nil:
+					// This call needed fewer backend calls than the one
+					// counted (a session or a lookup the provider kept):
+					// the fault was never met.
+					e.t.Logf("%s made %d calls, fewer than the %d-th the fault was set on: not played", c.op, made, n)
+				case made < n:
+					e.t.Errorf("%s failed after %d calls, before the %d-th the backend control's FailCall(%d, %v) was to fail: %v", c.op, made, n, n, class, err)
+				default:
+					if problem := classProblem(err, want); problem != "" {
+						e.t.Errorf("%s with a %s fault on its call %d of %d %s", c.op, want, n, steps, problem)
+					}
+				}
+			}
+		}
+	}
+}
+
+// drawCalls draws up to most call numbers among 2..steps, the calls after
+// an operation's first.
+func (e *env) drawCalls(steps, most int) []int {
+	calls := make([]int, 0, steps-1)
+	for n := 2; n <= steps; n++ {
+		calls = append(calls, n)
+	}
+	e.draw.Shuffle(len(calls), func(i, j int) { calls[i], calls[j] = calls[j], calls[i] })
+	return calls[:min(len(calls), most)]
 }
 
 // classesOf lists every named class err carries.
@@ -168,12 +263,7 @@ func rejectedMidDelete(e *env, rejecter CredentialRejecter) {
 		}
 	})
 	e.waitGone(e.p, probe.ProviderID)
-	calls := make([]int, 0, steps-1)
-	for n := 2; n <= steps; n++ {
-		calls = append(calls, n)
-	}
-	e.draw.Shuffle(len(calls), func(i, j int) { calls[i], calls[j] = calls[j], calls[i] })
-	for _, n := range calls[:min(len(calls), maxRefusedCalls)] {
+	for _, n := range e.drawCalls(steps, maxRefusedCalls) {
 		inst := e.mustCreate(e.request())
 		if err := from.RejectCredentialsFrom(n); err != nil {
 			e.t.Fatalf("backend control RejectCredentialsFrom(%d): %v", n, err)

@@ -121,10 +121,20 @@ func listByTagCoversEveryLocation(e *env) {
 		req := e.requestIn(pl)
 		want[e.mustCreate(req).ProviderID] = req
 	}
+	holder, counts := e.cfg.Backend.(ListingHolder)
 	for _, p := range []contract.Provider{e.p, e.cfg.NewProvider(e.t)} {
+		var before int
+		if counts {
+			before = holder.Listings()
+		}
 		managed, err := e.list(e.ctx(), p, contract.LabelManaged, e.owner)
 		if err != nil {
 			e.t.Fatalf("ListByTag(%s): %v", contract.LabelManaged, err)
+		}
+		// SharedListsAreFresh trusts this count: one that never grows
+		// would pass a provider that begins listings while one is held.
+		if counts && holder.Listings() <= before {
+			e.t.Errorf("the backend control's Listings() read %d before a ListByTag and %d after: it does not count the listings the provider begins", before, holder.Listings())
 		}
 		seen := map[string]bool{}
 		for _, inst := range managed {

@@ -43,11 +43,13 @@ type Cloud struct {
 	rejectFrom int
 }
 
-// cut names one call by its number in calls, and whether it fails before
-// or after taking effect. Zero cuts nothing.
+// cut names one call by its number in calls, whether it fails before or
+// after taking effect, and its answer: errCut (CutCall) or a fault of a
+// class (FailCall). Zero cuts nothing.
 type cut struct {
-	call  int
-	after bool
+	call   int
+	after  bool
+	answer *APIError
 }
 
 // errCut is what a cut call answers: the connection dropped.
@@ -132,7 +134,7 @@ func NewCloud(token string, regions, images []string, deleteDelay time.Duration)
 
 // call runs one API call: it counts it, honours a stall and ctx, checks
 // the token, returns any fault injected for op, and runs fn under c.mu; a
-// call cut after it took effect runs fn and answers errCut.
+// call cut after it took effect runs fn and answers the cut's answer.
 func (c *Cloud) call(ctx context.Context, token, op string, fn func() error) error {
 	c.mu.Lock()
 	c.calls++
@@ -141,22 +143,20 @@ func (c *Cloud) call(ctx context.Context, token, op string, fn func() error) err
 	if err := c.gate.Pass(ctx); err != nil {
 		return err
 	}
-	if latency > 0 {
-		select {
-		case <-time.After(latency):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case <-time.After(latency):
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cutHere, cutAfter := c.cut.call == n, c.cut.after
+	cutHere, this := c.cut.call == n, c.cut
 	if cutHere {
 		c.cut = cut{}
 	}
 	switch {
-	case cutHere && !cutAfter:
-		return errCut
+	case cutHere && !this.after:
+		return this.answer
 	case c.rejecting || c.rejectFrom > 0 && n >= c.rejectFrom || token != c.token:
 		return &APIError{401, "unauthorized", "the API token is invalid or expired"}
 	}
@@ -167,7 +167,7 @@ func (c *Cloud) call(ctx context.Context, token, op string, fn func() error) err
 	if err := fn(); err != nil || !cutHere {
 		return err
 	}
-	return errCut
+	return this.answer
 }
 
 // region returns a region; the caller holds c.mu.

@@ -73,8 +73,11 @@ func (c *Cloud) AttachAddress(ctx context.Context, token, regionName, ip, vmName
 			return &APIError{404, "address_not_found", fmt.Sprintf("address %s does not exist", ip)}
 		}
 		vm, ok := r.vms[vmName]
-		if !ok || vm.Deleting {
+		if !ok {
 			return &APIError{404, "vm_not_found", fmt.Sprintf("VM %q does not exist", vmName)}
+		}
+		if vm.Deleting {
+			return &APIError{409, "vm_deleting", fmt.Sprintf("VM %q is being deleted", vmName)}
 		}
 		if old, ok := r.vms[a.VM]; ok {
 			old.EgressIP = ""

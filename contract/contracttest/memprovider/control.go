@@ -235,7 +235,16 @@ func (c Control) DeleteUnmarked(_ context.Context, providerID string) error {
 func (c Control) CutCall(n int, after bool) error {
 	c.Cloud.mu.Lock()
 	defer c.Cloud.mu.Unlock()
-	c.Cloud.cut = cut{call: c.Cloud.calls + n, after: after}
+	c.Cloud.cut = cut{call: c.Cloud.calls + n, after: after, answer: errCut}
+	return nil
+}
+
+// FailCall makes the n-th Cloud call from now answer the Cloud's fault of
+// class before it takes effect, in place of any cut.
+func (c Control) FailCall(n int, class error) error {
+	c.Cloud.mu.Lock()
+	defer c.Cloud.mu.Unlock()
+	c.Cloud.cut = cut{call: c.Cloud.calls + n, answer: faultFor(class)}
 	return nil
 }
 
@@ -329,11 +338,9 @@ func (c Control) RejectCredentials(reject bool) {
 }
 
 // RejectCredentialsFrom makes the Cloud refuse every token from the n-th
-// call from now on, until RejectCredentials(false) or Reset.
+// call from now on (1, or less, is the next), until
+// RejectCredentials(false) or Reset.
 func (c Control) RejectCredentialsFrom(n int) error {
-	if n < 1 {
-		return fmt.Errorf("control: RejectCredentialsFrom(%d): want 1 or more", n)
-	}
 	c.Cloud.mu.Lock()
 	defer c.Cloud.mu.Unlock()
 	c.Cloud.rejectFrom = c.Cloud.calls + n

@@ -839,6 +839,37 @@ var variants = []variant{
 			return inst, err
 		}
 	}, nil},
+	// Only the call that names the operation keeps its class; a later
+	// step's error is flattened to text, as a provider that wraps its
+	// follow-up calls with %v does. The first-call faults all land on
+	// the named call and pass; a fault on a later call is the shape.
+	{"create-later-step-unclassified", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := b.Provider.Create(ctx, req)
+			if err != nil && !strings.Contains(err.Error(), "memcloud CreateVM:") {
+				err = fmt.Errorf("create %s: %v", req.Name, err) //nolint:errorlint // the breach
+			}
+			return inst, err
+		}
+	}, nil},
+	{"delete-later-step-unclassified", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		b.delete = func(ctx context.Context, id string) error {
+			err := b.Provider.Delete(ctx, id)
+			if err != nil && strings.Contains(err.Error(), "memcloud DeleteVolume:") {
+				err = fmt.Errorf("delete the seed of %s: %v", id, err) //nolint:errorlint // the breach
+			}
+			return err
+		}
+	}, nil},
+	{"list-later-region-unclassified", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			found, err := b.Provider.ListByTag(ctx, key, value)
+			if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("list region %q", b.cfg.Regions[0])) {
+				err = fmt.Errorf("list: %v", err) //nolint:errorlint // the breach
+			}
+			return found, err
+		}
+	}, nil},
 	{"bare-sentinel", "ErrorsCarryTheirClass", func(b *brokenProvider) {
 		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
 			inst, err := b.Provider.Get(ctx, id)
