@@ -375,6 +375,17 @@ func (k control) FailNext(op contracttest.Op, class error) error {
 	return nil
 }
 
+// FailCall refuses the n-th request from now with its service's own
+// quota or policy refusal.
+func (k control) FailCall(n int, class error) error {
+	fault := osfake.PolicyFault
+	if errors.Is(class, contract.ErrQuota) {
+		fault = osfake.QuotaFault
+	}
+	k.c.fake.FailCall(n, fault)
+	return nil
+}
+
 // FailAfterCreate lets Nova create the server and loses its answer.
 func (k control) FailAfterCreate() error {
 	k.c.fake.DropNextResponse("POST", paths[contracttest.OpCreate][1])

@@ -226,7 +226,11 @@ func (c *Cloud) front(api http.Handler) http.Handler {
 			// HEAD /v3/auth/tokens would read as a valid token.
 			panic(http.ErrAbortHandler)
 		}
-		if after, ok := c.takeCut(n); ok {
+		if after, fault, ok := c.takeCut(n); ok {
+			if fault != 0 {
+				refuse(w, r, fault)
+				return
+			}
 			if after {
 				api.ServeHTTP(discard{header: http.Header{}}, r)
 			}
@@ -297,21 +301,23 @@ func (c *Cloud) takeFault(r *http.Request) (fault, bool) {
 }
 
 // cut names one request by its number in calls, and whether it is cut
-// after the API served it. Zero cuts nothing.
+// after the API served it, or refused with fault before (FailCall). Zero
+// cuts nothing.
 type cut struct {
 	call  int64
 	after bool
+	fault CallFault
 }
 
-func (c *Cloud) takeCut(n int64) (after, ok bool) {
+func (c *Cloud) takeCut(n int64) (after bool, fault CallFault, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cut.call == 0 || c.cut.call != n {
-		return false, false
+		return false, 0, false
 	}
-	after = c.cut.after
+	this := c.cut
 	c.cut = cut{}
-	return after, true
+	return this.after, this.fault, true
 }
 
 func (c *Cloud) takeDrop(r *http.Request) bool {

@@ -2,6 +2,7 @@ package osfake_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -203,4 +204,53 @@ func (o taggedPort) ToPortCreateMap() (map[string]any, error) {
 		m["port"].(map[string]any)["tags"] = o.tags
 	}
 	return m, err
+}
+
+// FailCall refuses one request by its number, before the API sees it,
+// with the refusal of the service it goes to: Neutron's 409 OverQuota
+// and 403 PolicyNotAuthorized, Nova's 403s.
+func TestFailCallAnswersTheServicesRefusal(t *testing.T) {
+	c, compute := start(t, func(o *osfake.Options) { o.Network.Subnets = []osfake.Subnet{static} })
+	n := network(t, compute)
+	ctx := context.Background()
+	create := func() error {
+		_, err := ports.Create(ctx, n, ports.CreateOpts{NetworkID: c.Options().Network.ID, Name: "refused"}).Extract()
+		return err
+	}
+	count := func() int {
+		pages, err := ports.List(n, ports.ListOpts{Name: "refused"}).AllPages(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := ports.ExtractPorts(pages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(all)
+	}
+	for _, tc := range []struct {
+		fault  osfake.CallFault
+		status int
+		body   string
+	}{
+		{osfake.QuotaFault, 409, `"OverQuota"`},
+		{osfake.PolicyFault, 403, `(rule:create_port) is disallowed by policy`},
+	} {
+		c.FailCall(1, tc.fault)
+		var code gophercloud.ErrUnexpectedResponseCode
+		if err := create(); !errors.As(err, &code) || code.Actual != tc.status || !strings.Contains(string(code.Body), tc.body) {
+			t.Errorf("a port create refused with %v = %v, want %d with %s", tc.fault, err, tc.status, tc.body)
+		}
+	}
+	if got := count(); got != 0 {
+		t.Errorf("%d ports made by refused creates, want none", got)
+	}
+	c.FailCall(2, osfake.PolicyFault)
+	if err := create(); err != nil {
+		t.Errorf("the request before the refused one = %v", err)
+	}
+	_, err := servers.List(compute, nil).AllPages(ctx)
+	if !gophercloud.ResponseCodeIs(err, 403) || !strings.Contains(err.Error(), "Policy doesn't allow os_compute_api:servers:get") {
+		t.Errorf("a server list refused by policy = %v, want Nova's 403", err)
+	}
 }
