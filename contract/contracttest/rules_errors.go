@@ -3,6 +3,7 @@ package contracttest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -96,9 +97,23 @@ func faultsOnLaterCalls(e *env) {
 		return
 	}
 	inst := e.mustCreate(e.request())
+	// One in every location, so that a list that drops a refused
+	// location answers differently.
+	for _, pl := range e.placements()[1:] {
+		e.mustCreate(e.requestIn(pl))
+	}
 	var victim, got contract.Instance
+	inv, hasInventory := e.cfg.Backend.(Inventory)
+	var baseline []string // the backend's resources before the victim
+	newVictim := func() {
+		if hasInventory {
+			baseline = resources(e, inv)
+		}
+		victim = e.mustCreate(e.request())
+	}
 	get := func() (err error) { got, err = e.get(e.ctx(), e.p, inst.ProviderID); return err }
-	list := func() error { _, err := e.list(e.ctx(), e.p, contract.LabelManaged, e.owner); return err }
+	var listed []contract.Instance
+	list := func() (err error) { listed, err = e.list(e.ctx(), e.p, contract.LabelManaged, e.owner); return err }
 	// warm makes the call once, so that what a first call does once (a
 	// region's service discovery, a login) is not counted among its steps.
 	warm := func(call func() error) func() {
@@ -118,7 +133,7 @@ func faultsOnLaterCalls(e *env) {
 			func() error { _, err := e.create(e.ctx(), e.p, e.request()); return err }},
 		{OpGet, []error{contract.ErrPermanent}, warm(get), get},
 		{OpList, []error{contract.ErrPermanent}, warm(list), list},
-		{OpDelete, []error{contract.ErrPermanent}, func() { victim = e.mustCreate(e.request()) },
+		{OpDelete, []error{contract.ErrPermanent}, newVictim,
 			func() error { return e.delete(e.ctx(), e.p, victim.ProviderID) }},
 	}
 	for _, c := range cases {
@@ -132,7 +147,7 @@ func faultsOnLaterCalls(e *env) {
 			e.t.Logf("%s makes one backend call: no later call to fail", c.op)
 			continue
 		}
-		unfaulted := got
+		unfaulted, unfaultedList := got, listed
 		for _, class := range c.classes {
 			want := contract.ClassOf(class)
 			for _, n := range e.drawCalls(steps, maxFailedCalls) {
@@ -152,12 +167,23 @@ func faultsOnLaterCalls(e *env) {
 					if r, ok := e.cfg.Backend.(Resetter); ok {
 						r.Reset()
 					}
-				case c.op == OpGet && err == nil && sameAnswer(got, unfaulted):
-					// A read that only refines Get's answer (OpenStack's
-					// instance actions) may be passed over, logged, when
-					// the answer is the one Get gives without the fault:
-					// nothing reads as gone or done (§5).
-					e.t.Logf("Get passed over a %s fault on its call %d of %d and answered as without it", want, n, steps)
+				case err == nil && (c.op == OpGet && sameAnswer(got, unfaulted) || c.op == OpList && sameAnswers(listed, unfaultedList)):
+					// A read that only refines the answer (OpenStack's
+					// instance actions, libvirt's lease table) may be
+					// passed over, logged, when the answer is the one
+					// given without the fault: nothing reads as gone or
+					// done (§5).
+					e.t.Logf("%s passed over a %s fault on its call %d of %d and answered as without it", c.op, want, n, steps)
+				case c.op == OpDelete && err == nil:
+					// A Delete may find, after a refused call, that its
+					// instance is gone all the same (Proxmox's task poll
+					// refused after the destroy finished): nil is right
+					// when nothing is left of it (§4.9), and only then.
+					e.waitGone(e.p, victim.ProviderID)
+					if hasInventory {
+						e.expectNoMoreThan(inv, baseline, fmt.Sprintf("a Delete that returned nil after a %s fault on its call %d of %d", want, n, steps))
+					}
+					e.t.Logf("Delete with a %s fault on its call %d of %d returned nil with its instance gone", want, n, steps)
 				case made < n:
 					e.t.Errorf("%s failed after %d calls, before the %d-th the backend control's FailCall(%d, %v) was to fail: %v", c.op, made, n, n, class, err)
 				default:
@@ -175,6 +201,14 @@ func faultsOnLaterCalls(e *env) {
 // sameAnswer reports whether two Gets of one instance said the same.
 func sameAnswer(a, b contract.Instance) bool {
 	return a.State == b.State && a.IP == b.IP && a.EgressIP == b.EgressIP && a.UID == b.UID && a.Owner == b.Owner
+}
+
+// sameAnswers reports whether two lists said the same of the same
+// instances.
+func sameAnswers(a, b []contract.Instance) bool {
+	byID := func(x, y contract.Instance) int { return strings.Compare(x.ProviderID, y.ProviderID) }
+	a, b = slices.SortedFunc(slices.Values(a), byID), slices.SortedFunc(slices.Values(b), byID)
+	return slices.EqualFunc(a, b, func(x, y contract.Instance) bool { return x.ProviderID == y.ProviderID && sameAnswer(x, y) })
 }
 
 // drawCalls draws up to most call numbers among 2..steps, the calls after

@@ -133,11 +133,13 @@ type testBackend struct {
 	leased     map[string]map[string]string   // network → MAC → the address reported
 }
 
-// cut names one call by its number in calls, and whether it fails before
-// or after it took effect. Zero cuts nothing.
+// cut names one call by its number in calls, whether it fails before or
+// after it took effect, and its answer: lostConnection (CutCall) or a
+// refusal of a class (FailCall). Zero cuts nothing.
 type cut struct {
-	call  int64
-	after bool
+	call   int64
+	after  bool
+	answer error
 }
 
 // hold is a domain job held by another client until released.
@@ -257,14 +259,14 @@ func (b *testBackend) call(ctx context.Context, c backendCall, run func() error)
 	if b.rejectFrom != 0 && n >= b.rejectFrom {
 		b.rejecting, b.rejectFrom = true, 0
 	}
-	cutHere, cutAfter := b.cut.call == n, b.cut.after
+	cutHere, this := b.cut.call == n, b.cut
 	if cutHere {
 		b.cut = cut{}
 	}
 	switch {
-	case cutHere && !cutAfter:
+	case cutHere && !this.after:
 		b.mu.Unlock()
-		return lostConnection
+		return this.answer
 	case b.rejecting:
 		b.mu.Unlock()
 		return accessDenied
@@ -289,7 +291,7 @@ func (b *testBackend) call(ctx context.Context, c backendCall, run func() error)
 	if err := run(); err != nil || !cutHere {
 		return err
 	}
-	return lostConnection
+	return this.answer
 }
 
 // upload keeps what the provider streams into a volume in a file, as the
@@ -725,7 +727,22 @@ func (c control) FailAfterCreate() error {
 func (c control) CutCall(n int, after bool) error {
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
-	c.b.cut = cut{call: c.b.calls.Load() + int64(n), after: after}
+	c.b.cut = cut{call: c.b.calls.Load() + int64(n), after: after, answer: lostConnection}
+	return nil
+}
+
+// FailCall refuses the n-th call from now before it arrives: a permission
+// refusal is the ACL driver's, which checks each API call on its own
+// (a role may allow a domain's undefine and refuse a volume's delete), a
+// quota the storage pool's full disk.
+func (c control) FailCall(n int, class error) error {
+	answer := accessDenied
+	if errors.Is(class, contract.ErrQuota) {
+		answer = quotaError
+	}
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.cut = cut{call: c.b.calls.Load() + int64(n), answer: answer}
 	return nil
 }
 

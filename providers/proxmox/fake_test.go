@@ -137,6 +137,7 @@ var (
 	_ contracttest.CallCounter            = control{}
 	_ contracttest.Inventory              = control{}
 	_ contracttest.CallCutter             = control{}
+	_ contracttest.CallFailer             = control{}
 	_ contracttest.Resetter               = control{}
 	_ contracttest.LegacyCreator          = control{}
 )
@@ -319,27 +320,54 @@ func (c control) Reset() { c.f.s.Reset() }
 // Stall holds every API call.
 func (c control) Stall() func() { return c.f.s.Stall() }
 
-// pveFault is PVE's own answer for each class on the call serving op.
+// pveFault is PVE's own answer of class to an API call, false for a class
+// it has none for: a VM's config missing (pve-guest-common
+// AbstractConfig.pm load_config); a storage full, as PVE has no quota API
+// (ENOSPC on a volume's write); a privilege missing (pve-access-control
+// RPCEnvironment.pm check → pve-common raise_perm_exc); the config's lock
+// held (pve-common Tools.pm lock_file), transient.
+func pveFault(class error) (status int, msg string, ok bool) {
+	switch {
+	case errors.Is(class, contract.ErrNotFound):
+		return 500, "Configuration file 'nodes/pve1/qemu-server/1000.conf' does not exist", true
+	case errors.Is(class, contract.ErrQuota):
+		return 500, "error writing '/var/lib/vz/images/1000/vm-1000-disk-0.qcow2' - No space left on device", true
+	case errors.Is(class, contract.ErrPermanent):
+		return 403, "Permission check failed (/vms/1000, VM.Allocate)", true
+	case class == nil:
+		return 500, "can't lock file '/var/lock/qemu-server/lock-1000.conf' - got timeout", true
+	}
+	return 0, "", false
+}
+
+// FailNext fails the call serving op with PVE's own answer for class.
 func (c control) FailNext(op contracttest.Op, class error) error {
 	target := map[contracttest.Op]pvefake.Op{
 		contracttest.OpCreate: pvefake.OpClone, contracttest.OpGet: pvefake.OpCurrent,
 		contracttest.OpList: pvefake.OpResources, contracttest.OpDelete: pvefake.OpDestroy,
 	}[op]
-	switch {
-	case errors.Is(class, contract.ErrNotFound):
-		c.f.s.FailNext(target, 500, "Configuration file 'nodes/pve1/qemu-server/1000.conf' does not exist")
-	case errors.Is(class, contract.ErrQuota) && op == contracttest.OpCreate:
+	if errors.Is(class, contract.ErrQuota) && op == contracttest.OpCreate {
 		// A full thin pool fails the clone's task, not its request.
 		c.f.s.FailNextTask("qmclone", `clone failed: lvcreate 'pve/vm-1000-disk-0' error:   Volume group "pve" has insufficient free space (1023 extents): 2048 required.`)
-	case errors.Is(class, contract.ErrQuota):
-		c.f.s.FailNext(target, 500, "error writing '/var/lib/vz/images/1000/vm-1000-disk-0.qcow2' - No space left on device")
-	case errors.Is(class, contract.ErrPermanent):
-		c.f.s.FailNext(target, 403, "Permission check failed (/vms/1000, VM.Allocate)")
-	case class == nil:
-		c.f.s.FailNext(target, 500, "can't lock file '/var/lock/qemu-server/lock-1000.conf' - got timeout")
-	default:
+		return nil
+	}
+	status, msg, ok := pveFault(class)
+	if !ok {
 		return fmt.Errorf("no PVE fault for class %w", class)
 	}
+	c.f.s.FailNext(target, status, msg)
+	return nil
+}
+
+// FailCall fails the n-th API call from now, whatever it serves, with
+// PVE's own answer for class (pveFault): quota or permanent, the classes
+// any call can meet.
+func (c control) FailCall(n int, class error) error {
+	if !errors.Is(class, contract.ErrQuota) && !errors.Is(class, contract.ErrPermanent) {
+		return fmt.Errorf("no PVE fault of class %w for any call", class)
+	}
+	status, msg, _ := pveFault(class)
+	c.f.s.FailCall(n, status, msg)
 	return nil
 }
 

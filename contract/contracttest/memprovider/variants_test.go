@@ -870,6 +870,32 @@ var variants = []variant{
 			return found, err
 		}
 	}, nil},
+	{"list-drops-later-refused-region", "ErrorsCarryTheirClass", func(b *brokenProvider) {
+		// Reads the first region strictly and every other one as best
+		// effort: a refused later region is left out of a nil answer.
+		b.list = func(ctx context.Context, key, value string) ([]contract.Instance, error) {
+			var out []contract.Instance
+			for i, region := range b.cfg.Regions {
+				var vms []VM
+				err := b.do(ctx, "ListVMs", func(ctx context.Context) (err error) {
+					vms, err = b.cloud.ListVMs(ctx, b.cfg.Token, region, key, value)
+					return err
+				})
+				switch {
+				case err != nil && i == 0:
+					return nil, err
+				case err != nil:
+					continue
+				}
+				for _, vm := range vms {
+					if vm.Labels[contract.LabelManaged] != "" {
+						out = append(out, instance(vm))
+					}
+				}
+			}
+			return out, nil
+		}
+	}, nil},
 	{"bare-sentinel", "ErrorsCarryTheirClass", func(b *brokenProvider) {
 		b.get = func(ctx context.Context, id string) (contract.Instance, error) {
 			inst, err := b.Provider.Get(ctx, id)

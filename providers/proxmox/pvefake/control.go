@@ -230,22 +230,35 @@ func (s *Server) CutCall(n int, after bool) {
 	s.cut = cut{call: s.calls.Load() + int64(n), after: after}
 }
 
-// takeCut reports whether call n is the one CutCall named, and forgets it.
-func (s *Server) takeCut(n int64) (here, after bool) {
+// FailCall makes the n-th API call from now (1 is the next; counted as
+// Calls counts), whatever it serves, answer status and msg as FailNext's
+// faults do, before it takes effect and after the token is checked, as a
+// handler's own die (PVE::Exception) answers. FailNext names the next call
+// of a kind, so cannot fail, say, a Create's second config write. It
+// takes the place of a pending CutCall.
+func (s *Server) FailCall(n, status int, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cut = cut{call: s.calls.Load() + int64(n), fault: fail(status, "%s", msg)}
+}
+
+// takeCut returns the cut CutCall or FailCall set when call n is the one
+// it names, and forgets it.
+func (s *Server) takeCut(n int64) (c cut, here bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cut.call != n {
-		return false, false
+		return cut{}, false
 	}
-	here, after = true, s.cut.after
-	s.cut = cut{}
-	return here, after
+	c, s.cut = s.cut, cut{}
+	return c, true
 }
 
 // Reset undoes every control call that makes the fake misbehave: queued
-// faults, failing tasks, a dropped clone answer, a cut, stalls, held
-// tasks, a refused token, hidden names and the locks Lock set. The VMs,
-// volumes and the token's secret stay as they are.
+// faults, failing tasks, a dropped clone answer, a cut or failed call
+// (CutCall, FailCall), stalls, held tasks, a refused token, hidden names
+// and the locks Lock set. The VMs, volumes and the token's secret stay as
+// they are.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	stalls := s.stalls

@@ -346,7 +346,7 @@
 // before the first start).
 //
 // The control methods (Stall, FailNext, FailNextTask, WarnNextTask,
-// DropNextClone, DropNextAnswer, CutCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,
+// DropNextClone, DropNextAnswer, CutCall, FailCall, HoldTasks, ClonesPastDisks, Lock, BeginDestroy, ReportIP,
 // SetQMPStatus, HangAgent, SetTagAccess, RejectToken, CloneVMTo, RemoveVM,
 // SetConfig, Reset) and the readers (CloneRequests, Pool, Config, Node,
 // Volume, Inventory) are for tests: they play the

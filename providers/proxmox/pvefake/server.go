@@ -112,8 +112,8 @@ type Server struct {
 	// status updates, seconds behind the config.
 	hideNames bool
 	hold      map[string]chan struct{} // task type → closed to release
-	// cut is the one call CutCall named, by its number in calls; zero
-	// cuts nothing.
+	// cut is the one call CutCall or FailCall named, by its number in
+	// calls; zero cuts nothing.
 	cut cut
 	// stalls are the releases of every Stall not yet released, for Reset.
 	stalls []func()
@@ -125,10 +125,13 @@ type Server struct {
 	clones []url.Values
 }
 
-// cut names one call and whether it fails before or after taking effect.
+// cut names one call and how it fails: lost before or after taking
+// effect (CutCall), or answered with fault before it takes effect
+// (FailCall).
 type cut struct {
 	call  int64
 	after bool
+	fault *apiError
 }
 
 // New starts a fake cluster; Close stops it.
@@ -233,13 +236,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.gate.Pass(r.Context()) != nil {
 		return
 	}
-	cutHere, cutAfter := s.takeCut(n)
+	c, here := s.takeCut(n)
+	// A FailCall fault is no cut: the node gets the call and answers it
+	// (route).
+	cutHere := here && c.fault == nil
 	if s.forDownNode(r.URL.Path) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		writeError(w, errNodeDown)
 		return
 	}
-	if cutHere && !cutAfter {
+	if cutHere && !c.after {
 		// The request never reached the node that would serve it.
 		_, _ = io.Copy(io.Discard, r.Body)
 		writeError(w, errCutBefore)
@@ -252,7 +258,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	var data any
 	var after func()
 	if err == nil {
-		data, after, err = s.route(req)
+		data, after, err = s.route(req, c.fault)
 	}
 	if cutHere {
 		// The node did the work; its answer is lost.
@@ -456,14 +462,19 @@ func match(path []string, pattern ...string) ([]string, bool) {
 	return vars, true
 }
 
-// route dispatches a call; the op names are what FailNext targets.
-func (s *Server) route(req *request) (any, func(), *apiError) {
+// route dispatches a call; the op names are what FailNext targets. A
+// fault FailCall set on the call is answered where FailNext's are, before
+// the call takes effect.
+func (s *Server) route(req *request, fault *apiError) (any, func(), *apiError) {
 	p, m := req.path, req.method
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	op := s.opOf(req)
 	if op == OpTask {
 		s.taskPolls.Add(1)
+	}
+	if fault != nil {
+		return nil, nil, fault
 	}
 	if err := s.takeFault(op); err != nil {
 		return nil, nil, err
