@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/pem"
@@ -43,13 +44,14 @@ import (
 // through a TLS front the test controls, as a load balancer in front of a
 // vCenter: it counts calls, can hold them (a hanging vCenter) and can lose
 // one (answering 502 Bad Gateway, before vcsim sees the call or after
-// vcsim did the work). A 502 rather than a reset connection, as the
-// CallCutter doc asks: SOAP calls are POSTs, which net/http does not retry,
-// but an error status is a cut whatever the client. Everything the
-// harness needs from the backend that the provider must not do — the
-// guest reporting an address, faults, locks, unmarked VMs — the control
-// below does through vcsim's own API, as an administrator of its own, or
-// on vcsim's objects directly where vcsim has no API for it.
+// vcsim did the work), or refuse one with a vSphere fault (FailCall). A
+// 502 rather than a reset connection, as the CallCutter doc asks: SOAP
+// calls are POSTs, which net/http does not retry, but an error status is
+// a cut whatever the client. Everything the harness needs from the
+// backend that the provider must not do — the guest reporting an
+// address, faults, locks, unmarked VMs — the control below does through
+// vcsim's own API, as an administrator of its own, or on vcsim's objects
+// directly where vcsim has no API for it.
 
 const (
 	testUser     = "egress-operator"
@@ -98,6 +100,9 @@ type vcsim struct {
 	// inventory is where Resources looks, resolved once: the config's
 	// folders and datastores do not move.
 	inventory []scope
+	// refusals are the SDK paths, by class, that answer any call with
+	// vSphere's fault of the class (refusalSDK).
+	refusals map[contract.Class]string
 
 	mu       sync.Mutex
 	cut      cut  // the front call to cut, by number
@@ -115,9 +120,12 @@ type vcsim struct {
 
 // cut names one front call by its number in calls, and whether it is cut
 // before vcsim sees it or after vcsim did the work. Zero cuts nothing.
+// refusal, when set, answers the call with a fault instead of the 502:
+// the path of refusalSDK that does (FailCall).
 type cut struct {
-	call  int64
-	after bool
+	call    int64
+	after   bool
+	refusal string
 }
 
 func startVcsim(t testing.TB) *vcsim {
@@ -128,7 +136,12 @@ func startVcsim(t testing.TB) *vcsim {
 		t.Fatal(err)
 	}
 	model.Service.Listen = &url.URL{User: url.UserPassword(adminUser, adminPassword)}
-	v := &vcsim{model: model}
+	v := &vcsim{model: model, refusals: map[contract.Class]string{}}
+	for _, class := range []error{contract.ErrQuota, contract.ErrPermanent} {
+		// Before the server starts: vcsim's service reads its paths
+		// unlocked.
+		v.refusals[contract.ClassOf(class)] = refusalSDK(model.Service, class)
+	}
 	sm := model.Map().SessionManager()
 	sm.ValidLogin = func(req *types.Login) bool {
 		if req.UserName == adminUser {
@@ -165,8 +178,15 @@ func startVcsim(t testing.TB) *vcsim {
 		}
 		body, powerOnFault := v.takePowerOnFault(body)
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		cutHere, after := v.takeCut(n, body)
-		if cutHere && !after {
+		how, cutHere := v.takeCut(n, body)
+		switch {
+		case cutHere && how.refusal != "":
+			// Refused: vcsim's own service answers the fault, from the
+			// class's path, where the call touches none of its objects.
+			r.URL.Path = how.refusal
+			v.model.Service.ServeSDK(w, r)
+			return
+		case cutHere && !how.after:
 			// Lost on the way: the load balancer in front of vCenter
 			// answers for the call vcsim never sees.
 			http.Error(w, "upstream connection reset", http.StatusBadGateway)
@@ -225,20 +245,37 @@ func startVcsim(t testing.TB) *vcsim {
 }
 
 // takeCut reports whether front call n, whose body is body, is to be cut,
-// and whether after vcsim did the work.
-func (v *vcsim) takeCut(n int64, body []byte) (cutHere, after bool) {
+// and how.
+func (v *vcsim) takeCut(n int64, body []byte) (cut, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch {
 	case v.cut.call == n:
-		after = v.cut.after
+		c := v.cut
 		v.cut = cut{}
-		return true, after
+		return c, true
 	case v.cutClone && bytes.Contains(body, []byte("CloneVM_Task")):
 		v.cutClone = false
-		return true, true
+		return cut{call: n, after: true}, true
 	}
-	return false, false
+	return cut{}, false
+}
+
+// refusalSDK adds to vcsim's service an SDK path that answers every call
+// with vSphere's fault of class for it, and returns the path: a registry
+// of its own, empty but for a handler that refuses each method, so that
+// vcsim's own encoder writes the answer as vCenter does (500, a
+// soapenv:Fault whose detail holds the fault) and none of vcsim's objects
+// sees the call. The session is vcsim's, as vCenter checks privileges on
+// the caller's session.
+func refusalSDK(svc *simulator.Service, class error) string {
+	r := simulator.NewRegistry()
+	r.Path = "/sdk/refuse/" + strings.ToLower(string(contract.ClassOf(class)))
+	r.Handler = func(_ *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+		return nil, callFault(class, m)
+	}
+	svc.RegisterSDK(r)
+	return r.Path
 }
 
 // taskRef finds the task a *_Task answer returns.
@@ -423,6 +460,7 @@ var (
 	_ contracttest.UserDataReader         = control{}
 	_ contracttest.CallCounter            = control{}
 	_ contracttest.CallCutter             = control{}
+	_ contracttest.CallFailer             = control{}
 	_ contracttest.Resetter               = control{}
 	_ contracttest.Inventory              = control{}
 	_ contracttest.LegacyCreator          = control{}
@@ -717,6 +755,36 @@ func faultFor(class error) types.BaseMethodFault {
 	}
 }
 
+// callFault is vSphere's fault of class for the call m, the call itself
+// refused rather than a task it started: for a privilege the caller
+// lacks, NoPermission naming the call's object and the privilege, as
+// vCenter answers a method whose required privilege the session does not
+// hold (API reference, vim.fault.NoPermission: "Thrown when an operation
+// is denied because of privileges not held on managed object(s)", its
+// object and privilegeId, and missingPrivileges since 7.0.3.2).
+func callFault(class error, m *simulator.Method) types.BaseMethodFault {
+	f := faultFor(class)
+	if denied, ok := f.(*types.NoPermission); ok {
+		denied.Object = &m.This
+		denied.PrivilegeId = cmp.Or(privileges[m.Name], "System.View")
+		denied.MissingPrivileges = []types.NoPermissionEntityPrivileges{{Entity: m.This, PrivilegeIds: []string{denied.PrivilegeId}}}
+	}
+	return f
+}
+
+// privileges are the privileges the provider's calls on a VM need on it
+// (API reference, each method's "Required Privileges";
+// VirtualMachine.Config.AdvancedConfig for the extraConfig a reconfigure
+// writes). Any other call (a read, a task's wait) is refused for
+// System.View, seeing the object.
+var privileges = map[string]string{
+	"CloneVM_Task":    "VirtualMachine.Provisioning.Clone",
+	"Destroy_Task":    "VirtualMachine.Inventory.Delete",
+	"PowerOnVM_Task":  "VirtualMachine.Interact.PowerOn",
+	"PowerOffVM_Task": "VirtualMachine.Interact.PowerOff",
+	"ReconfigVM_Task": "VirtualMachine.Config.AdvancedConfig",
+}
+
 // FailNext injects vSphere's fault of the class into the method serving op.
 func (c control) FailNext(op contracttest.Op, class error) error {
 	methods := opMethods[op]
@@ -747,6 +815,21 @@ func (c control) CutCall(n int, after bool) error {
 	c.v.mu.Lock()
 	defer c.v.mu.Unlock()
 	c.v.cut = cut{call: c.v.calls.Load() + int64(n), after: after}
+	return nil
+}
+
+// FailCall refuses the n-th front call from now with vSphere's fault of
+// class, before vcsim sees it (refusalSDK), in place of any cut: any call
+// of an operation, not only the one FailNext names, as a role missing the
+// one privilege a later call needs.
+func (c control) FailCall(n int, class error) error {
+	path, ok := c.v.refusals[contract.ClassOf(class)]
+	if !ok {
+		return fmt.Errorf("control: FailCall refuses with Quota or Permanent faults, not %s", contract.ClassOf(class))
+	}
+	c.v.mu.Lock()
+	defer c.v.mu.Unlock()
+	c.v.cut = cut{call: c.v.calls.Load() + int64(n), refusal: path}
 	return nil
 }
 
