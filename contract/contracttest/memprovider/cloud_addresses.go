@@ -21,9 +21,10 @@ type Address struct {
 	VM string
 }
 
-// addressBase is where the Cloud's egress addresses are numbered from
-// (TEST-NET-3, RFC 5737: routable, and never anyone's).
-var addressBase = netip.MustParseAddr("203.0.113.0")
+// addressPool is where the Cloud's egress addresses come from, numbered
+// from its first host on (TEST-NET-3, RFC 5737: routable, and never
+// anyone's).
+var addressPool = netip.MustParsePrefix("203.0.113.0/24")
 
 // AllocateAddress allocates a new address in the region with labels.
 func (c *Cloud) AllocateAddress(ctx context.Context, token, regionName string, labels map[string]string) (Address, error) {
@@ -38,14 +39,16 @@ func (c *Cloud) AllocateAddress(ctx context.Context, token, regionName string, l
 // allocate allocates the region's next address with labels; the caller
 // holds c.mu.
 func (r *region) allocate(regionName string, labels map[string]string) (Address, error) {
-	if r.allocated >= 250 {
+	ip := addressPool.Addr()
+	for range r.allocated + 1 {
+		ip = ip.Next()
+	}
+	// Addresses are never reused; the pool's last address is its
+	// broadcast, no host.
+	if !addressPool.Contains(ip.Next()) {
 		return Address{}, &APIError{409, "no_more_addresses", fmt.Sprintf("region %q has no free egress address", regionName)}
 	}
 	r.allocated++
-	ip := addressBase
-	for range r.allocated {
-		ip = ip.Next()
-	}
 	a := &Address{IP: ip.String(), Labels: maps.Clone(labels)}
 	r.addresses[a.IP] = a
 	return a.copy(), nil
@@ -102,17 +105,18 @@ func (c *Cloud) ReleaseAddress(ctx context.Context, token, regionName, ip string
 	})
 }
 
-// detach detaches whatever address is attached to the VM; the caller
-// holds c.mu.
+// detach detaches whatever address is attached to the VM, which its
+// EgressIP names (AttachAddress and ReleaseAddress keep the two ends
+// together); the caller holds c.mu.
 func (r *region) detach(vmName string) {
-	for _, a := range r.addresses {
-		if a.VM == vmName {
-			a.VM = ""
-		}
+	vm, ok := r.vms[vmName]
+	if !ok {
+		return
 	}
-	if vm, ok := r.vms[vmName]; ok {
-		vm.EgressIP = ""
+	if a, ok := r.addresses[vm.EgressIP]; ok {
+		a.VM = ""
 	}
+	vm.EgressIP = ""
 }
 
 func (a *Address) copy() Address {

@@ -183,13 +183,11 @@ func (c Control) CreateUIDMarked(ctx context.Context, name string, pl contract.P
 }
 
 // MakeStrayEgress allocates an address with the managed label valued
-// owner (and the UID label valued uid, unless "") and no replica label,
-// straight in the Cloud, as another tool's call would.
+// owner and the UID label valued uid and no replica label, straight in
+// the Cloud, as another tool's call would. A uid of "" is no UID label:
+// the Cloud reads a missing label as "".
 func (c Control) MakeStrayEgress(_ context.Context, regionName, owner, uid string) (string, func() error, error) {
-	labels := map[string]string{contract.LabelManaged: owner}
-	if uid != "" {
-		labels[contract.LabelUID] = uid
-	}
+	labels := map[string]string{contract.LabelManaged: owner, contract.LabelUID: uid}
 	c.Cloud.mu.Lock()
 	defer c.Cloud.mu.Unlock()
 	r := c.Cloud.regions[regionName]
@@ -347,14 +345,11 @@ func (c Control) RejectCredentialsFrom(n int) error {
 	return nil
 }
 
-// UserData returns the seed volume the guest reads its user-data from.
+// UserData returns the seed volume the guest reads its user-data from;
+// a VM without one reads none, as a guest with no seed finds nothing.
 func (c Control) UserData(_ context.Context, providerID string) ([]byte, error) {
 	var data []byte
-	var found bool
-	err := c.withVM(providerID, func(vm *VM, r *region) { data, found = r.volumes[vm.SeedVolume] })
-	if err == nil && !found {
-		err = fmt.Errorf("control: %s has no seed volume", providerID)
-	}
+	err := c.withVM(providerID, func(vm *VM, r *region) { data = r.volumes[vm.SeedVolume] })
 	return slices.Clone(data), err
 }
 

@@ -1,6 +1,7 @@
 package memprovider
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
@@ -29,5 +30,20 @@ func TestStateTable(t *testing.T) {
 		if state != tc.want || ip != tc.wantIP {
 			t.Errorf("%s: stateOf = %s %q, want %s %q", tc.name, state, ip, tc.want, tc.wantIP)
 		}
+	}
+}
+
+// The Cloud's egress pool hands out each host of 203.0.113.0/24 once, from
+// .1 to .254, and then refuses.
+func TestAddressPoolHandsOutEachHostOnce(t *testing.T) {
+	r := &region{addresses: map[string]*Address{}}
+	for i := 1; i <= 254; i++ {
+		a, err := r.allocate("r1", nil)
+		if want := fmt.Sprintf("203.0.113.%d", i); err != nil || a.IP != want {
+			t.Fatalf("allocation %d = %q, %v; want %s", i, a.IP, err, want)
+		}
+	}
+	if a, err := r.allocate("r1", nil); err == nil {
+		t.Errorf("allocation 255 = %q; want the pool exhausted", a.IP)
 	}
 }
