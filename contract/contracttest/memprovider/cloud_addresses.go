@@ -54,15 +54,17 @@ func (r *region) allocate(regionName string, labels map[string]string) (Address,
 	return a.copy(), nil
 }
 
-// ListAddresses returns the region's addresses whose label key has value.
+// ListAddresses returns the region's addresses whose label key has value,
+// oldest first: the pool hands addresses out in order, never twice.
 func (c *Cloud) ListAddresses(ctx context.Context, token, regionName, key, value string) ([]Address, error) {
 	var out []Address
 	err := c.inRegion(ctx, token, "listaddresses", regionName, func(r *region) error {
-		for _, ip := range slices.Sorted(maps.Keys(r.addresses)) {
-			if a := r.addresses[ip]; a.Labels[key] == value {
+		for _, a := range r.addresses {
+			if a.Labels[key] == value {
 				out = append(out, a.copy())
 			}
 		}
+		slices.SortFunc(out, func(a, b Address) int { return netip.MustParseAddr(a.IP).Compare(netip.MustParseAddr(b.IP)) })
 		return nil
 	})
 	return out, err

@@ -30,10 +30,8 @@ func (p *Provider) attachEgress(ctx context.Context, req contract.CreateRequest)
 	if err != nil {
 		return "", err
 	}
-	var a Address
-	if len(kept) > 0 {
-		a = kept[0]
-	} else {
+	if len(kept) == 0 {
+		var a Address
 		err = p.do(ctx, "AllocateAddress", func(ctx context.Context) (err error) {
 			a, err = p.cloud.AllocateAddress(ctx, p.cfg.Token, region, map[string]string{
 				contract.LabelManaged: req.Owner, contract.LabelUID: req.UID, contract.LabelReplica: strconv.Itoa(int(req.Replica)),
@@ -44,6 +42,24 @@ func (p *Provider) attachEgress(ctx context.Context, req contract.CreateRequest)
 			return "", err
 		}
 		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("allocated egress address", "address", a.IP, "replica", req.Replica)
+		// Racing Creates of the replica may each have allocated one: read
+		// them again, so that every racer settles on the same.
+		if kept, err = p.addressesOf(ctx, region, req.UID, req.Replica); err != nil {
+			return "", err
+		}
+	}
+	// The oldest address (the Cloud lists them so) is the replica's: any
+	// racer that sees a younger one sees it too. The others are racers'
+	// extras, released by their own Create or by this one.
+	a := kept[0]
+	for _, extra := range kept[1:] {
+		err := p.do(ctx, "ReleaseAddress", func(ctx context.Context) error {
+			return p.cloud.ReleaseAddress(ctx, p.cfg.Token, region, extra.IP)
+		})
+		if err != nil && !errors.Is(err, contract.ErrNotFound) {
+			return "", err
+		}
+		logr.FromContextOrDiscard(ctx).V(contract.LogStep).Info("released a racer's extra egress address", "address", extra.IP, "replica", req.Replica)
 	}
 	if a.VM != req.Name {
 		if err := p.do(ctx, "AttachAddress", func(ctx context.Context) error {

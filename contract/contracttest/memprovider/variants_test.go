@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -894,6 +895,44 @@ var variants = []variant{
 				}
 			}
 			return out, nil
+		}
+	}, nil},
+	{"egress-allocated-per-racer", "ConcurrentCallsAreSafe", func(b *brokenProvider) {
+		// Finds the replica's address, or allocates one, and attaches
+		// it, as the reference provider did before it read its
+		// addresses again: racing Creates of one request each allocate
+		// one, and all but the attached one stay, marked as the
+		// replica's.
+		plain := &Provider{cfg: b.cfg, cloud: b.cloud}
+		plain.cfg.Egress = false
+		b.create = func(ctx context.Context, req contract.CreateRequest) (contract.Instance, error) {
+			inst, err := plain.Create(ctx, req)
+			if err != nil {
+				return inst, err
+			}
+			region := req.Placement.Region
+			kept, err := b.addressesOf(ctx, region, req.UID, req.Replica)
+			if err != nil {
+				return contract.Instance{}, err
+			}
+			var a Address
+			if len(kept) > 0 {
+				a = kept[0]
+			} else if err := b.do(ctx, "AllocateAddress", func(ctx context.Context) (err error) {
+				a, err = b.cloud.AllocateAddress(ctx, b.cfg.Token, region, map[string]string{
+					contract.LabelManaged: req.Owner, contract.LabelUID: req.UID, contract.LabelReplica: strconv.Itoa(int(req.Replica)),
+				})
+				return err
+			}); err != nil {
+				return contract.Instance{}, err
+			}
+			if err := b.do(ctx, "AttachAddress", func(ctx context.Context) error {
+				return b.cloud.AttachAddress(ctx, b.cfg.Token, region, a.IP, req.Name)
+			}); err != nil {
+				return contract.Instance{}, err
+			}
+			inst.EgressIP = a.IP
+			return inst, nil
 		}
 	}, nil},
 	{"bare-sentinel", "ErrorsCarryTheirClass", func(b *brokenProvider) {
