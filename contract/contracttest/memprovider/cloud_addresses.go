@@ -39,8 +39,8 @@ func (c *Cloud) AllocateAddress(ctx context.Context, token, regionName string, l
 // allocate allocates the region's next address with labels; the caller
 // holds c.mu.
 func (r *region) allocate(regionName string, labels map[string]string) (Address, error) {
-	ip := addressPool.Addr()
-	for range r.allocated + 1 {
+	ip := addressPool.Addr().Next() // the first host, then one per address handed out
+	for range r.allocated {
 		ip = ip.Next()
 	}
 	// Addresses are never reused; the pool's last address is its
