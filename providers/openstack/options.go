@@ -158,8 +158,10 @@ func (e extras) apply(opts *servers.CreateOpts) servers.SchedulerHintOptsBuilder
 }
 
 // undoExtras deletes the server group and the port a refused create
-// made (contract §4.10): Nova refused it (4xx) or the API was unavailable
-// (503), so no server was made and none will use them; the port holds the
+// made, or a create refused before its server's submission (a floating
+// IP's lookup, a server group's create) (contract §4.10): the API refused
+// (4xx) or was unavailable (503), so no server was made and none will use
+// them; the port holds the
 // Proxy's address. A 500, a gateway's 502 or 504, or no answer at all may
 // hide a server that was made; they then stay for the retry, which finds
 // them all. The security group is shared and stays.

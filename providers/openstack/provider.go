@@ -123,6 +123,10 @@ func (p *Provider) Create(ctx context.Context, req contract.CreateRequest) (cont
 	}
 	ex, err := p.prepareExtras(ctx, plan, req)
 	if err != nil {
+		// A refusal partway (the floating IP's lookup or the server
+		// group's create refused after the port was made) leaves no
+		// server to hold what was made before it (§4.10).
+		p.undoExtras(ctx, plan, ex, err)
 		return contract.Instance{}, err
 	}
 	id, err := p.createServer(ctx, key, plan, req, ex, flavorID, imageID)
