@@ -250,7 +250,7 @@ func TestFailCallAnswersTheServicesRefusal(t *testing.T) {
 		t.Errorf("the request before the refused one = %v", err)
 	}
 	_, err := servers.List(compute, nil).AllPages(ctx)
-	if !gophercloud.ResponseCodeIs(err, 403) || !strings.Contains(err.Error(), "Policy doesn't allow os_compute_api:servers:get") {
+	if !gophercloud.ResponseCodeIs(err, 403) || !strings.Contains(err.Error(), "Policy doesn't allow os_compute_api:servers:detail") {
 		t.Errorf("a server list refused by policy = %v, want Nova's 403", err)
 	}
 }

@@ -52,7 +52,7 @@ func refuse(w http.ResponseWriter, r *http.Request, f CallFault) {
 	case service == "compute" && f == QuotaFault:
 		novaError(w, http.StatusForbidden, "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances")
 	case service == "compute":
-		novaError(w, http.StatusForbidden, fmt.Sprintf("Policy doesn't allow os_compute_api:%s:%s to be performed.", resource, verb))
+		novaError(w, http.StatusForbidden, fmt.Sprintf("Policy doesn't allow os_compute_api:%s:%s to be performed.", resource, novaAction(r, verb)))
 	case service == "network" && f == QuotaFault:
 		neutronError(w, http.StatusConflict, "OverQuota", fmt.Sprintf("Quota exceeded for resources: ['%s'].", strings.TrimSuffix(resource, "s")))
 	case service == "network":
@@ -84,4 +84,20 @@ func resourceOf(r *http.Request) (resource, verb string) {
 		verb = "get"
 	}
 	return resource, verb
+}
+
+// novaAction is the verb of Nova's policy rule for a request: its reads
+// are show (one item), detail or index (a list), not get
+// (nova/policies/servers.py).
+func novaAction(r *http.Request, verb string) string {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case verb != "get":
+		return verb
+	case parts[len(parts)-1] == "detail":
+		return "detail"
+	case len(parts) > 4:
+		return "show"
+	}
+	return "index"
 }
