@@ -40,7 +40,7 @@ done
 # A lane's namespace still there means a lane runs, or one was killed
 # before its teardown; a second lane in it would fail in confusing ways.
 for ns in "$E2E_NETNS" "$OS_NETNS"; do
-  ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || continue
+  ip netns list 2>/dev/null | awk -v ns="$ns" '$1 == ns { found = 1 } END { exit !found }' || continue
   lock=$E2E_STATE.lock
   [ "$ns" = "$OS_NETNS" ] && lock=$OS_STATE.lock
   if [ -e "$lock" ] && ! flock -n "$lock" true; then

@@ -27,7 +27,7 @@ cleanup() {
   kc delete pod node-probe --ignore-not-found --wait=false > /dev/null 2>&1
   kc delete serviceaccount node-probe --ignore-not-found > /dev/null 2>&1
   [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
-  ip netns list | grep -q "^$vm_ns\b" && ip netns del "$vm_ns"
+  ip netns list | awk -v ns="$vm_ns" '$1 == ns { found = 1 } END { exit !found }' && ip netns del "$vm_ns"
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -46,11 +46,20 @@ if [ -f "$OS_STATE/env" ] && os_netns_exists && all_running &&
 fi
 
 # 3. The namespace: its loopback up, the services' address on it.
+# A namespace name that outlived its namespace (a machine restarted
+# where /run is not a tmpfs) cannot be entered; it goes, and comes back.
+if os_netns_exists && ! ip -n "$OS_NETNS" link show lo >/dev/null 2>&1; then
+  ip netns delete "$OS_NETNS"
+fi
 if ! os_netns_exists; then
   ip netns add "$OS_NETNS"
 fi
 ip -n "$OS_NETNS" link set lo up
-ip -n "$OS_NETNS" addr show dev lo | grep -q "inet $OS_IP/" || ip -n "$OS_NETNS" addr add "$OS_IP/32" dev lo
+# "replace" adds the address or keeps it: a namespace left by a killed run
+# has it already. (A test of `addr show | grep -q` cannot stand in for
+# this under pipefail: grep quits at the match, ip's next write gets
+# SIGPIPE, and the pipeline fails although the address is there.)
+ip -n "$OS_NETNS" addr replace "$OS_IP/32" dev lo
 # A bridge, never used for traffic: the Linux bridge agent names itself
 # after the MAC of the first interface with one (get_agent_id in
 # neutron/plugins/ml2/drivers/linuxbridge/agent/linuxbridge_neutron_agent.py)
@@ -123,7 +132,7 @@ nm() { in_os nova-manage --config-file "$E/nova/nova.conf" "$@"; }
 if ! done_mark db-nova; then
   quiet nm api_db sync
   quiet nm cell_v2 map_cell0
-  nm cell_v2 list_cells 2>/dev/null | grep -q " cell1 " || quiet nm cell_v2 create_cell --name cell1
+  grep -q " cell1 " <<<"$(nm cell_v2 list_cells 2>/dev/null)" || quiet nm cell_v2 create_cell --name cell1
   quiet nm db sync
   mark db-nova
 fi
@@ -180,7 +189,7 @@ step "APIs answer"
 
 # 7. The compute host in cell1 (it registers itself in the cell's
 # database and in Placement; the API learns it by discovery).
-host_mapped() { nm cell_v2 list_hosts 2>/dev/null | grep -q " $OS_COMPUTE_HOST "; }
+host_mapped() { grep -q " $OS_COMPUTE_HOST " <<<"$(nm cell_v2 list_hosts 2>/dev/null)"; }
 if ! host_mapped; then
   wait_for nova-compute 180 in_os sh -c "nova-manage --config-file '$E/nova/nova.conf' cell_v2 discover_hosts --strict >/dev/null 2>&1 || nova-manage --config-file '$E/nova/nova.conf' cell_v2 list_hosts | grep -q ' $OS_COMPUTE_HOST '"
 fi
