@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/egress-proxies/egress-proxies-operator/contract"
 )
@@ -94,7 +95,13 @@ func TestConnectionsAreKept(t *testing.T) {
 	ctx := context.Background()
 	inst := createVM(t, p, "kept", "uid-kept", testOwner)
 	const atOnce = 16
+	// Each round holds its Gets at the front until all are in flight, so
+	// every round needs atOnce connections at the same moment whatever
+	// the machine's load (without the hold, a loaded machine ran the
+	// first round's Gets partly one after another, a later round needed
+	// more connections than the first had made, and the test failed).
 	round := func() {
+		release := v.hold(v.gate.Stall())
 		var wg sync.WaitGroup
 		for range atOnce {
 			wg.Go(func() {
@@ -103,6 +110,13 @@ func TestConnectionsAreKept(t *testing.T) {
 				}
 			})
 		}
+		for deadline := time.Now().Add(time.Minute); v.gate.Held() < atOnce; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				release()
+				t.Fatalf("only %d of %d Gets reached vCenter at once in a minute", v.gate.Held(), atOnce)
+			}
+		}
+		release()
 		wg.Wait()
 	}
 	round() // makes up to atOnce connections
