@@ -134,8 +134,21 @@ type Cloud struct {
 	groupSeq  int
 	projectID string
 	userID    string
+	// regions holds what each region's own Neutron and Nova keep, by
+	// region name.
+	regions map[string]*regionState
+}
+
+// regionState is what one region's services keep apart from the other
+// regions': each region of a cloud runs its own Neutron and Nova with
+// their own databases, behind the endpoints the catalogue lists for that
+// region (keystone.go), so a port, floating IP, security group or server
+// group made in one region is neither listed nor found by ID in another
+// (404), and each region's quotas count its own (the Identity API's
+// "Regions": the services of a region are its own deployment).
+type regionState struct {
 	// secGroups and serverGroups are Neutron's security groups and Nova's
-	// server groups (neutron.go, servergroups.go), shared by the regions.
+	// server groups (neutron.go, servergroups.go).
 	secGroups    map[string]*secGroup
 	serverGroups map[string]*serverGroup
 	// ports are Neutron's ports the caller made (ports.go); a server
@@ -144,6 +157,13 @@ type Cloud struct {
 	// floatingIPs are Neutron's floating IPs (floatingips.go).
 	floatingIPs map[string]*floatingIP
 }
+
+// in is the state of the named region, one of Options.Regions.
+func (c *Cloud) in(region string) *regionState { return c.regions[region] }
+
+// at is the state of the region a request's path names; the service
+// wrappers (neutron, nova) answered 404 for any other region.
+func (c *Cloud) at(r *http.Request) *regionState { return c.in(r.PathValue("region")) }
 
 // New starts a fake cloud; it is closed when the test ends (Close).
 func New(opts Options) *Cloud {
@@ -187,7 +207,10 @@ func New(opts Options) *Cloud {
 		opts.MaxLimit = 1000
 	}
 	c := &Cloud{opts: opts, servers: map[string]*server{}, unplaced: map[string]*server{}, tokens: map[string]token{}, projectID: hexID(), userID: hexID(),
-		secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}, ports: map[string]*port{}, floatingIPs: map[string]*floatingIP{}}
+		regions: map[string]*regionState{}}
+	for _, region := range opts.Regions {
+		c.regions[region] = &regionState{secGroups: map[string]*secGroup{}, serverGroups: map[string]*serverGroup{}, ports: map[string]*port{}, floatingIPs: map[string]*floatingIP{}}
+	}
 	mux := http.NewServeMux()
 	c.routeKeystone(mux)
 	c.routeNova(mux)

@@ -4,7 +4,12 @@
 // availability zones, server groups) and the Glance v2 image list, and
 // Neutron's security groups and rules (neutron.go), subnets and the ports
 // a caller makes with a fixed IP (ports.go), and floating IPs on one
-// external network (floatingips.go). It runs as an
+// external network (floatingips.go). Each region keeps its own Neutron
+// resources and server groups, as each region of a cloud runs its own
+// services (cloud.go, regionState): what one region made is neither
+// listed nor found in another, and quotas count per region; the project
+// network and the external network's CIDR are the same in every region,
+// so a floating IP address is handed out once across them. It runs as an
 // httptest TLS server and answers with the status codes, headers and
 // bodies of the real services, so the provider is tested through the real
 // gophercloud client. No maintained OpenStack simulator exists

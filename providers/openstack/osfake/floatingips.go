@@ -119,7 +119,7 @@ func (c *Cloud) listFloatingIPs(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := []any{}
-	for _, f := range c.sortedFloatingIPs() {
+	for _, f := range c.at(r).sortedFloatingIPs() {
 		if !matches(q.Get("port_id"), f.portID) || !matches(q.Get("floating_ip_address"), f.address) ||
 			!matches(q.Get("floating_network_id"), f.networkID) || !matches(q.Get("fixed_ip_address"), f.fixedIP) ||
 			!matches(q.Get("description"), f.description) || !hasTags(f.tags, q.Get("tags"), q.Get("tags-any")) {
@@ -140,11 +140,11 @@ func hasTags(tags []string, all, any string) bool {
 	return any == "" || slices.ContainsFunc(strings.Split(any, ","), func(t string) bool { return slices.Contains(tags, t) })
 }
 
-// sortedFloatingIPs are the floating IPs oldest first. Called with c.mu
-// held.
-func (c *Cloud) sortedFloatingIPs() []*floatingIP {
-	out := make([]*floatingIP, 0, len(c.floatingIPs))
-	for _, f := range c.floatingIPs {
+// sortedFloatingIPs are the region's floating IPs oldest first. Called
+// with c.mu held.
+func (rs *regionState) sortedFloatingIPs() []*floatingIP {
+	out := make([]*floatingIP, 0, len(rs.floatingIPs))
+	for _, f := range rs.floatingIPs {
 		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b *floatingIP) int {
@@ -203,7 +203,8 @@ func (c *Cloud) createFloatingIP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if q := c.opts.Quota.FloatingIPs; q > 0 && len(c.floatingIPs) >= q {
+	rs := c.at(r)
+	if q := c.opts.Quota.FloatingIPs; q > 0 && len(rs.floatingIPs) >= q {
 		neutronError(w, http.StatusConflict, "OverQuota", "Quota exceeded for resources: ['floatingip'].")
 		return
 	}
@@ -213,16 +214,16 @@ func (c *Cloud) createFloatingIP(w http.ResponseWriter, r *http.Request) {
 			neutronError(w, http.StatusConflict, "IpAddressGenerationFailure", fmt.Sprintf("No more IP addresses available on network %s.", ext.ID))
 			return
 		}
-	} else if slices.ContainsFunc(c.sortedFloatingIPs(), func(f *floatingIP) bool { return f.address == address }) {
+	} else if c.floatingAddressTaken(address) {
 		neutronError(w, http.StatusConflict, "IpAddressAlreadyAllocated", fmt.Sprintf("IP address %s already allocated in subnet %s-subnet", address, ext.ID))
 		return
 	}
 	f := &floatingIP{id: newUUID(), address: address, networkID: ext.ID, description: body.Description, tags: []string{},
 		created: time.Now().UTC().Truncate(time.Second), revision: 1}
-	if body.PortID != nil && *body.PortID != "" && !c.associate(w, f, *body.PortID) {
+	if body.PortID != nil && *body.PortID != "" && !c.associate(w, rs, f, *body.PortID) {
 		return
 	}
-	c.floatingIPs[f.id] = f
+	rs.floatingIPs[f.id] = f
 	writeJSON(w, http.StatusCreated, map[string]any{"floatingip": c.floatingIPView(f)})
 }
 
@@ -231,17 +232,34 @@ func (c *Cloud) createFloatingIP(w http.ResponseWriter, r *http.Request) {
 func (c *Cloud) freeFloatingAddress(ext *ExternalNetwork) string {
 	p := netip.MustParsePrefix(ext.CIDR)
 	for a := p.Masked().Addr().Next().Next(); p.Contains(a) && a != lastHost(p).Next(); a = a.Next() {
-		if !slices.ContainsFunc(c.sortedFloatingIPs(), func(f *floatingIP) bool { return f.address == a.String() }) {
+		if !c.floatingAddressTaken(a.String()) {
 			return a.String()
 		}
 	}
 	return ""
 }
 
-// associate checks and makes f's association with the port, or answers
-// Neutron's error and returns false. Called with c.mu held.
-func (c *Cloud) associate(w http.ResponseWriter, f *floatingIP, portID string) bool {
-	p := c.ports[portID]
+// floatingAddressTaken tells whether a floating IP of any region holds
+// address. Every region's external network is Options.External, one
+// CIDR, so its addresses are handed out once across the regions: a
+// public address is in one place, as a real cloud's regions, whose
+// external networks are distinct, never share one. Called with c.mu held.
+func (c *Cloud) floatingAddressTaken(address string) bool {
+	for _, rs := range c.regions {
+		for _, f := range rs.floatingIPs {
+			if f.address == address {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// associate checks and makes f's association with the port of f's
+// region, or answers Neutron's error and returns false. Called with c.mu
+// held.
+func (c *Cloud) associate(w http.ResponseWriter, rs *regionState, f *floatingIP, portID string) bool {
+	p := rs.ports[portID]
 	if p == nil {
 		neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", portID))
 		return false
@@ -256,7 +274,7 @@ func (c *Cloud) associate(w http.ResponseWriter, f *floatingIP, portID string) b
 			"External network %s is not reachable from subnet %s.  Therefore, cannot associate Port %s with a Floating IP.", f.networkID, fixed.SubnetID, portID))
 		return false
 	}
-	for _, other := range c.floatingIPs {
+	for _, other := range rs.floatingIPs {
 		if other.id != f.id && other.portID == portID && other.fixedIP == fixed.IPAddress && other.networkID == f.networkID {
 			neutronError(w, http.StatusConflict, "FloatingIPPortAlreadyAssociated", fmt.Sprintf(
 				"Cannot associate floating IP %s (%s) with port %s using fixed IP %s, as that fixed IP already has a floating IP on external network %s.",
@@ -271,7 +289,7 @@ func (c *Cloud) associate(w http.ResponseWriter, f *floatingIP, portID string) b
 // floatingIPOr404 returns the floating IP the path names, or answers
 // Neutron's 404 and returns nil. The caller holds c.mu.
 func (c *Cloud) floatingIPOr404(w http.ResponseWriter, r *http.Request) *floatingIP {
-	f := c.floatingIPs[r.PathValue("id")]
+	f := c.at(r).floatingIPs[r.PathValue("id")]
 	if f == nil {
 		neutronError(w, http.StatusNotFound, "FloatingIPNotFound", fmt.Sprintf("Floating IP %s could not be found", r.PathValue("id")))
 	}
@@ -308,7 +326,7 @@ func (c *Cloud) updateFloatingIP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case ok && portID != nil && *portID != "":
-		if !c.associate(w, f, *portID) {
+		if !c.associate(w, c.at(r), f, *portID) {
 			return
 		}
 	case ok || len(body.FloatingIP) == 0:
@@ -327,7 +345,7 @@ func (c *Cloud) deleteFloatingIP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.floatingIPOr404(w, r); f != nil {
-		delete(c.floatingIPs, f.id)
+		delete(c.at(r).floatingIPs, f.id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -350,8 +368,8 @@ func (c *Cloud) replaceFloatingIPTags(w http.ResponseWriter, r *http.Request) {
 
 // disassociateFloatingIPs is ML2's delete_port hook: the port's floating
 // IPs stay, unassociated. Called with c.mu held.
-func (c *Cloud) disassociateFloatingIPs(portID string) {
-	for _, f := range c.floatingIPs {
+func (rs *regionState) disassociateFloatingIPs(portID string) {
+	for _, f := range rs.floatingIPs {
 		if f.portID == portID {
 			f.portID, f.fixedIP = "", ""
 		}
@@ -360,17 +378,20 @@ func (c *Cloud) disassociateFloatingIPs(portID string) {
 
 // FloatingIP is a snapshot of one floating IP, for tests.
 type FloatingIP struct {
-	ID, Address, PortID, Description string
-	Tags                             []string
+	ID, Region, Address, PortID, Description string
+	Tags                                     []string
 }
 
-// FloatingIPs lists every floating IP, oldest first.
+// FloatingIPs lists every floating IP, region by region (in
+// Options.Regions' order), oldest first.
 func (c *Cloud) FloatingIPs() []FloatingIP {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []FloatingIP
-	for _, f := range c.sortedFloatingIPs() {
-		out = append(out, FloatingIP{ID: f.id, Address: f.address, PortID: f.portID, Description: f.description, Tags: slices.Clone(f.tags)})
+	for _, region := range c.opts.Regions {
+		for _, f := range c.in(region).sortedFloatingIPs() {
+			out = append(out, FloatingIP{ID: f.id, Region: region, Address: f.address, PortID: f.portID, Description: f.description, Tags: slices.Clone(f.tags)})
+		}
 	}
 	return out
 }

@@ -153,7 +153,7 @@ func (c *Cloud) listSecGroups(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := []any{}
-	for _, g := range c.secGroups {
+	for _, g := range c.at(r).secGroups {
 		if n := q.Get("name"); n != "" && g.name != n {
 			continue
 		}
@@ -188,7 +188,8 @@ func (c *Cloud) createSecGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if q := c.opts.Quota.SecurityGroups; q > 0 && len(c.secGroups) >= q {
+	rs := c.at(r)
+	if q := c.opts.Quota.SecurityGroups; q > 0 && len(rs.secGroups) >= q {
 		neutronError(w, http.StatusConflict, "OverQuota", "Quota exceeded for resources: ['security_group'].")
 		return
 	}
@@ -196,13 +197,15 @@ func (c *Cloud) createSecGroup(w http.ResponseWriter, r *http.Request) {
 	for _, et := range []string{"IPv4", "IPv6"} {
 		g.rules = append(g.rules, secRule{ID: newUUID(), SecurityGroup: g.id, Direction: "egress", Ethertype: et})
 	}
-	c.secGroups[g.id] = g
+	rs.secGroups[g.id] = g
 	writeJSON(w, http.StatusCreated, map[string]any{"security_group": c.secGroupView(g)})
 }
 
-// secGroupOr404 is the group of the path's id, or answers 404.
-func (c *Cloud) secGroupOr404(w http.ResponseWriter, id string) *secGroup {
-	g := c.secGroups[id]
+// secGroupOr404 is the group of the path's id in the path's region, or
+// answers 404.
+func (c *Cloud) secGroupOr404(w http.ResponseWriter, r *http.Request) *secGroup {
+	id := r.PathValue("id")
+	g := c.at(r).secGroups[id]
 	if g == nil {
 		neutronError(w, http.StatusNotFound, "SecurityGroupNotFound", fmt.Sprintf("Security group %s does not exist", id))
 	}
@@ -212,7 +215,7 @@ func (c *Cloud) secGroupOr404(w http.ResponseWriter, id string) *secGroup {
 func (c *Cloud) showSecGroup(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if g := c.secGroupOr404(w, r.PathValue("id")); g != nil {
+	if g := c.secGroupOr404(w, r); g != nil {
 		writeJSON(w, http.StatusOK, map[string]any{"security_group": c.secGroupView(g)})
 	}
 }
@@ -221,23 +224,24 @@ func (c *Cloud) showSecGroup(w http.ResponseWriter, r *http.Request) {
 func (c *Cloud) deleteSecGroup(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.secGroupOr404(w, r.PathValue("id"))
+	g := c.secGroupOr404(w, r)
 	if g == nil {
 		return
 	}
+	region := r.PathValue("region")
 	for _, s := range c.servers {
-		if slices.Contains(s.securityGroups, g.id) || slices.Contains(s.securityGroups, g.name) {
+		if s.region == region && (slices.Contains(s.securityGroups, g.id) || slices.Contains(s.securityGroups, g.name)) {
 			neutronError(w, http.StatusConflict, "SecurityGroupInUse", fmt.Sprintf("Security Group %s in use.", g.id))
 			return
 		}
 	}
-	for _, p := range c.ports {
+	for _, p := range c.at(r).ports {
 		if slices.Contains(p.securityGroups, g.id) {
 			neutronError(w, http.StatusConflict, "SecurityGroupInUse", fmt.Sprintf("Security Group %s in use.", g.id))
 			return
 		}
 	}
-	delete(c.secGroups, g.id)
+	delete(c.at(r).secGroups, g.id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -269,7 +273,7 @@ func (c *Cloud) replaceSecGroupTags(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.secGroupOr404(w, r.PathValue("id"))
+	g := c.secGroupOr404(w, r)
 	if g == nil {
 		return
 	}
@@ -311,7 +315,8 @@ func (c *Cloud) createSecRule(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.secGroups[rule.SecurityGroup]
+	rs := c.at(r)
+	g := rs.secGroups[rule.SecurityGroup]
 	if g == nil {
 		neutronError(w, http.StatusNotFound, "SecurityGroupNotFound", fmt.Sprintf("Security group %s does not exist", rule.SecurityGroup))
 		return
@@ -322,7 +327,7 @@ func (c *Cloud) createSecRule(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if q := c.opts.Quota.SecurityGroupRules; q > 0 && c.ruleCount() >= q {
+	if q := c.opts.Quota.SecurityGroupRules; q > 0 && rs.ruleCount() >= q {
 		neutronError(w, http.StatusConflict, "OverQuota", "Quota exceeded for resources: ['security_group_rule'].")
 		return
 	}
@@ -332,10 +337,11 @@ func (c *Cloud) createSecRule(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"security_group_rule": rule})
 }
 
-// ruleCount counts the project's rules. Called with c.mu held.
-func (c *Cloud) ruleCount() int {
+// ruleCount counts the project's rules in the region. Called with c.mu
+// held.
+func (rs *regionState) ruleCount() int {
 	n := 0
-	for _, g := range c.secGroups {
+	for _, g := range rs.secGroups {
 		n += len(g.rules)
 	}
 	return n
@@ -345,7 +351,7 @@ func (c *Cloud) deleteSecRule(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, g := range c.secGroups {
+	for _, g := range c.at(r).secGroups {
 		for i, rule := range g.rules {
 			if rule.ID == id {
 				g.rules = slices.Delete(g.rules, i, i+1)
@@ -363,12 +369,12 @@ func (c *Cloud) deleteSecRule(w http.ResponseWriter, r *http.Request) {
 // _process_security_groups: a name matching two groups is refused; an
 // unknown one is SecurityGroupNotFound, 400 on create). "default" always
 // exists. Called with c.mu held.
-func (c *Cloud) secGroupKnown(ref string) (ok bool, ambiguous bool) {
+func (c *Cloud) secGroupKnown(rs *regionState, ref string) (ok bool, ambiguous bool) {
 	if ref == "default" {
 		return true, false
 	}
 	names := 0
-	for _, g := range c.secGroups {
+	for _, g := range rs.secGroups {
 		if c.groupProject(g) != c.projectID {
 			continue // Nova lists the instance's project's groups only
 		}
@@ -384,44 +390,51 @@ func (c *Cloud) secGroupKnown(ref string) (ok bool, ambiguous bool) {
 
 // SecurityGroup is a snapshot of one security group, for tests.
 type SecurityGroup struct {
-	ID, Name, Description string
-	Tags                  []string
+	ID, Region, Name, Description string
+	Tags                          []string
 	// Ingress are the ingress rules as "<ethertype> <protocol> <min>-<max> <remote prefix>".
 	Ingress []string
 }
 
-// SecurityGroups returns every security group.
+// SecurityGroups returns every security group of every region.
 func (c *Cloud) SecurityGroups() []SecurityGroup {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []SecurityGroup
-	for _, g := range c.secGroups {
-		sg := SecurityGroup{ID: g.id, Name: g.name, Description: g.description, Tags: slices.Clone(g.tags)}
-		for _, r := range g.rules {
-			if r.Direction != "ingress" {
-				continue
-			}
-			deref := func(p *string) string {
-				if p == nil {
-					return "any"
-				}
-				return *p
-			}
-			ports := "any"
-			if r.PortRangeMin != nil {
-				ports = fmt.Sprintf("%d-%d", *r.PortRangeMin, *r.PortRangeMax)
-			}
-			sg.Ingress = append(sg.Ingress, fmt.Sprintf("%s %s %s %s", r.Ethertype, deref(r.Protocol), ports, deref(r.RemoteIPPrefix)))
+	for region, rs := range c.regions {
+		for _, g := range rs.secGroups {
+			out = append(out, securityGroup(region, g))
 		}
-		slices.Sort(sg.Ingress)
-		out = append(out, sg)
 	}
 	slices.SortFunc(out, func(a, b SecurityGroup) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
 	return out
 }
 
+// securityGroup is g's snapshot.
+func securityGroup(region string, g *secGroup) SecurityGroup {
+	sg := SecurityGroup{ID: g.id, Region: region, Name: g.name, Description: g.description, Tags: slices.Clone(g.tags)}
+	for _, r := range g.rules {
+		if r.Direction != "ingress" {
+			continue
+		}
+		deref := func(p *string) string {
+			if p == nil {
+				return "any"
+			}
+			return *p
+		}
+		ports := "any"
+		if r.PortRangeMin != nil {
+			ports = fmt.Sprintf("%d-%d", *r.PortRangeMin, *r.PortRangeMax)
+		}
+		sg.Ingress = append(sg.Ingress, fmt.Sprintf("%s %s %s %s", r.Ethertype, deref(r.Protocol), ports, deref(r.RemoteIPPrefix)))
+	}
+	slices.Sort(sg.Ingress)
+	return sg
+}
+
 // AddSecurityGroup makes a group as a person would (no tags, no rules but
-// the default egress ones) and returns its ID.
+// the default egress ones) in the first region and returns its ID.
 func (c *Cloud) AddSecurityGroup(name, description string) string {
 	return c.AddProjectSecurityGroup("", name, description)
 }
@@ -432,7 +445,7 @@ func (c *Cloud) AddProjectSecurityGroup(project, name, description string) strin
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := &secGroup{project: project, id: newUUID(), name: name, description: description, tags: []string{}, created: time.Now().UTC().Truncate(time.Second)}
-	c.secGroups[g.id] = g
+	c.in(c.opts.Regions[0]).secGroups[g.id] = g
 	return g.id
 }
 
@@ -452,7 +465,7 @@ func (c *Cloud) portSecurityGroups(s *server) []any {
 	var out []any
 	for _, ref := range s.securityGroups {
 		name := ref
-		if g := c.secGroups[ref]; g != nil {
+		if g := c.in(s.region).secGroups[ref]; g != nil {
 			name = g.name
 		}
 		out = append(out, map[string]any{"name": name})

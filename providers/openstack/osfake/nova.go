@@ -210,7 +210,7 @@ func (c *Cloud) finishBuild(s *server, now time.Time) {
 		for tries := 0; tries < 240; tries++ {
 			c.ipSeq++
 			a := fmt.Sprintf("%s.%d", c.opts.Network.Prefix, 10+c.ipSeq%240)
-			if !c.addressTaken(a) {
+			if !c.addressTaken(s.region, a) {
 				s.addresses = []string{a}
 				break
 			}
@@ -316,7 +316,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request, v microvers
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	group := groupHint(req["os:scheduler_hints"])
-	if !c.createRefsExist(w, body.SecurityGroups, group) {
+	if !c.createRefsExist(w, c.in(region), body.SecurityGroups, group) {
 		return
 	}
 	if msg := c.overQuota(flavor, region); msg != "" {
@@ -896,7 +896,7 @@ func (c *Cloud) limits(w http.ResponseWriter, _ *http.Request, _ microversion, r
 	c.mu.Lock()
 	used := c.usage(region)
 	q := c.opts.Quota
-	groups := len(c.serverGroups)
+	groups := len(c.in(region).serverGroups)
 	c.mu.Unlock()
 	unlimited := func(n int) int {
 		if n == 0 {

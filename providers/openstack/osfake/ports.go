@@ -174,7 +174,7 @@ func (c *Cloud) listPorts(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := []any{}
-	for _, p := range c.sortedPorts() {
+	for _, p := range c.at(r).sortedPorts() {
 		if !matches(q.Get("network_id"), p.networkID) || !matches(q.Get("name"), p.name) ||
 			!matches(q.Get("description"), p.description) || !matches(q.Get("device_id"), p.deviceID) {
 			continue
@@ -186,10 +186,10 @@ func (c *Cloud) listPorts(w http.ResponseWriter, r *http.Request) {
 
 func matches(filter, value string) bool { return filter == "" || filter == value }
 
-// sortedPorts are the ports oldest first. Called with c.mu held.
-func (c *Cloud) sortedPorts() []*port {
-	out := make([]*port, 0, len(c.ports))
-	for _, p := range c.ports {
+// sortedPorts are the region's ports oldest first. Called with c.mu held.
+func (rs *regionState) sortedPorts() []*port {
+	out := make([]*port, 0, len(rs.ports))
+	for _, p := range rs.ports {
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b *port) int {
@@ -265,6 +265,8 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	region := r.PathValue("region")
+	rs := c.in(region)
 	p := &port{id: newUUID(), name: body.Name, description: body.Description, networkID: body.NetworkID, created: time.Now().UTC().Truncate(time.Second)}
 	p.mac = fmt.Sprintf("fa:16:3e:%s:%s:%s", p.id[0:2], p.id[2:4], p.id[4:6])
 	for _, f := range body.FixedIPs {
@@ -274,7 +276,7 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if f.IPAddress == "" {
-			f.IPAddress = c.freeAddress(subnet)
+			f.IPAddress = c.freeAddress(region, subnet)
 		}
 		ip, err := netip.ParseAddr(f.IPAddress)
 		cidr := netip.MustParsePrefix(subnet.CIDR)
@@ -282,7 +284,7 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 			neutronError(w, http.StatusBadRequest, "InvalidIpForSubnet", fmt.Sprintf("IP address %s is not a valid IP for the specified subnet.", f.IPAddress))
 			return
 		}
-		if c.addressTaken(f.IPAddress) {
+		if c.addressTaken(region, f.IPAddress) {
 			neutronError(w, http.StatusConflict, "IpAddressAlreadyAllocated", fmt.Sprintf("IP address %s already allocated in subnet %s", f.IPAddress, subnet.ID))
 			return
 		}
@@ -292,7 +294,7 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 		// No fixed_ips: IPAM gives the port an address of the network
 		// (neutron/db/ipam_pluggable_backend.py, _ipam_get_subnets: one
 		// IPv4 subnet of the network), here its first subnet's.
-		if a := c.freeAddress(c.opts.Network.Subnets[0]); a != "" {
+		if a := c.freeAddress(region, c.opts.Network.Subnets[0]); a != "" {
 			p.fixedIPs = []fixedIP{{SubnetID: c.opts.Network.Subnets[0].ID, IPAddress: a}}
 		}
 	}
@@ -300,21 +302,21 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 		p.securityGroups = []string{"default"}
 	} else {
 		for _, id := range *body.SecurityGroups {
-			if c.secGroups[id] == nil {
+			if rs.secGroups[id] == nil {
 				neutronError(w, http.StatusNotFound, "SecurityGroupNotFound", fmt.Sprintf("Security group %s does not exist", id))
 				return
 			}
 		}
 		p.securityGroups = slices.Clone(*body.SecurityGroups)
 	}
-	c.ports[p.id] = p
+	rs.ports[p.id] = p
 	writeJSON(w, http.StatusCreated, map[string]any{"port": c.portView(p)})
 }
 
-// portOr404 returns the port the path names, or answers Neutron's 404
-// and returns nil. The caller holds c.mu.
+// portOr404 returns the port the path names in the path's region, or
+// answers Neutron's 404 and returns nil. The caller holds c.mu.
 func (c *Cloud) portOr404(w http.ResponseWriter, r *http.Request) *port {
-	p := c.ports[r.PathValue("id")]
+	p := c.at(r).ports[r.PathValue("id")]
 	if p == nil {
 		neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", r.PathValue("id")))
 	}
@@ -341,7 +343,7 @@ func (c *Cloud) deletePort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, s := range c.servers {
-		if !slices.Contains(s.ports, p.id) {
+		if s.region != r.PathValue("region") || !slices.Contains(s.ports, p.id) {
 			continue
 		}
 		s.ports = slices.DeleteFunc(s.ports, func(id string) bool { return id == p.id })
@@ -349,8 +351,8 @@ func (c *Cloud) deletePort(w http.ResponseWriter, r *http.Request) {
 			return slices.ContainsFunc(p.fixedIPs, func(f fixedIP) bool { return f.IPAddress == a })
 		})
 	}
-	c.disassociateFloatingIPs(p.id)
-	delete(c.ports, p.id)
+	c.at(r).disassociateFloatingIPs(p.id)
+	delete(c.at(r).ports, p.id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -364,28 +366,29 @@ func (c *Cloud) subnet(id string) (Subnet, bool) {
 	return Subnet{}, false
 }
 
-// addressTaken tells whether a port or a server's own address holds ip.
-// Called with c.mu held.
-func (c *Cloud) addressTaken(ip string) bool {
-	for _, p := range c.ports {
+// addressTaken tells whether a port or a server's own address holds ip
+// in the region (each region's network is its own). Called with c.mu
+// held.
+func (c *Cloud) addressTaken(region, ip string) bool {
+	for _, p := range c.in(region).ports {
 		if slices.ContainsFunc(p.fixedIPs, func(f fixedIP) bool { return f.IPAddress == ip }) {
 			return true
 		}
 	}
 	for _, s := range c.servers {
-		if slices.Contains(s.addresses, ip) {
+		if s.region == region && slices.Contains(s.addresses, ip) {
 			return true
 		}
 	}
 	return false
 }
 
-// freeAddress is the first address of the subnet's pool nothing holds.
-// Called with c.mu held.
-func (c *Cloud) freeAddress(s Subnet) string {
+// freeAddress is the first address of the subnet's pool nothing in the
+// region holds. Called with c.mu held.
+func (c *Cloud) freeAddress(region string, s Subnet) string {
 	p := netip.MustParsePrefix(s.CIDR)
 	for a := p.Masked().Addr().Next().Next(); p.Contains(a) && a != lastHost(p).Next(); a = a.Next() {
-		if a.String() != s.GatewayIP && !c.addressTaken(a.String()) {
+		if a.String() != s.GatewayIP && !c.addressTaken(region, a.String()) {
 			return a.String()
 		}
 	}
@@ -397,8 +400,9 @@ func (c *Cloud) freeAddress(s Subnet) string {
 // them once placed (bindPorts); false when it answered an error. Called
 // with c.mu held.
 func (c *Cloud) takePorts(w http.ResponseWriter, s *server, ids []string) bool {
+	ports := c.in(s.region).ports
 	for _, id := range ids {
-		p := c.ports[id]
+		p := ports[id]
 		if p == nil {
 			novaError(w, http.StatusBadRequest, fmt.Sprintf("Port id %s could not be found.", id))
 			return false
@@ -410,7 +414,7 @@ func (c *Cloud) takePorts(w http.ResponseWriter, s *server, ids []string) bool {
 	}
 	for _, id := range ids {
 		s.ports = append(s.ports, id)
-		s.securityGroups = append(s.securityGroups, c.ports[id].securityGroups...)
+		s.securityGroups = append(s.securityGroups, ports[id].securityGroups...)
 	}
 	return true
 }
@@ -420,7 +424,7 @@ func (c *Cloud) takePorts(w http.ResponseWriter, s *server, ids []string) bool {
 // held.
 func (c *Cloud) bindPorts(s *server) {
 	for _, id := range s.ports {
-		if p := c.ports[id]; p != nil && p.deviceID == "" {
+		if p := c.in(s.region).ports[id]; p != nil && p.deviceID == "" {
 			p.deviceID, p.deviceOwner = s.id, "compute:"+s.zone
 		}
 	}
@@ -431,7 +435,7 @@ func (c *Cloud) bindPorts(s *server) {
 func (c *Cloud) portAddresses(s *server) []string {
 	var out []string
 	for _, id := range s.ports {
-		if p := c.ports[id]; p != nil {
+		if p := c.in(s.region).ports[id]; p != nil {
 			for _, f := range p.fixedIPs {
 				out = append(out, f.IPAddress)
 			}
@@ -444,7 +448,7 @@ func (c *Cloud) portAddresses(s *server) []string {
 // gone: the ports passed in stay, unbound. Called with c.mu held.
 func (c *Cloud) unbindPorts(s *server) {
 	for _, id := range s.ports {
-		if p := c.ports[id]; p != nil && p.deviceID == s.id {
+		if p := c.in(s.region).ports[id]; p != nil && p.deviceID == s.id {
 			p.deviceID, p.deviceOwner = "", ""
 		}
 	}
@@ -452,24 +456,27 @@ func (c *Cloud) unbindPorts(s *server) {
 
 // Port is a snapshot of one port, for tests.
 type Port struct {
-	ID, Name, Description, DeviceID string
+	ID, Region, Name, Description, DeviceID string
 	// IPs are the fixed IPs' addresses.
 	IPs            []string
 	SecurityGroups []string
 }
 
-// Ports lists every port, oldest first.
+// Ports lists every port, region by region (in Options.Regions' order),
+// oldest first.
 func (c *Cloud) Ports() []Port {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance(time.Now())
 	var out []Port
-	for _, p := range c.sortedPorts() {
-		ps := Port{ID: p.id, Name: p.name, Description: p.description, DeviceID: p.deviceID, SecurityGroups: slices.Clone(p.securityGroups)}
-		for _, f := range p.fixedIPs {
-			ps.IPs = append(ps.IPs, f.IPAddress)
+	for _, region := range c.opts.Regions {
+		for _, p := range c.in(region).sortedPorts() {
+			ps := Port{ID: p.id, Region: region, Name: p.name, Description: p.description, DeviceID: p.deviceID, SecurityGroups: slices.Clone(p.securityGroups)}
+			for _, f := range p.fixedIPs {
+				ps.IPs = append(ps.IPs, f.IPAddress)
+			}
+			out = append(out, ps)
 		}
-		out = append(out, ps)
 	}
 	return out
 }
@@ -490,7 +497,7 @@ func (c *Cloud) NetworkData(serverID string) ([]byte, error) {
 	}
 	links, nets, services := []any{}, []any{}, []any{}
 	for i, id := range s.ports {
-		p := c.ports[id]
+		p := c.in(s.region).ports[id]
 		if p == nil || len(p.fixedIPs) == 0 {
 			continue
 		}

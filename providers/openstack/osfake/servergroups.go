@@ -80,7 +80,7 @@ func (c *Cloud) serverGroupView(g *serverGroup, v microversion) map[string]any {
 // most min(limit, [api]max_limit) (a limit of 0 or none is max_limit), and
 // no link to a next page; a negative or non-integer offset or limit is
 // 400 (get_pagination_params).
-func (c *Cloud) listServerGroups(w http.ResponseWriter, r *http.Request, v microversion, _ string) {
+func (c *Cloud) listServerGroups(w http.ResponseWriter, r *http.Request, v microversion, region string) {
 	page := map[string]int{"offset": 0, "limit": 0}
 	for name := range page {
 		if raw := r.URL.Query().Get(name); raw != "" {
@@ -98,7 +98,7 @@ func (c *Cloud) listServerGroups(w http.ResponseWriter, r *http.Request, v micro
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	groups := slices.SortedFunc(maps.Values(c.serverGroups), func(a, b *serverGroup) int { return a.seq - b.seq })
+	groups := slices.SortedFunc(maps.Values(c.in(region).serverGroups), func(a, b *serverGroup) int { return a.seq - b.seq })
 	out := []any{}
 	for _, g := range groups[min(page["offset"], len(groups)):min(page["offset"]+limit, len(groups))] {
 		out = append(out, c.serverGroupView(g, v))
@@ -106,7 +106,7 @@ func (c *Cloud) listServerGroups(w http.ResponseWriter, r *http.Request, v micro
 	writeJSON(w, http.StatusOK, map[string]any{"server_groups": out})
 }
 
-func (c *Cloud) createServerGroup(w http.ResponseWriter, r *http.Request, v microversion, _ string) {
+func (c *Cloud) createServerGroup(w http.ResponseWriter, r *http.Request, v microversion, region string) {
 	var body struct {
 		SG map[string]json.RawMessage `json:"server_group"`
 	}
@@ -153,18 +153,18 @@ func (c *Cloud) createServerGroup(w http.ResponseWriter, r *http.Request, v micr
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if q := c.opts.Quota.ServerGroups; q > 0 && len(c.serverGroups) >= q {
+	if q := c.opts.Quota.ServerGroups; q > 0 && len(c.in(region).serverGroups) >= q {
 		novaError(w, http.StatusForbidden, "Quota exceeded, too many server groups.")
 		return
 	}
-	g := c.addServerGroup(sg.Name, policy)
+	g := c.addServerGroup(region, sg.Name, policy)
 	writeJSON(w, http.StatusOK, map[string]any{"server_group": c.serverGroupView(g, v)})
 }
 
-func (c *Cloud) showServerGroup(w http.ResponseWriter, r *http.Request, v microversion, _ string) {
+func (c *Cloud) showServerGroup(w http.ResponseWriter, r *http.Request, v microversion, region string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.serverGroups[r.PathValue("id")]
+	g := c.in(region).serverGroups[r.PathValue("id")]
 	if g == nil {
 		novaError(w, http.StatusNotFound, fmt.Sprintf("Instance group %s could not be found.", r.PathValue("id")))
 		return
@@ -172,53 +172,59 @@ func (c *Cloud) showServerGroup(w http.ResponseWriter, r *http.Request, v microv
 	writeJSON(w, http.StatusOK, map[string]any{"server_group": c.serverGroupView(g, v)})
 }
 
-func (c *Cloud) deleteServerGroup(w http.ResponseWriter, r *http.Request, _ microversion, _ string) {
+func (c *Cloud) deleteServerGroup(w http.ResponseWriter, r *http.Request, _ microversion, region string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := r.PathValue("id")
-	if c.serverGroups[id] == nil {
+	groups := c.in(region).serverGroups
+	if groups[id] == nil {
 		novaError(w, http.StatusNotFound, fmt.Sprintf("Instance group %s could not be found.", id))
 		return
 	}
-	delete(c.serverGroups, id)
+	delete(groups, id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// addServerGroup makes a group. Called with c.mu held.
-func (c *Cloud) addServerGroup(name, policy string) *serverGroup {
+// addServerGroup makes a group in the region. Called with c.mu held.
+func (c *Cloud) addServerGroup(region, name, policy string) *serverGroup {
 	c.groupSeq++
 	g := &serverGroup{id: newUUID(), name: name, policy: policy, seq: c.groupSeq}
-	c.serverGroups[g.id] = g
+	c.in(region).serverGroups[g.id] = g
 	return g
 }
 
-// AddServerGroup makes a server group as a person would and returns its ID.
+// AddServerGroup makes a server group as a person would, in the first
+// region, and returns its ID.
 func (c *Cloud) AddServerGroup(name, policy string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.addServerGroup(name, policy).id
+	return c.addServerGroup(c.opts.Regions[0], name, policy).id
 }
 
 // ServerGroup is a snapshot of one server group, for tests.
 type ServerGroup struct {
-	ID, Name, Policy string
-	Members          []string
+	ID, Region, Name, Policy string
+	Members                  []string
 }
 
-// ServerGroups returns every server group.
+// ServerGroups returns every server group, region by region (in
+// Options.Regions' order), by ID.
 func (c *Cloud) ServerGroups() []ServerGroup {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []ServerGroup
-	for _, id := range slices.Sorted(mapsKeys(c.serverGroups)) {
-		g := c.serverGroups[id]
-		sg := ServerGroup{ID: g.id, Name: g.name, Policy: g.policy}
-		for _, s := range c.servers {
-			if s.group == g.id {
-				sg.Members = append(sg.Members, s.id)
+	for _, region := range c.opts.Regions {
+		groups := c.in(region).serverGroups
+		for _, id := range slices.Sorted(mapsKeys(groups)) {
+			g := groups[id]
+			sg := ServerGroup{ID: g.id, Region: region, Name: g.name, Policy: g.policy}
+			for _, s := range c.servers {
+				if s.group == g.id {
+					sg.Members = append(sg.Members, s.id)
+				}
 			}
+			out = append(out, sg)
 		}
-		out = append(out, sg)
 	}
 	return out
 }
@@ -228,10 +234,11 @@ func (c *Cloud) ServerGroups() []ServerGroup {
 // resolve to exactly one of the project's (nova/network/neutron.py,
 // _process_security_groups: SecurityGroupNotFound, NoUniqueMatch), the
 // group must exist (InstanceGroupNotFound); both are 400
-// (nova/api/openstack/compute/servers.py, create). Called with c.mu held.
-func (c *Cloud) createRefsExist(w http.ResponseWriter, secGroups []struct{ Name string }, group *string) bool {
+// (nova/api/openstack/compute/servers.py, create). Both are the
+// region's. Called with c.mu held.
+func (c *Cloud) createRefsExist(w http.ResponseWriter, rs *regionState, secGroups []struct{ Name string }, group *string) bool {
 	for _, sg := range secGroups {
-		ok, ambiguous := c.secGroupKnown(sg.Name)
+		ok, ambiguous := c.secGroupKnown(rs, sg.Name)
 		switch {
 		case ambiguous:
 			novaError(w, http.StatusConflict, fmt.Sprintf("Multiple security groups found matching '%s'. Use an ID to be more specific.", sg.Name))
@@ -241,7 +248,7 @@ func (c *Cloud) createRefsExist(w http.ResponseWriter, secGroups []struct{ Name 
 			return false
 		}
 	}
-	if group != nil && c.serverGroups[*group] == nil {
+	if group != nil && rs.serverGroups[*group] == nil {
 		novaError(w, http.StatusBadRequest, fmt.Sprintf("Instance group %s could not be found.", *group))
 		return false
 	}
