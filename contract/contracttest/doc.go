@@ -63,7 +63,8 @@
 // managed mark, every run. EgressKeptPerReplica, with a
 // StrayEgressMaker, keeps two addresses with the Owner's mark and no
 // replica mark (one with the UID mark too) beside the rule's, made first,
-// every run: ListEgress must list the rule's and never those.
+// every run: ListEgress must list the rule's, each once and under its
+// own region, and never those.
 // CheckerReasons holds the credentials target before the targets of its
 // scope (§9), every run.
 // LogLinesNameTheInstance captures the process-wide outputs too, so a

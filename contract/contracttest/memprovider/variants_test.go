@@ -110,6 +110,23 @@ var variants = []variant{
 			return b.listEgressWith(ctx, owner, true, false)
 		}
 	}, nil},
+	{"egress-listed-in-every-region", "EgressKeptPerReplica", func(b *brokenProvider) {
+		// Each address is listed under every region, as by a provider
+		// whose list is not scoped to the region it asks (one region's
+		// client for all, or a cloud-wide list): the GC's release under
+		// the wrong region would miss the address.
+		b.listEgress = func(ctx context.Context, owner string) ([]contract.Egress, error) {
+			kept, err := b.Provider.ListEgress(ctx, owner)
+			var out []contract.Egress
+			for _, region := range b.cfg.Regions {
+				for _, x := range kept {
+					x.Region = region
+					out = append(out, x)
+				}
+			}
+			return out, err
+		}
+	}, nil},
 	{"egress-lists-strays", "EgressKeptPerReplica", func(b *brokenProvider) {
 		// An address without a replica mark is listed as replica 0.
 		b.listEgress = func(ctx context.Context, owner string) ([]contract.Egress, error) {
