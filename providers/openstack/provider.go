@@ -332,7 +332,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (contract.Instanc
 	if err != nil {
 		return contract.Instance{}, err
 	}
-	if mayBeGoing(s) {
+	if mayBeGoing(s, time.Now().UTC()) {
 		going, err := p.deleteRecorded(ctx, regionKey, id)
 		if err != nil {
 			return contract.Instance{}, err

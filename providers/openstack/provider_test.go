@@ -704,6 +704,16 @@ func TestBuildCutShortByItsDeleteIsTerminated(t *testing.T) {
 		// The build's block-device save writes over "deleting" and it
 		// goes on spawning (the lane's TestRealCloudFloatingIPSet met it).
 		"written over": c.fake.BuildOverDelete,
+		// Written over, and the build then ends as if no delete had come:
+		// ACTIVE, no task, with its address (the lane's harness met it:
+		// DeleteResumesAfterFailure, "Get after Delete returned state
+		// Running").
+		"written over then built": func(id string) error {
+			if err := c.fake.BuildOverDelete(id); err != nil {
+				return err
+			}
+			return c.fake.FinishBuild(id)
+		},
 	}
 	for end, play := range ends {
 		for _, static := range []bool{false, true} {

@@ -61,18 +61,35 @@ import (
 // _cleanup_allocated_networks). The terminate, queued behind the build's
 // instance lock, destroys it next. An ACTIVE server not yet Running
 // (without its address) with a recorded delete is going too (mayBeGoing).
+//
+// A build whose block-device save wrote over the delete's "deleting" goes
+// on: its last save expects spawning and finds it, so the server reads
+// ACTIVE, no task, with its address and a fresh launched_at, as if no
+// delete had come, until the terminate queued behind the build's lock
+// destroys it. The lane read it so, BUILD (spawning) then ACTIVE then 404
+// within two seconds. An ACTIVE server launched within justLaunched is
+// read with its instance actions too: one call more per read of a server
+// in its first minutes, none after.
 
 // schedulingPoll is how often Delete reads a server Nova is scheduling.
 var schedulingPoll = 500 * time.Millisecond
+
+// justLaunched is how long after its launch an ACTIVE server may still be
+// a build that ended over its delete. The terminate runs as soon as the
+// build lets go of the instance's lock (seconds on the lane); two minutes
+// leave room for a loaded cloud and for the operator's clock running
+// ahead of Nova's.
+const justLaunched = 2 * time.Minute
 
 // mayBeGoing tells a read that may be what Nova leaves of a build its
 // delete cut short, for as long as the delete's terminate waits on the
 // build: BUILD in any task but deleting (a build step's save written over
 // the delete's, a reschedule), ERROR with no task where the reschedule
 // found no host, ACTIVE with no task and without its address after the
-// build's clean-up. Only a recorded delete tells it from a build
-// (deleteRecorded): one call more per read of a building server.
-func mayBeGoing(s servers.Server) bool {
+// build's clean-up, or with it and launched within justLaunched of now (a
+// build that ended over its delete). Only a recorded delete tells it from
+// a build (deleteRecorded): one call more per such read.
+func mayBeGoing(s servers.Server, now time.Time) bool {
 	switch {
 	case s.Status == "BUILD":
 		return s.TaskState != "deleting"
@@ -82,7 +99,7 @@ func mayBeGoing(s servers.Server) bool {
 		return true
 	case s.Status == "ACTIVE":
 		state, _, _ := stateOf(s)
-		return state == contract.StateProvisioning
+		return state == contract.StateProvisioning || now.Sub(s.LaunchedAt) < justLaunched
 	}
 	return false
 }

@@ -90,13 +90,17 @@ func (c *Cloud) RescheduleBuild(id string, hostsLeft bool) error {
 // delete's "deleting", and the build goes on to spawning, whose save
 // expects block_device_mapping and succeeds (nova/compute/manager.py
 // _build_resources, _build_and_run_instance). The server reads BUILD
-// (spawning) with its delete recorded until the terminate, queued behind
-// the build's instance lock, destroys it (DeleteDelay). The lane met it:
-// a forceDelete answered 202, then two reads of BUILD (spawning), then 404.
+// (spawning) with its delete recorded; the build's last save expects
+// spawning and finds it, so a build that ends (FinishBuild) reads ACTIVE,
+// no task, with its address and launched_at, as if no delete had come,
+// until the terminate, queued behind the build's instance lock, destroys
+// it (DeleteDelay). The lane met both: a forceDelete answered 202, then
+// two reads of BUILD (spawning), then 404; and in another run BUILD
+// (spawning), then ACTIVE with no task, then 404 within two seconds.
 func (c *Cloud) BuildOverDelete(id string) error {
 	return c.withServer(id, func(s *server) {
 		if s.status == statusBuild && s.deleting {
-			s.taskState, s.updated = "spawning", time.Now().UTC()
+			s.taskState, s.updated, s.deleteWrittenOver = "spawning", time.Now().UTC(), true
 		}
 	})
 }

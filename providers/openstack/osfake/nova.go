@@ -36,13 +36,17 @@ type server struct {
 	locked                 bool      // Nova's lock (LockServer)
 	deleteDone             time.Time // when a delete ends; zero while held
 	deleting               bool
-	launched               bool      // has been ACTIVE (launched_at is set)
-	reclaimAt              time.Time // when a SOFT_DELETED server is reclaimed
-	configDrive            bool
-	group                  string   // the server group it was created in
-	ports                  []string // the ports the create passed in (ports.go)
-	actions                []action // its instance actions, oldest first (actions.go)
-	rescheduled            bool     // its build was rescheduled (RescheduleBuild): no build request stands
+	// deleteWrittenOver: the build's block-device save wrote over the
+	// delete's "deleting" (BuildOverDelete); the build's last save then
+	// succeeds, and the delete ends only after it.
+	deleteWrittenOver bool
+	launched          bool      // has been ACTIVE (launched_at is set)
+	reclaimAt         time.Time // when a SOFT_DELETED server is reclaimed
+	configDrive       bool
+	group             string   // the server group it was created in
+	ports             []string // the ports the create passed in (ports.go)
+	actions           []action // its instance actions, oldest first (actions.go)
+	rescheduled       bool     // its build was rescheduled (RescheduleBuild): no build request stands
 }
 
 // microversion is a compute API version, major.minor.
@@ -189,7 +193,7 @@ func (c *Cloud) advance(now time.Time) {
 // finishBuild ends a build: ACTIVE with an address, or ERROR with the
 // fault the build was set to fail with.
 func (c *Cloud) finishBuild(s *server, now time.Time) {
-	if s.deleting && s.fail == "" {
+	if s.deleting && s.fail == "" && !s.deleteWrittenOver {
 		c.cutShort(s, now)
 		return
 	}
